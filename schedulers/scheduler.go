@@ -1,0 +1,105 @@
+package schedulers
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+
+	"github.com/aggflow/aggflow/internal/panics"
+)
+
+// Task is a unit of work run by a Scheduler or a Worker. ctx is cancelled, with
+// cause ErrDisposed, when the scheduler is disposed by force (Dispose): the Go
+// counterpart of the thread interrupt Reactor's Scheduler.dispose() delivers.
+type Task func(ctx context.Context)
+
+// Scheduler runs Tasks on goroutines it owns. It mirrors Reactor's
+// reactor.core.scheduler.Scheduler (Scheduler.java).
+//
+// All methods are safe for concurrent use. A Scheduler starts no goroutine
+// until the first task is scheduled; its owner must call DisposeGracefully or
+// Dispose to release them.
+type Scheduler interface {
+	// Name returns the name given at construction; goroutines carry it as the
+	// pprof label "scheduler".
+	Name() string
+	// Schedule runs task on some goroutine of the scheduler. Tasks scheduled
+	// directly have no ordering between them. It never blocks and returns an
+	// error wrapping ErrRejected once disposal began.
+	Schedule(task Task) error
+	// NewWorker returns a serial queue on this scheduler: tasks scheduled on one
+	// Worker run one at a time in submission order (Reactor's createWorker()).
+	// It returns an error wrapping ErrRejected once disposal began.
+	NewWorker() (Worker, error)
+	// DisposeGracefully rejects new tasks at once, lets every queued and running
+	// task finish, and returns nil when every goroutine has exited. If ctx ends
+	// first it returns ctx's error (errors.Is context.DeadlineExceeded or
+	// context.Canceled) and draining goes on; a later call waits again for the
+	// same termination. Reactor: disposeGracefully() with timeout(...).
+	DisposeGracefully(ctx context.Context) error
+	// Dispose rejects new tasks, drops the queued ones (each reported to the
+	// discard hook), cancels the context of running tasks and returns without
+	// waiting; Done tells when the last goroutine has exited. Reactor: dispose().
+	Dispose()
+	// IsDisposed reports whether either disposal has begun.
+	IsDisposed() bool
+	// Done is closed once disposal has begun and every goroutine has exited.
+	Done() <-chan struct{}
+}
+
+// Worker is a serial task queue on a Scheduler (Reactor's Scheduler.Worker).
+// Unlike Reactor, a Worker is not pinned to one goroutine: any free goroutine of
+// its scheduler may run its next batch, so a blocked task holds one goroutine
+// and never the other workers that would have shared its thread.
+type Worker interface {
+	// Schedule appends task to the worker's queue. It never blocks and returns
+	// an error wrapping ErrRejected once the worker or its scheduler is disposed.
+	Schedule(task Task) error
+	// Dispose drops the worker's tasks that have not started (each reported to
+	// the discard hook) and rejects later ones. A running task is not cancelled.
+	Dispose()
+}
+
+// PanicError is a task's recovered panic: the panic value and the stack.
+type PanicError = panics.Error
+
+// DefaultPoolSize is the default number of goroutines of a parallel scheduler:
+// runtime.GOMAXPROCS(0) at start-up, or the environment variable
+// AGGFLOW_POOL_SIZE when it holds a positive integer. Reactor:
+// Schedulers.DEFAULT_POOL_SIZE.
+var DefaultPoolSize = envPositive("AGGFLOW_POOL_SIZE", runtime.GOMAXPROCS(0))
+
+func envPositive(name string, fallback int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return fallback
+}
+
+// Option configures NewParallel and NewSingle.
+type Option func(*options)
+
+type options struct {
+	onPanic   func(*PanicError)
+	onDiscard func(Task)
+	logger    *slog.Logger
+}
+
+// WithPanicHook is called, on the goroutine that ran the task, with each task
+// panic. The default logs it at error level through the scheduler's logger.
+func WithPanicHook(hook func(*PanicError)) Option {
+	return func(o *options) { o.onPanic = hook }
+}
+
+// WithDiscardHook is called once for each task dropped without running, by
+// Dispose or Worker.Dispose, outside the scheduler's locks.
+func WithDiscardHook(hook func(Task)) Option {
+	return func(o *options) { o.onDiscard = hook }
+}
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.logger = l }
+}
