@@ -1,0 +1,40 @@
+package dispatch
+
+import "errors"
+
+// Sentinel errors of the package. Every error returned by dispatch wraps one of
+// these with %w, so callers compare with errors.Is.
+var (
+	// ErrStopped is returned when work or a lifecycle step is refused because a
+	// stop has begun: Runtime.Start after a stop, Prepare of a composite that was
+	// force-stopped, a Mailbox push after Close.
+	ErrStopped = errors.New("dispatch: stopped")
+	// ErrForceStopped is the cause of the handler context's cancellation by
+	// ForceStop and the reason given to the discard hook and Observer.Discarded
+	// for every exchange dropped by ForceStop.
+	ErrForceStopped = errors.New("dispatch: force stopped")
+	// ErrInvalidGroupKey fails one exchange whose WithGroupKey function returned
+	// a key outside [0, parallelism) or panicked; the dispatcher goes on.
+	ErrInvalidGroupKey = errors.New("dispatch: invalid group key")
+	// ErrIllegalState is returned by a lifecycle method called in a state that
+	// does not allow it; the message names the component and its state.
+	ErrIllegalState = errors.New("dispatch: illegal state")
+	// ErrInvalidParallelism is returned by New for a parallelism below 1.
+	ErrInvalidParallelism = errors.New("dispatch: parallelism must be at least 1")
+	// ErrInvalidOption is returned by the constructors for an invalid option
+	// value: a group buffer below 1, a nil function, a typed hook whose type
+	// parameter differs from the dispatcher's, a shutdown timeout below 1ns.
+	ErrInvalidOption = errors.New("dispatch: invalid option")
+	// ErrInvalidArgument is returned by the constructors for an empty name, a nil
+	// handler, a nil component or one registered twice.
+	ErrInvalidArgument = errors.New("dispatch: invalid argument")
+	// ErrNoGroupKey is returned by New when the exchange type does not implement
+	// aggregate.IDCapable and no WithGroupKey function is given.
+	ErrNoGroupKey = errors.New("dispatch: exchange type has no group key")
+	// ErrShutdownTimeout is returned by Runtime.StopGracefully when the shutdown
+	// deadline expired and the remaining components were force-stopped.
+	ErrShutdownTimeout = errors.New("dispatch: shutdown timed out")
+	// ErrUnknownAggregate is the discard reason of an exchange a MainDispatcher
+	// received for a named aggregate it has no child for.
+	ErrUnknownAggregate = errors.New("dispatch: unknown aggregate")
+)

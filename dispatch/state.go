@@ -1,0 +1,145 @@
+package dispatch
+
+import (
+	"context"
+	"strconv"
+	"time"
+)
+
+// State is a lifecycle state of a Dispatcher, MainDispatcher or Composite. It
+// mirrors the State enum of Wow's AggregateDispatcher (AggregateDispatcher.kt):
+// NEW -> PREPARED -> RUNNING -> STOPPING -> STOPPED.
+type State int32
+
+const (
+	// StateNew is the state after construction: nothing subscribed.
+	StateNew State = iota
+	// StatePrepared is the state after Prepare: resources resolved, nothing
+	// pulled from the source yet.
+	StatePrepared
+	// StateRunning is the state after Start: exchanges flow.
+	StateRunning
+	// StateStopping is the state after Quiesce: intake closed, admitted
+	// exchanges draining.
+	StateStopping
+	// StateStopped is the terminal state: the pipeline ended (drained, forced,
+	// or the source terminated).
+	StateStopped
+)
+
+var stateNames = [...]string{"NEW", "PREPARED", "RUNNING", "STOPPING", "STOPPED"}
+
+// String returns the upper-case Wow name of the state ("RUNNING").
+func (s State) String() string {
+	if s >= 0 && int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "State(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Outcome is how a handled exchange ended. It mirrors the outcome tag of Wow's
+// wow.operation timer (AggregateDispatcher.kt, WowMetrics.kt), with panics
+// told apart from errors.
+type Outcome int32
+
+const (
+	// OutcomeSuccess: the handler returned nil.
+	OutcomeSuccess Outcome = iota
+	// OutcomeError: the handler returned an error, or the exchange was refused
+	// before reaching a handler (ErrInvalidGroupKey).
+	OutcomeError
+	// OutcomePanic: the handler panicked; the error is a *PanicError.
+	OutcomePanic
+	// OutcomeCancelled: the handler returned after ForceStop cancelled its
+	// context (with any error or none).
+	OutcomeCancelled
+)
+
+var outcomeNames = [...]string{"success", "error", "panic", "cancelled"}
+
+// String returns the lower-case metric tag value ("success").
+func (o Outcome) String() string {
+	if o >= 0 && int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Stats is a snapshot of a dispatcher's counters, in exchanges. At every
+// instant Received == Succeeded + Failed + Discarded + InFlight, and after
+// Done() is closed InFlight == 0. Every exchange pulled from the source is
+// counted in Received exactly once and ends exactly once in one of the three
+// final counters. Failed counts OutcomeError, OutcomePanic and
+// OutcomeCancelled.
+type Stats struct {
+	Received, Succeeded, Failed, Discarded, InFlight int64
+}
+
+// Observer sees every exchange of a dispatcher: the metrics seam (Wow's
+// WowMetrics / wow.operation timer, reduced to an interface). Its methods are
+// called concurrently from many goroutines, inline on the hot path: they must
+// be fast and must not block. The group key is never passed, so that metric
+// cardinality stays bounded (Wow AD-25).
+type Observer interface {
+	// Admitted is called once per exchange accepted into a group.
+	Admitted()
+	// Started is called when the handler is about to run, with the time the
+	// exchange waited since admission.
+	Started(queueWait time.Duration)
+	// Finished is called once per exchange that ended with an outcome, with the
+	// handler's running time (0 for an exchange refused before a handler) and
+	// its error (nil on success).
+	Finished(o Outcome, handling time.Duration, err error)
+	// Discarded is called once per admitted exchange dropped without being
+	// handled, with the reason (wrapping ErrForceStopped or ErrUnknownAggregate).
+	Discarded(reason error)
+}
+
+// nopObserver is the default Observer.
+type nopObserver struct{}
+
+func (nopObserver) Admitted()                              {}
+func (nopObserver) Started(time.Duration)                  {}
+func (nopObserver) Finished(Outcome, time.Duration, error) {}
+func (nopObserver) Discarded(error)                        {}
+
+// ErrorPolicy says what a handler's failure does to the dispatcher.
+type ErrorPolicy int
+
+const (
+	// Continue (the default) reports a failed exchange to the logger and the
+	// observer and goes on: Wow's built-in event handlers (LogResumeErrorHandler).
+	Continue ErrorPolicy = iota
+	// StopOnError makes the first failure the dispatcher's Err() and quiesces
+	// it: intake stops and admitted exchanges drain. This is Wow's
+	// AggregateDispatcher default, where a handler error ends the pipeline.
+	StopOnError
+)
+
+// String returns "Continue" or "StopOnError".
+func (p ErrorPolicy) String() string {
+	switch p {
+	case Continue:
+		return "Continue"
+	case StopOnError:
+		return "StopOnError"
+	}
+	return "ErrorPolicy(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Component is anything with the runtime lifecycle: Dispatcher, MainDispatcher,
+// Composite, or a user's own. It mirrors Wow's RuntimeComponent
+// (RuntimeComponent.kt). Contract, which Runtime and Composite rely on:
+// construction starts nothing; Prepare readies the component without
+// processing; Start opens processing; Quiesce closes intake promptly without
+// blocking and is idempotent; StopGracefully lets admitted work finish and
+// returns nil when done or ctx.Err() when ctx ends first (the stop goes on);
+// ForceStop is prompt, non-blocking, idempotent, safe before Prepare and safe
+// concurrently with every other method.
+type Component interface {
+	Prepare(ctx context.Context) error
+	Start() error
+	Quiesce()
+	StopGracefully(ctx context.Context) error
+	ForceStop()
+}
