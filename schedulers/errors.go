@@ -10,6 +10,8 @@ var (
 	ErrInvalidParallelism = errors.New("schedulers: parallelism must be at least 1")
 	// ErrInvalidName is returned by the constructors for an empty name.
 	ErrInvalidName = errors.New("schedulers: name must not be empty")
+	// ErrNilTask is returned by Schedule for a nil Task.
+	ErrNilTask = errors.New("schedulers: task must not be nil")
 	// ErrDisposed is the cause of the task context's cancellation by Dispose.
 	ErrDisposed = errors.New("schedulers: disposed")
 )

@@ -1,0 +1,72 @@
+// Package schedulers runs tasks on goroutines owned by a named scheduler, with
+// serial queues (workers) on top, and stops them gracefully or by force. It is
+// the Go form of Reactor's reactor.core.scheduler package (Scheduler.java,
+// Schedulers.java, ParallelScheduler.java), the layer that Wow's
+// AggregateSchedulerSupplier (AggregateSchedulerSupplier.kt) caches one
+// instance of per named aggregate.
+//
+// # Schedulers
+//
+//   - NewParallel(name, n): at most n goroutines (Reactor newParallel).
+//   - NewSingle(name): one goroutine (Reactor newSingle).
+//   - Immediate(): the caller's goroutine, no state (Reactor immediate).
+//
+// DefaultPoolSize (Reactor DEFAULT_POOL_SIZE) is the usual n.
+//
+// # Concurrency contract
+//
+// Goroutines. A parallel scheduler owns at most n goroutines. The constructor
+// starts none; the first tasks start them one by one, and a goroutine once
+// started stays, idle or busy, until the scheduler is disposed. No other
+// goroutine is ever started: no timer, no poller, no goroutine per task or per
+// waiter. Every goroutine carries the pprof label scheduler=<name>.
+//
+// What blocks. Schedule, NewWorker, Worker.Schedule, Worker.Dispose, Dispose
+// and IsDisposed never wait for a task: they take one short lock and return.
+// Queues are unbounded, so Schedule never blocks and never fails for lack of
+// room; the caller bounds how much it submits. Only DisposeGracefully waits,
+// for the goroutines to exit or for its ctx to end, whichever is first.
+//
+// Ordering. Tasks given to Schedule run in no particular order. Tasks given
+// to one Worker run one at a time, in submission order, each seeing the
+// effects of the previous one. A Worker is not pinned to a goroutine: a worker
+// with pending tasks waits in the scheduler's ready queue; a free goroutine
+// takes a batch of at most 64 of its tasks and, if more remain, puts it back
+// at the tail. So a task that blocks holds one goroutine and no other worker,
+// and a busy worker cannot starve the others (unlike Reactor, where workers
+// are pinned to threads round-robin: reactor-core issue 3954). At most n tasks
+// of one scheduler run at once.
+//
+// Contexts. Every task receives a context of the scheduler, cancelled with
+// cause ErrDisposed (see context.Cause) when Dispose is called: the Go
+// counterpart of Reactor's thread interrupt. A task that may run long should
+// watch it.
+//
+// Panics. A task's panic is recovered into a *PanicError (value and stack)
+// and handed to the panic hook (WithPanicHook; by default logged at error
+// level); the goroutine goes on with the next task. Hooks themselves must not
+// panic, and a task must not call runtime.Goexit.
+//
+// # Who must dispose
+//
+// Whoever calls NewParallel or NewSingle owns the scheduler and must end it,
+// or its goroutines live as long as the process:
+//
+//   - DisposeGracefully(ctx) rejects new tasks with ErrRejected at once, lets
+//     every queued task run (direct and on workers), and returns nil when the
+//     last goroutine has exited, or ctx.Err() if ctx ends first; draining goes
+//     on, and a later call waits for the same end.
+//   - Dispose rejects new tasks, drops the queued ones, reporting each to the
+//     discard hook (WithDiscardHook), cancels the task context and returns
+//     without waiting. A goroutine in the middle of a worker's batch reports
+//     the batch's remaining tasks itself; every report is made before Done
+//     is closed.
+//
+// Both are idempotent and safe to call concurrently; Dispose may follow
+// DisposeGracefully to cut a drain short, and the graceful callers then
+// return nil once the goroutines are gone. Done is closed when disposal has
+// begun and no goroutine of the scheduler remains. A disposed scheduler does
+// not restart: build a new one. Worker.Dispose drops one worker's pending
+// tasks the same way and leaves the scheduler running; workers need no
+// disposal otherwise.
+package schedulers

@@ -1,0 +1,83 @@
+package schedulers_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aggflow/aggflow/schedulers"
+	"github.com/stretchr/testify/require"
+)
+
+func newParallel(t *testing.T, name string, n int, opts ...schedulers.Option) schedulers.Scheduler {
+	t.Helper()
+	s, err := schedulers.NewParallel(name, n, opts...)
+	require.NoError(t, err)
+	return s
+}
+
+func newWorker(t *testing.T, s schedulers.Scheduler) schedulers.Worker {
+	t.Helper()
+	w, err := s.NewWorker()
+	require.NoError(t, err)
+	return w
+}
+
+// gauge counts the tasks running at once and remembers the highest count.
+type gauge struct {
+	now, peak, started atomic.Int64
+}
+
+func (g *gauge) enter() {
+	g.started.Add(1)
+	n := g.now.Add(1)
+	for p := g.peak.Load(); n > p && !g.peak.CompareAndSwap(p, n); p = g.peak.Load() {
+	}
+}
+
+func (g *gauge) leave() { g.now.Add(-1) }
+
+// blocking returns a task that enters g and blocks until release is closed
+// or receives a value.
+func blocking(g *gauge, release <-chan struct{}) schedulers.Task {
+	return func(context.Context) {
+		g.enter()
+		defer g.leave()
+		<-release
+	}
+}
+
+// counter is a discard hook (and a task body) that counts its calls.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) hook(schedulers.Task) { c.n.Add(1) }
+func (c *counter) task(context.Context) { c.n.Add(1) }
+func (c *counter) get() int             { return int(c.n.Load()) }
+
+// recorder records the values appended to it, in order, from any goroutine.
+type recorder struct {
+	mu   sync.Mutex
+	vals []int
+}
+
+func (r *recorder) add(v int) {
+	r.mu.Lock()
+	r.vals = append(r.vals, v)
+	r.mu.Unlock()
+}
+
+func (r *recorder) snapshot() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int(nil), r.vals...)
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,301 @@
+package schedulers_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aggflow/aggflow/schedulers"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestConstructorsValidate(t *testing.T) {
+	for _, n := range []int{0, -1} {
+		s, err := schedulers.NewParallel("p", n)
+		assert.ErrorIs(t, err, schedulers.ErrInvalidParallelism, "parallelism %d", n)
+		assert.ErrorContains(t, err, "schedulers: ")
+		assert.Nil(t, s)
+	}
+	_, err := schedulers.NewParallel("", 1)
+	assert.ErrorIs(t, err, schedulers.ErrInvalidName)
+	_, err = schedulers.NewSingle("")
+	assert.ErrorIs(t, err, schedulers.ErrInvalidName)
+}
+
+func TestConstructorsStartNoGoroutine(t *testing.T) {
+	p := newParallel(t, "lazy", 4)
+	single, err := schedulers.NewSingle("lazy-single")
+	require.NoError(t, err)
+	_, err = p.NewWorker()
+	require.NoError(t, err)
+	goleak.VerifyNone(t)
+
+	assert.False(t, p.IsDisposed())
+	assert.False(t, isClosed(p.Done()))
+	assert.Equal(t, "lazy", p.Name())
+	p.Dispose()
+	require.NoError(t, single.DisposeGracefully(context.Background()))
+	assert.True(t, isClosed(p.Done()), "no goroutine ever started, so Done closes at once")
+	assert.True(t, isClosed(single.Done()))
+}
+
+func TestScheduleRejectsNilTask(t *testing.T) {
+	s := newParallel(t, "nil", 1)
+	defer s.Dispose()
+	w := newWorker(t, s)
+	assert.ErrorIs(t, s.Schedule(nil), schedulers.ErrNilTask)
+	assert.ErrorIs(t, w.Schedule(nil), schedulers.ErrNilTask)
+}
+
+func TestAtMostParallelismTasksRunAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newParallel(t, "three", 3)
+		var g gauge
+		release := make(chan struct{})
+		for range 10 {
+			require.NoError(t, s.Schedule(blocking(&g, release)))
+		}
+		synctest.Wait()
+		assert.EqualValues(t, 3, g.started.Load(), "exactly 3 of 10 blocking tasks run")
+
+		release <- struct{}{} // one task ends, its goroutine takes the next
+		synctest.Wait()
+		assert.EqualValues(t, 4, g.started.Load())
+		assert.EqualValues(t, 3, g.now.Load())
+
+		close(release)
+		require.NoError(t, s.DisposeGracefully(context.Background()))
+		assert.EqualValues(t, 10, g.started.Load())
+		assert.EqualValues(t, 3, g.peak.Load())
+	})
+}
+
+func TestSingleRunsOneTaskAtATime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := schedulers.NewSingle("one")
+		require.NoError(t, err)
+		var g gauge
+		release := make(chan struct{})
+		w := newWorker(t, s)
+		for range 3 {
+			require.NoError(t, s.Schedule(blocking(&g, release)))
+			require.NoError(t, w.Schedule(blocking(&g, release)))
+		}
+		synctest.Wait()
+		assert.EqualValues(t, 1, g.started.Load())
+		close(release)
+		require.NoError(t, s.DisposeGracefully(context.Background()))
+		assert.EqualValues(t, 6, g.started.Load())
+		assert.EqualValues(t, 1, g.peak.Load())
+	})
+}
+
+func TestWorkerRunsTasksSeriallyInOrder(t *testing.T) {
+	const tasks = 10_000
+	s := newParallel(t, "fifo", 4)
+	w := newWorker(t, s)
+	var (
+		active   atomic.Int32
+		overlaps atomic.Int32
+		order    []int // written only by the worker's tasks, which never overlap
+		wg       sync.WaitGroup
+	)
+	wg.Add(tasks)
+	for i := range tasks {
+		require.NoError(t, w.Schedule(func(context.Context) {
+			defer wg.Done()
+			if active.Add(1) != 1 {
+				overlaps.Add(1)
+			}
+			order = append(order, i)
+			active.Add(-1)
+		}))
+		if i%100 == 0 {
+			// Direct tasks compete for the same goroutines.
+			require.NoError(t, s.Schedule(func(context.Context) {}))
+		}
+	}
+	wg.Wait()
+	require.NoError(t, s.DisposeGracefully(context.Background()))
+	assert.Zero(t, overlaps.Load(), "two tasks of one worker ran at once")
+	require.Len(t, order, tasks)
+	for i, v := range order {
+		if v != i {
+			t.Fatalf("task %d ran at position %d", v, i)
+		}
+	}
+}
+
+func TestWorkersRunConcurrently(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newParallel(t, "pair", 2)
+		var g gauge
+		release := make(chan struct{})
+		for range 2 {
+			require.NoError(t, newWorker(t, s).Schedule(blocking(&g, release)))
+		}
+		synctest.Wait()
+		assert.EqualValues(t, 2, g.now.Load(), "both workers run at once")
+		close(release)
+		require.NoError(t, s.DisposeGracefully(context.Background()))
+	})
+}
+
+// Three backlogged workers on two goroutines: in every window of completions,
+// each worker completes tasks. Reactor pins workers to threads round-robin,
+// so the third worker shares a thread with the first and waits for its whole
+// backlog (reactor-core issue 3954). Each task takes 1ms of virtual time, so
+// that the two goroutines advance in step and a window counts rounds of the
+// scheduler, not the whims of the OS scheduler.
+func TestWorkersDoNotStarve(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			workers = 3
+			each    = 2000
+			window  = 4 * 64 // completions; a worker waits at most ~2 batches
+		)
+		s := newParallel(t, "fair", 2)
+		gate := make(chan struct{})
+		// Hold both goroutines so that every backlog is queued before any runs.
+		var g gauge
+		require.NoError(t, s.Schedule(blocking(&g, gate)))
+		require.NoError(t, s.Schedule(blocking(&g, gate)))
+		synctest.Wait()
+
+		var log recorder
+		for id := range workers {
+			w := newWorker(t, s)
+			for range each {
+				require.NoError(t, w.Schedule(func(context.Context) {
+					time.Sleep(time.Millisecond) // simulated work
+					log.add(id)
+				}))
+			}
+		}
+		close(gate)
+		require.NoError(t, s.DisposeGracefully(context.Background()))
+
+		order := log.snapshot()
+		require.Len(t, order, workers*each)
+		// Only windows in which every worker still had a backlog count.
+		done := make([]int, workers)
+		var counts [workers]int
+		for i, id := range order {
+			done[id]++
+			if done[id] == each {
+				break
+			}
+			counts[id]++
+			if (i+1)%window == 0 {
+				for w, c := range counts {
+					assert.NotZero(t, c, "worker %d completed nothing in window ending at %d", w, i)
+				}
+				counts = [workers]int{}
+			}
+		}
+	})
+}
+
+func TestBlockedWorkerDoesNotStopOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newParallel(t, "blocked", 2)
+		release := make(chan struct{})
+		var g gauge
+		stuck := newWorker(t, s)
+		require.NoError(t, stuck.Schedule(blocking(&g, release)))
+		var after counter
+		require.NoError(t, stuck.Schedule(after.task))
+
+		// Reactor would pin the third worker to the blocked worker's thread.
+		var others counter
+		for range 2 {
+			w := newWorker(t, s)
+			for range 1000 {
+				require.NoError(t, w.Schedule(others.task))
+			}
+		}
+		for range 100 {
+			require.NoError(t, s.Schedule(others.task))
+		}
+		synctest.Wait()
+		assert.Equal(t, 2100, others.get(), "every task of the other workers ran")
+		assert.Zero(t, after.get(), "the blocked worker's next task waits")
+
+		close(release)
+		require.NoError(t, s.DisposeGracefully(context.Background()))
+		assert.Equal(t, 1, after.get())
+	})
+}
+
+func TestPanicGoesToHookAndGoroutineKeepsServing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		panicsSeen := make(chan *schedulers.PanicError, 2)
+		s := newParallel(t, "panicky", 1, schedulers.WithPanicHook(func(p *schedulers.PanicError) {
+			panicsSeen <- p
+		}))
+		w := newWorker(t, s)
+		var ran counter
+		require.NoError(t, s.Schedule(func(context.Context) { panic("boom") }))
+		require.NoError(t, w.Schedule(func(context.Context) { panic(io.EOF) }))
+		require.NoError(t, w.Schedule(ran.task))
+		require.NoError(t, s.Schedule(ran.task))
+		require.NoError(t, s.DisposeGracefully(context.Background()))
+
+		assert.Equal(t, 2, ran.get(), "the goroutine ran the tasks after the panics")
+		first, second := <-panicsSeen, <-panicsSeen
+		assert.Equal(t, "boom", first.Value)
+		assert.Contains(t, string(first.Stack), "parallel_test.go", "stack shows the panicking task")
+		assert.ErrorIs(t, second, io.EOF)
+		var pe *schedulers.PanicError
+		assert.True(t, errors.As(error(second), &pe))
+	})
+}
+
+func TestPanicIsLoggedByDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		logger := slog.New(slog.NewTextHandler(&buf, nil))
+		s := newParallel(t, "logged", 1, schedulers.WithLogger(logger))
+		require.NoError(t, s.Schedule(func(context.Context) { panic("kaboom") }))
+		require.NoError(t, s.DisposeGracefully(context.Background()))
+		out := buf.String()
+		assert.Contains(t, out, "level=ERROR")
+		assert.Contains(t, out, "scheduler=logged")
+		assert.Contains(t, out, "panic=kaboom")
+		assert.Contains(t, out, "stack=")
+	})
+}
+
+func TestGoroutinesCarrySchedulerLabel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newParallel(t, "labelled", 2)
+		labels := make(chan string, 2)
+		release := make(chan struct{})
+		label := func(ctx context.Context) {
+			v, _ := pprof.Label(ctx, "scheduler")
+			labels <- v
+			<-release
+		}
+		require.NoError(t, s.Schedule(label))
+		require.NoError(t, newWorker(t, s).Schedule(label))
+		synctest.Wait()
+
+		var profile bytes.Buffer
+		require.NoError(t, pprof.Lookup("goroutine").WriteTo(&profile, 1))
+		assert.Contains(t, profile.String(), `"scheduler":"labelled"`)
+		close(release)
+		require.NoError(t, s.DisposeGracefully(context.Background()))
+		assert.Equal(t, "labelled", <-labels)
+		assert.Equal(t, "labelled", <-labels)
+	})
+}
