@@ -1,0 +1,87 @@
+package aggregate_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aggflow/aggflow/aggregate"
+)
+
+// An id always lands in the same group, the one Wow gives it; Java's
+// truncating % would give order-1 the group -14 of 128.
+func ExampleGroupKey() {
+	for _, id := range []string{"order-1", "订单-1", "😀"} {
+		fmt.Println(id, aggregate.HashCode(id), aggregate.GroupKey(id, 128))
+	}
+	sales := aggregate.MaterializedNamedAggregate{Context: "sales", Aggregate: "Order"}
+	fmt.Println(aggregate.NewID(sales, "order-1").Mod(128))
+	// Output:
+	// order-1 -1207111310 114
+	// 订单-1 1085411543 87
+	// 😀 1772899 99
+	// 114
+}
+
+func ExampleParseNamedAggregate() {
+	for _, s := range []string{"sales.Order", "Order", "a.b.c"} {
+		named, err := aggregate.ParseNamedAggregate(s, "crm")
+		fmt.Println(named.Context, named.Aggregate, err)
+	}
+	_, err := aggregate.ParseNamedAggregate("Order", "")
+	fmt.Println(err)
+	// Output:
+	// sales Order <nil>
+	// crm Order <nil>
+	// crm a.b.c <nil>
+	// aggregate: invalid named aggregate: "Order" has no context part and the default context is empty
+}
+
+// One scheduler per named aggregate, with two goroutines; a graceful stop runs
+// what was queued, then refuses new named aggregates.
+func ExampleNewSchedulerSupplier() {
+	supplier, err := aggregate.NewSchedulerSupplier("CommandDispatcher", aggregate.WithParallelism(2))
+	if err != nil {
+		panic(err)
+	}
+	orders, _ := supplier.GetOrInitialize(aggregate.MaterializedNamedAggregate{Context: "sales", Aggregate: "Order"})
+	worker, _ := orders.NewWorker()
+	for i := range 3 {
+		_ = worker.Schedule(func(context.Context) { fmt.Println(orders.Name(), "task", i) })
+	}
+
+	fmt.Println(supplier.StopGracefully(context.Background()))
+	_, err = supplier.GetOrInitialize(aggregate.MaterializedNamedAggregate{Context: "sales", Aggregate: "Invoice"})
+	fmt.Println(err)
+	// Output:
+	// CommandDispatcher-Order task 0
+	// CommandDispatcher-Order task 1
+	// CommandDispatcher-Order task 2
+	// <nil>
+	// aggregate: scheduler supplier stopped: "CommandDispatcher"
+}
+
+// Two users share one supplier, and so one scheduler per named aggregate,
+// through borrowed views; stopping a view does not stop the supplier, its
+// owner does.
+func ExampleBorrow() {
+	owner, err := aggregate.NewSchedulerSupplier("EventDispatcher")
+	if err != nil {
+		panic(err)
+	}
+	events, states := aggregate.Borrow(owner), aggregate.Borrow(owner)
+	order := aggregate.MaterializedNamedAggregate{Context: "sales", Aggregate: "Order"}
+	a, _ := events.GetOrInitialize(order)
+	b, _ := states.GetOrInitialize(order)
+	fmt.Println(a == b, a.Name())
+
+	_ = events.StopGracefully(context.Background())
+	states.ForceStop()
+	fmt.Println(a.IsDisposed())
+
+	_ = owner.StopGracefully(context.Background())
+	fmt.Println(a.IsDisposed())
+	// Output:
+	// true EventDispatcher-Order
+	// false
+	// true
+}

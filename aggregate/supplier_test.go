@@ -1,0 +1,382 @@
+package aggregate_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/schedulers"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+var (
+	invoice = aggregate.MaterializedNamedAggregate{Context: "sales", Aggregate: "Invoice"}
+	// billingOrder has the aggregate name of order in another context.
+	billingOrder = aggregate.MaterializedNamedAggregate{Context: "billing", Aggregate: "Order"}
+)
+
+func newSupplier(t *testing.T, r *recorder, opts ...aggregate.Option) aggregate.SchedulerSupplier {
+	t.Helper()
+	s, err := aggregate.NewSchedulerSupplier("worker", append([]aggregate.Option{aggregate.WithSchedulerFactory(r.factory)}, opts...)...)
+	require.NoError(t, err)
+	return s
+}
+
+func get(t *testing.T, s aggregate.SchedulerSupplier, n aggregate.NamedAggregate) schedulers.Scheduler {
+	t.Helper()
+	sch, err := s.GetOrInitialize(n)
+	require.NoError(t, err)
+	return sch
+}
+
+func TestNewSchedulerSupplierValidates(t *testing.T) {
+	_, err := aggregate.NewSchedulerSupplier("")
+	assert.ErrorIs(t, err, aggregate.ErrInvalidName)
+	for _, n := range []int{0, -1} {
+		_, err = aggregate.NewSchedulerSupplier("worker", aggregate.WithParallelism(n))
+		assert.ErrorIs(t, err, aggregate.ErrInvalidParallelism)
+		assert.True(t, strings.HasPrefix(err.Error(), "aggregate: "), err.Error())
+	}
+}
+
+func TestSupplierPassesNameAndParallelism(t *testing.T) {
+	r := fakes()
+	get(t, newSupplier(t, r, aggregate.WithParallelism(3)), order)
+	get(t, newSupplier(t, r), order)
+	assert.Equal(t, []string{"worker-Order", "worker-Order"}, r.names)
+	assert.Equal(t, []int{3, schedulers.DefaultPoolSize}, r.sizes)
+}
+
+func TestSupplierCachesByMaterializedNamedAggregate(t *testing.T) {
+	r := fakes()
+	s := newSupplier(t, r)
+	first := get(t, s, order)
+	same, err := aggregate.ParseNamedAggregate("sales.Order", "ignored-context")
+	require.NoError(t, err)
+	for _, n := range []aggregate.NamedAggregate{same, &message{ctx: "sales", agg: "Order", body: "b"},
+		aggregate.NewID(order, "o-1"), wrapped{aggregate.NewID(order, "o-2")}} {
+		assert.Same(t, first, get(t, s, n))
+	}
+	assert.NotSame(t, first, get(t, s, invoice))
+	assert.Equal(t, 2, r.count())
+}
+
+func TestSupplierSameAggregateNameInTwoContexts(t *testing.T) {
+	r := fakes()
+	s := newSupplier(t, r)
+	a, b := get(t, s, order), get(t, s, billingOrder)
+	assert.NotSame(t, a, b)
+	assert.Equal(t, "worker-Order", a.Name())
+	assert.Equal(t, "worker-Order", b.Name())
+}
+
+func TestSupplierCreatesOneSchedulerUnderConcurrentAccess(t *testing.T) {
+	r := fakes()
+	s := newSupplier(t, r)
+	got := make([]schedulers.Scheduler, 64)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() {
+			<-start
+			got[i], _ = s.GetOrInitialize(order)
+		})
+	}
+	close(start)
+	wg.Wait()
+	assert.Equal(t, 1, r.count())
+	for _, sch := range got {
+		assert.Same(t, r.all()[0], sch)
+	}
+}
+
+func TestSupplierConcurrentDifferentAggregates(t *testing.T) {
+	r := fakes()
+	s := newSupplier(t, r)
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			get(t, s, aggregate.MaterializedNamedAggregate{Context: "test", Aggregate: "A" + string(rune('0'+i))})
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 50, r.count())
+}
+
+func TestSupplierFactoryFailureCachesNothing(t *testing.T) {
+	r := fakes()
+	s := newSupplier(t, r)
+	r.setFail(errBoom)
+	_, err := s.GetOrInitialize(order)
+	assert.ErrorIs(t, err, errBoom)
+	assert.Contains(t, err.Error(), `"worker-Order"`)
+	r.setFail(nil)
+	get(t, s, order)
+	assert.Equal(t, 1, r.count())
+}
+
+func TestSupplierFactoryPanicAndNil(t *testing.T) {
+	calls := 0
+	s, err := aggregate.NewSchedulerSupplier("worker", aggregate.WithSchedulerFactory(
+		func(string, int) (schedulers.Scheduler, error) {
+			calls++
+			if calls == 1 {
+				panic(errBoom)
+			}
+			return nil, nil
+		}))
+	require.NoError(t, err)
+	_, err = s.GetOrInitialize(order)
+	var pe *aggregate.PanicError
+	require.ErrorAs(t, err, &pe)
+	assert.ErrorIs(t, err, errBoom)
+	// The lock was released: the next call reaches the factory again.
+	_, err = s.GetOrInitialize(order)
+	assert.ErrorContains(t, err, "nil scheduler")
+	assert.Equal(t, 2, calls)
+}
+
+func TestSupplierRejectsNilNamedAggregate(t *testing.T) {
+	_, err := newSupplier(t, fakes()).GetOrInitialize(nil)
+	assert.ErrorIs(t, err, aggregate.ErrInvalidNamedAggregate)
+}
+
+// Each stop closes creation, disposes what was handed out, and repeats.
+func TestSupplierStopRejectsAndDisposes(t *testing.T) {
+	stops := map[string]func(aggregate.SchedulerSupplier) error{
+		"graceful": func(s aggregate.SchedulerSupplier) error { return s.StopGracefully(context.Background()) },
+		"force":    func(s aggregate.SchedulerSupplier) error { s.ForceStop(); return nil },
+	}
+	for name, stop := range stops {
+		t.Run(name, func(t *testing.T) {
+			r := parallels()
+			s := newSupplier(t, r, aggregate.WithParallelism(1))
+			sch := get(t, s, order)
+			require.NoError(t, stop(s))
+			assert.True(t, sch.IsDisposed())
+			<-sch.Done()
+			for _, n := range []aggregate.NamedAggregate{order, invoice} {
+				_, err := s.GetOrInitialize(n)
+				assert.ErrorIs(t, err, aggregate.ErrStopped)
+				assert.Contains(t, err.Error(), `"worker"`)
+			}
+			for _, again := range stops {
+				assert.NoError(t, again(s))
+			}
+			assert.Equal(t, 1, r.count())
+		})
+	}
+}
+
+func TestStopGracefullyDrainsQueuedTasks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSupplier(t, parallels(), aggregate.WithParallelism(1))
+		w, err := get(t, s, order).NewWorker()
+		require.NoError(t, err)
+		release := make(chan struct{})
+		var ran []int
+		for i := range 5 {
+			require.NoError(t, w.Schedule(func(context.Context) {
+				if i == 0 {
+					<-release
+				}
+				ran = append(ran, i)
+			}))
+		}
+		stopped := make(chan error)
+		go func() { stopped <- s.StopGracefully(context.Background()) }()
+		synctest.Wait()
+		select {
+		case <-stopped:
+			t.Fatal("StopGracefully returned while a task was running")
+		default:
+		}
+		close(release)
+		assert.NoError(t, <-stopped)
+		assert.Equal(t, []int{0, 1, 2, 3, 4}, ran)
+	})
+}
+
+// Wow's SUP-07: the disposal started by a call whose wait nobody observes
+// still completes, and later callers see its result.
+func TestStopGracefullyDeadlineThenLaterCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSupplier(t, parallels(), aggregate.WithParallelism(1))
+		sch := get(t, s, order)
+		release := make(chan struct{})
+		finished := make(chan struct{})
+		require.NoError(t, sch.Schedule(func(ctx context.Context) {
+			<-release
+			close(finished)
+		}))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		began := time.Now()
+		assert.ErrorIs(t, s.StopGracefully(ctx), context.DeadlineExceeded)
+		assert.Equal(t, time.Second, time.Since(began))
+		assert.True(t, sch.IsDisposed())
+		_, err := s.GetOrInitialize(order)
+		assert.ErrorIs(t, err, aggregate.ErrStopped)
+
+		cancelled, cancelNow := context.WithCancel(context.Background())
+		cancelNow()
+		assert.ErrorIs(t, s.StopGracefully(cancelled), context.Canceled)
+
+		close(release)
+		assert.NoError(t, s.StopGracefully(context.Background()))
+		<-finished // the task ran to its end: it was not cut short
+		assert.NoError(t, s.StopGracefully(cancelled), "a finished disposal is reported even to a cancelled caller")
+	})
+}
+
+// Wow's SUP-08 and the benchmark supplier's "force stop takes over shared
+// graceful termination": every graceful waiter returns, the running task's
+// context is cancelled.
+func TestForceStopTakesOverGracefulStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSupplier(t, parallels(), aggregate.WithParallelism(1))
+		sch := get(t, s, order)
+		cause := make(chan error, 1)
+		require.NoError(t, sch.Schedule(func(ctx context.Context) {
+			<-ctx.Done()
+			cause <- context.Cause(ctx)
+		}))
+		waiters := make(chan error, 3)
+		for range 3 {
+			go func() { waiters <- s.StopGracefully(context.Background()) }()
+		}
+		synctest.Wait()
+		assert.Empty(t, waiters, "graceful waiters returned while a task was running")
+		s.ForceStop()
+		for range 3 {
+			assert.NoError(t, <-waiters)
+		}
+		assert.ErrorIs(t, <-cause, schedulers.ErrDisposed)
+		s.ForceStop()
+		assert.NoError(t, s.StopGracefully(context.Background()))
+	})
+}
+
+func TestStopGracefullyAfterForceStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSupplier(t, parallels(), aggregate.WithParallelism(2))
+		sch := get(t, s, order)
+		exited := make(chan struct{})
+		require.NoError(t, sch.Schedule(func(ctx context.Context) {
+			<-ctx.Done()
+			close(exited)
+		}))
+		synctest.Wait()
+		s.ForceStop()
+		assert.NoError(t, s.StopGracefully(context.Background()))
+		select {
+		case <-sch.Done():
+		default:
+			t.Fatal("StopGracefully returned before the scheduler's goroutines exited")
+		}
+		<-exited
+	})
+}
+
+func TestStopGracefullyReportsDisposalErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := fakes()
+		s := newSupplier(t, r)
+		failing, panicking, fine := get(t, s, order).(*fakeScheduler), get(t, s, invoice).(*fakeScheduler), get(t, s, billingOrder).(*fakeScheduler)
+		failing.graceErr = errBoom
+		panicking.gracePanic = "kaput"
+		failing.finish()
+		fine.finish()
+		err := s.StopGracefully(context.Background())
+		assert.ErrorIs(t, err, errBoom)
+		var pe *aggregate.PanicError
+		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, "kaput", pe.Value)
+		assert.True(t, strings.HasPrefix(err.Error(), "aggregate: "), err.Error())
+		assert.Equal(t, err, s.StopGracefully(context.Background()), "every caller observes the same result")
+		assert.True(t, fine.IsDisposed())
+		assert.False(t, fine.forced.Load())
+	})
+}
+
+func TestForceStopSurvivesPanickingDispose(t *testing.T) {
+	var logs bytes.Buffer
+	r := fakes()
+	s := newSupplier(t, r, aggregate.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	first, second := get(t, s, order).(*fakeScheduler), get(t, s, invoice).(*fakeScheduler)
+	first.disposePan = "kaput"
+	s.ForceStop()
+	assert.True(t, second.forced.Load())
+	assert.Contains(t, logs.String(), "kaput")
+	assert.Contains(t, logs.String(), "supplier=worker")
+}
+
+// Every GetOrInitialize racing a stop either returns a scheduler that the stop
+// disposes, or ErrStopped; at most one scheduler is created per materialized
+// key, and every scheduler created is disposed.
+func TestStopRacingGetOrInitialize(t *testing.T) {
+	keys := []aggregate.NamedAggregate{order, invoice, billingOrder, wrapped{aggregate.NewID(invoice, "i")}}
+	rapid.Check(t, func(rt *rapid.T) {
+		goroutines := rapid.IntRange(1, 16).Draw(rt, "goroutines")
+		calls := rapid.IntRange(1, 40).Draw(rt, "calls")
+		stopAfter := rapid.IntRange(0, calls).Draw(rt, "stopAfter")
+		kind := rapid.SampledFrom([]string{"graceful", "force", "graceful+force", "force+graceful"}).Draw(rt, "kind")
+		r := parallels()
+		s := newSupplier(t, r, aggregate.WithParallelism(1))
+		trigger := make(chan struct{})
+		results := make([][]schedulers.Scheduler, goroutines)
+		var wg sync.WaitGroup
+		for g := range goroutines {
+			wg.Go(func() {
+				for i := range calls {
+					if g == 0 && i == stopAfter {
+						close(trigger)
+					}
+					sch, err := s.GetOrInitialize(keys[(g+i)%len(keys)])
+					if err != nil {
+						assert.ErrorIs(rt, err, aggregate.ErrStopped)
+						continue
+					}
+					results[g] = append(results[g], sch)
+				}
+				if g == 0 && stopAfter == calls {
+					close(trigger)
+				}
+			})
+		}
+		<-trigger
+		for _, step := range strings.Split(kind, "+") {
+			if step == "force" {
+				wg.Go(s.ForceStop)
+			} else {
+				wg.Go(func() { assert.NoError(rt, s.StopGracefully(context.Background())) })
+			}
+		}
+		wg.Wait()
+		require.NoError(rt, s.StopGracefully(context.Background()))
+		_, err := s.GetOrInitialize(order)
+		require.ErrorIs(rt, err, aggregate.ErrStopped)
+		require.LessOrEqual(rt, r.count(), 3)
+		created := map[schedulers.Scheduler]bool{}
+		for _, sch := range r.all() {
+			created[sch] = true
+		}
+		for _, handed := range results {
+			for _, sch := range handed {
+				require.True(rt, created[sch], "a scheduler handed out was not created by the factory")
+			}
+		}
+		for sch := range created {
+			require.True(rt, sch.IsDisposed(), sch.Name())
+			<-sch.Done()
+		}
+	})
+}
