@@ -1,0 +1,32 @@
+package flux
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrInvalidArgument is the error signal of a Flux assembled with an
+	// invalid argument: a nil function, or a prefetch, concurrency, group count
+	// or size below its minimum. The Flux reports it on subscribe.
+	ErrInvalidArgument = errors.New("flux: invalid argument")
+	// ErrTypeMismatch is the error signal of FromObservable when the rxgo
+	// Observable emits an item that is not of the Flux's element type.
+	ErrTypeMismatch = errors.New("flux: type mismatch")
+	// ErrGroupKeyOutOfRange is the error signal of GroupBy when the key
+	// function returns a key outside [0, groups).
+	ErrGroupKeyOutOfRange = errors.New("flux: group key out of range")
+	// ErrUnicastGroup is the error signal of a group flux of GroupBy
+	// subscribed a second time: a group has exactly one subscriber (Reactor:
+	// "GroupedFlux allows only one Subscriber").
+	ErrUnicastGroup = errors.New("flux: group allows only one subscriber")
+	// ErrCancelled is the reason given to discard hooks and to group
+	// subscribers when a flow ended because its downstream cancelled (for
+	// example Take was satisfied) rather than because of an error.
+	ErrCancelled = errors.New("flux: cancelled")
+)
+
+// invalid returns the error of an invalid argument of operator op.
+func invalid(op, what string) error {
+	return fmt.Errorf("flux: %s: %s: %w", op, what, ErrInvalidArgument)
+}

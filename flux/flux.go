@@ -1,0 +1,182 @@
+package flux
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/aggflow/aggflow/internal/panics"
+)
+
+// Flux is a cold, typed sequence of 0..N items followed by completion or an
+// error: Reactor's Flux<T> (reactor-core Flux.java). Assembling operators
+// starts nothing; every Subscribe runs the whole chain afresh.
+//
+// Underneath, a Flux is a push-based subscribe function: items are pushed by
+// calling an emit function, one at a time (never concurrently), and the
+// subscribe call returns nil on completion or the error signal. Backpressure is
+// the blocking of emit; an emit that returns an error means "downstream is
+// done" and the source stops. The zero Flux is Empty.
+//
+// A Flux value is immutable and safe to share and to subscribe from several
+// goroutines at once; each subscription has its own state.
+type Flux[T any] struct {
+	subscribe func(ctx context.Context, emit func(T) error) error
+	// group is set on the group fluxes of GroupBy so that PublishOn can drain
+	// the group's queue directly instead of copying into its own.
+	group *pipe[T]
+}
+
+// GroupedFlux is one group of GroupBy: the items whose key is Key, in arrival
+// order. Reactor: GroupedFlux<K, V>. Its Flux is unicast: a second Subscribe
+// gets an error wrapping ErrUnicastGroup.
+type GroupedFlux[T any] struct {
+	Key int
+	Flux[T]
+}
+
+// PanicError is a user function's recovered panic (value and stack). Every
+// panic in a function handed to this package ends the flow with an error
+// signal carrying a *PanicError; find it with errors.As.
+type PanicError = panics.Error
+
+// Signal is the kind of end a subscription met, as passed to DoFinally.
+// Reactor: SignalType.ON_COMPLETE, ON_ERROR, CANCEL.
+type Signal int
+
+const (
+	// SignalComplete: the source completed and every item was delivered.
+	SignalComplete Signal = iota
+	// SignalError: the source, or an operator before the observer, failed.
+	SignalError
+	// SignalCancel: the downstream stopped the flow (an error returned by an
+	// onNext or a later operator, a satisfied Take) or the context ended.
+	SignalCancel
+)
+
+func (s Signal) String() string {
+	switch s {
+	case SignalComplete:
+		return "complete"
+	case SignalError:
+		return "error"
+	case SignalCancel:
+		return "cancel"
+	}
+	return "Signal(" + strconv.Itoa(int(s)) + ")"
+}
+
+// run subscribes f, treating the zero Flux as Empty.
+func (f Flux[T]) run(ctx context.Context, emit func(T) error) error {
+	if f.subscribe == nil {
+		return nil
+	}
+	return f.subscribe(ctx, emit)
+}
+
+// stopError ends a flow early without an error, e.g. once Take is
+// satisfied. Each subscription makes its own (a non-zero size keeps the
+// pointers distinct) and translates only its own back into completion, so a
+// stop never completes an operator it did not come from.
+type stopError struct{ _ byte }
+
+func (*stopError) Error() string { return "flux: stopped" }
+
+func newStop() *stopError { return new(stopError) }
+
+func isStop(err error) bool {
+	var s *stopError
+	return errors.As(err, &s)
+}
+
+// reasonOf is what discard hooks and cut-off group subscribers are told: the
+// error that ended the flow, with an early stop shown as ErrCancelled.
+func reasonOf(err error) error {
+	if err == nil || isStop(err) {
+		return ErrCancelled
+	}
+	return err
+}
+
+// ctxDone returns the cause of ctx once it is done, nil before.
+func ctxDone(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	default:
+		return nil
+	}
+}
+
+// catch turns a panic into *PanicError in *err; use as `defer catch(&err)`.
+func catch(err *error) {
+	if p := recover(); p != nil {
+		*err = panics.New(p)
+	}
+}
+
+func call0(fn func()) (err error) {
+	defer catch(&err)
+	fn()
+	return nil
+}
+
+func callV[A any](fn func(A), a A) (err error) {
+	defer catch(&err)
+	fn(a)
+	return nil
+}
+
+func callR[R any](fn func() R) (r R, err error) {
+	defer catch(&err)
+	return fn(), nil
+}
+
+func call1[A, R any](fn func(A) R, a A) (r R, err error) {
+	defer catch(&err)
+	return fn(a), nil
+}
+
+func call2[A, B, R any](fn func(A, B) R, a A, b B) (r R, err error) {
+	defer catch(&err)
+	return fn(a, b), nil
+}
+
+// callErr calls a user function that returns an error, recovering its panic.
+func callErr[A any](fn func(A) error, a A) (err error) {
+	defer catch(&err)
+	return fn(a)
+}
+
+// observe subscribes f and classifies the end: cancelled is true when the
+// flow ended because emit returned an error or ctx ended.
+func (f Flux[T]) observe(ctx context.Context, emit func(T) error) (error, Signal) {
+	down := false
+	err := f.run(ctx, func(v T) error {
+		if err := emit(v); err != nil {
+			down = true
+			return err
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+		return nil, SignalComplete
+	case down || isStop(err) || ctx.Err() != nil:
+		return err, SignalCancel
+	}
+	return err, SignalError
+}
+
+func call2Err[A, B any](fn func(A, B) error, a A, b B) (err error) {
+	defer catch(&err)
+	return fn(a, b)
+}
+
+// errorsJoin keeps both the signal being delivered and a later hook failure.
+func errorsJoin(first, second error) error {
+	if first == nil {
+		return second
+	}
+	return errors.Join(first, second)
+}

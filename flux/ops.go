@@ -1,0 +1,308 @@
+package flux
+
+import (
+	"context"
+	"errors"
+)
+
+// Synchronous operators wrap emit: they run on the goroutine that delivers
+// the item, start no goroutine and allocate nothing per item.
+
+// Map emits fn(v) for each item v. A panic in fn ends the flow with
+// *PanicError. Reactor: Flux#map.
+func Map[T, R any](f Flux[T], fn func(T) R) Flux[R] {
+	if fn == nil {
+		return Error[R](invalid("Map", "nil function"))
+	}
+	return Flux[R]{subscribe: func(ctx context.Context, emit func(R) error) error {
+		return f.run(ctx, func(v T) error {
+			r, err := call1(fn, v)
+			if err != nil {
+				return err
+			}
+			return emit(r)
+		})
+	}}
+}
+
+// Filter emits the items for which pred returns true. Reactor: Flux#filter.
+func (f Flux[T]) Filter(pred func(T) bool) Flux[T] {
+	if pred == nil {
+		return Error[T](invalid("Filter", "nil predicate"))
+	}
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		return f.run(ctx, func(v T) error {
+			keep, err := call1(pred, v)
+			if err != nil || !keep {
+				return err
+			}
+			return emit(v)
+		})
+	}}
+}
+
+// DoOnNext calls fn with each item before passing it on. Reactor:
+// Flux#doOnNext.
+func (f Flux[T]) DoOnNext(fn func(T)) Flux[T] {
+	if fn == nil {
+		return Error[T](invalid("DoOnNext", "nil function"))
+	}
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		return f.run(ctx, func(v T) error {
+			if err := callV(fn, v); err != nil {
+				return err
+			}
+			return emit(v)
+		})
+	}}
+}
+
+// DoOnError calls fn with the error signal of the upstream (not with a
+// cancellation coming from downstream or from ctx) before passing it on. A
+// panic in fn is joined to the error. Reactor: Flux#doOnError.
+func (f Flux[T]) DoOnError(fn func(error)) Flux[T] {
+	if fn == nil {
+		return Error[T](invalid("DoOnError", "nil function"))
+	}
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		err, sig := f.observe(ctx, emit)
+		if sig == SignalError {
+			return errorsJoin(err, callV(fn, err))
+		}
+		return err
+	}}
+}
+
+// DoOnComplete calls fn when the upstream completes, before passing the
+// completion on; a panic in fn turns it into an error signal. Reactor:
+// Flux#doOnComplete.
+func (f Flux[T]) DoOnComplete(fn func()) Flux[T] {
+	if fn == nil {
+		return Error[T](invalid("DoOnComplete", "nil function"))
+	}
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		err, sig := f.observe(ctx, emit)
+		if sig == SignalComplete {
+			return call0(fn)
+		}
+		return err
+	}}
+}
+
+// DoFinally calls fn exactly once per subscription with the kind of end:
+// SignalComplete, SignalError, or SignalCancel (downstream stopped the flow or
+// ctx ended). It runs after the last item and the cancellation have passed,
+// and after every goroutine of the upstream has been joined, on the
+// subscribing goroutine. Because a terminal signal travels as the return of
+// subscribe, fn runs just before the signal reaches the operators after
+// DoFinally; put DoFinally last to observe the end of the whole chain
+// (Reactor runs it after onComplete/onError reached the subscriber). A panic
+// in fn is joined to the signal. Reactor: Flux#doFinally.
+func (f Flux[T]) DoFinally(fn func(Signal)) Flux[T] {
+	if fn == nil {
+		return Error[T](invalid("DoFinally", "nil function"))
+	}
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		err, sig := f.observe(ctx, emit)
+		return errorsJoin(err, callV(fn, sig))
+	}}
+}
+
+// OnErrorResume replaces an error signal of the upstream by the Flux fn
+// returns for it (a cancellation is not resumed). Reactor:
+// Flux#onErrorResume.
+func (f Flux[T]) OnErrorResume(fn func(error) Flux[T]) Flux[T] {
+	if fn == nil {
+		return Error[T](invalid("OnErrorResume", "nil function"))
+	}
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		err, sig := f.observe(ctx, emit)
+		if sig != SignalError {
+			return err
+		}
+		next, perr := call1(fn, err)
+		if perr != nil {
+			return errorsJoin(err, perr)
+		}
+		return next.run(ctx, emit)
+	}}
+}
+
+// Take emits the first n items, then completes and cancels the upstream.
+// Take(0) completes without subscribing; n < 0 gives ErrInvalidArgument.
+// Reactor: Flux#take(long).
+func (f Flux[T]) Take(n int) Flux[T] {
+	if n < 0 {
+		return Error[T](invalid("Take", "negative count"))
+	}
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		if n == 0 {
+			return nil
+		}
+		stop, left := newStop(), n
+		err := f.run(ctx, func(v T) error {
+			if left == 0 {
+				return stop
+			}
+			left--
+			if err := emit(v); err != nil {
+				return err
+			}
+			if left == 0 {
+				return stop
+			}
+			return nil
+		})
+		if errors.Is(err, stop) {
+			return nil
+		}
+		return err
+	}}
+}
+
+// Skip drops the first n items and emits the rest; n < 0 gives
+// ErrInvalidArgument. Reactor: Flux#skip(long).
+func (f Flux[T]) Skip(n int) Flux[T] {
+	if n < 0 {
+		return Error[T](invalid("Skip", "negative count"))
+	}
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		left := n
+		return f.run(ctx, func(v T) error {
+			if left > 0 {
+				left--
+				return nil
+			}
+			return emit(v)
+		})
+	}}
+}
+
+// TakeUntil emits items up to and including the first one for which pred
+// returns true, then completes and cancels the upstream. If pred panics, the
+// item is still emitted before the error. Reactor: Flux#takeUntil.
+func (f Flux[T]) TakeUntil(pred func(T) bool) Flux[T] {
+	if pred == nil {
+		return Error[T](invalid("TakeUntil", "nil predicate"))
+	}
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		stop, done := newStop(), false
+		err := f.run(ctx, func(v T) error {
+			if done {
+				return stop
+			}
+			match, perr := call1(pred, v)
+			if err := emit(v); err != nil {
+				return err
+			}
+			if perr != nil {
+				return perr
+			}
+			if match {
+				done = true
+				return stop
+			}
+			return nil
+		})
+		if errors.Is(err, stop) {
+			return nil
+		}
+		return err
+	}}
+}
+
+// Scan emits seed, then the running accumulation fn(acc, v) after each item.
+// Reactor: Flux#scan(A, BiFunction), which also emits the seed first.
+func Scan[T, A any](f Flux[T], seed A, fn func(A, T) A) Flux[A] {
+	if fn == nil {
+		return Error[A](invalid("Scan", "nil function"))
+	}
+	return Flux[A]{subscribe: func(ctx context.Context, emit func(A) error) error {
+		if err := emit(seed); err != nil {
+			return err
+		}
+		acc := seed
+		return f.run(ctx, func(v T) error {
+			next, err := call2(fn, acc, v)
+			if err != nil {
+				return err
+			}
+			acc = next
+			return emit(acc)
+		})
+	}}
+}
+
+// Reduce folds the items with fn starting from seed and emits the result
+// once the upstream completes (seed for an empty upstream). Reactor:
+// Flux#reduce(A, BiFunction).
+func Reduce[T, A any](f Flux[T], seed A, fn func(A, T) A) Flux[A] {
+	if fn == nil {
+		return Error[A](invalid("Reduce", "nil function"))
+	}
+	return Flux[A]{subscribe: func(ctx context.Context, emit func(A) error) error {
+		acc := seed
+		err := f.run(ctx, func(v T) (err error) {
+			acc, err = call2(fn, acc, v)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		return emit(acc)
+	}}
+}
+
+// Buffer emits the items in slices of n (the last one may be shorter; none
+// if it would be empty). Each slice is new and owned by the receiver. On an
+// error or cancellation the partial slice is passed to the discard hook
+// (WithDiscardHook[T]). n < 1 gives ErrInvalidArgument. Reactor:
+// Flux#buffer(int).
+func Buffer[T any](f Flux[T], n int) Flux[[]T] {
+	if n < 1 {
+		return Error[[]T](invalid("Buffer", "size below 1"))
+	}
+	return Flux[[]T]{subscribe: func(ctx context.Context, emit func([]T) error) error {
+		discard := discarder[T](ctx)
+		var buf []T
+		err := f.run(ctx, func(v T) error {
+			if buf == nil {
+				buf = make([]T, 0, n)
+			}
+			buf = append(buf, v)
+			if len(buf) < n {
+				return nil
+			}
+			full := buf
+			buf = nil
+			return emit(full)
+		})
+		if err == nil && len(buf) > 0 {
+			return emit(buf)
+		}
+		for _, v := range buf {
+			discard(v, err)
+		}
+		return err
+	}}
+}
+
+// ConcatMap maps each item to an inner Flux and emits the inner's items,
+// one inner at a time, in order: the next item is not pulled until the
+// current inner completed (Reactor's concatMap with prefetch 0). The inner
+// runs on the goroutine that delivered the item; its error ends the whole
+// flow (Reactor's IMMEDIATE error mode). Reactor: Flux#concatMap.
+func ConcatMap[T, R any](f Flux[T], fn func(T) Flux[R]) Flux[R] {
+	if fn == nil {
+		return Error[R](invalid("ConcatMap", "nil function"))
+	}
+	return Flux[R]{subscribe: func(ctx context.Context, emit func(R) error) error {
+		return f.run(ctx, func(v T) error {
+			inner, err := call1(fn, v)
+			if err != nil {
+				return err
+			}
+			return inner.run(ctx, emit)
+		})
+	}}
+}

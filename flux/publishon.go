@@ -1,0 +1,203 @@
+package flux
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/schedulers"
+)
+
+// PublishOn delivers the items and the terminal signal on one Worker of s
+// (created per subscription, disposed at its end), in upstream order, through
+// a queue of prefetch items: Reactor's Flux#publishOn(Scheduler, int)
+// (FluxPublishOn.java) with delayError, so an upstream error arrives after the
+// queued items.
+//
+// The upstream runs on the subscribing goroutine and blocks while the queue is
+// full. A drain task on the worker delivers at most prefetch items per run and
+// then schedules itself again, so many PublishOn pipelines share the
+// scheduler's goroutines fairly (unlike Reactor, whose drain keeps its thread
+// while items keep coming, #3954). Subscribe returns once the drain delivered
+// the terminal signal, so no task of the subscription outlives it.
+//
+// Applied directly to a group flux of GroupBy, PublishOn fuses with it: the
+// drain polls the group's queue in place and frees an item's slot only after
+// the downstream returned from it, so one hand-off (router to worker) is made
+// per item and a group holds at most its buffer, the item being handled
+// included; prefetch then only bounds the batch per run.
+//
+// If the worker rejects (the scheduler is disposed) or the scheduler is
+// disposed while the subscription waits, the queued items go to the discard
+// hook and the flow fails with an error wrapping schedulers.ErrRejected.
+// Cancellation (ctx, or the downstream returning an error) discards the
+// queue too. s nil or prefetch < 1 gives ErrInvalidArgument.
+func (f Flux[T]) PublishOn(s schedulers.Scheduler, prefetch int) Flux[T] {
+	switch {
+	case s == nil:
+		return Error[T](invalid("PublishOn", "nil scheduler"))
+	case prefetch < 1:
+		return Error[T](invalid("PublishOn", "prefetch below 1"))
+	}
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		w, err := s.NewWorker()
+		if err != nil {
+			return fmt.Errorf("flux: PublishOn: %w", err)
+		}
+		defer w.Dispose()
+		d := &drain[T]{q: f.group, worker: w, emit: emit, batch: prefetch, done: make(chan struct{})}
+		d.task = d.run
+		if d.q != nil {
+			if err := d.q.claim(d.schedule); err != nil {
+				return err
+			}
+			d.schedule()
+			return d.wait(ctx, s)
+		}
+		d.q = newPipe(prefetch, discarder[T](ctx))
+		_ = d.q.claim(d.schedule)
+		d.schedule()
+		uerr := f.run(ctx, func(v T) error {
+			err := d.q.push(ctx, v)
+			if err == errGone {
+				err = d.q.reason()
+				d.q.discard(v, err)
+			}
+			return err
+		})
+		if uerr != nil && ctx.Err() != nil {
+			d.q.cancel(context.Cause(ctx), false)
+		} else {
+			d.q.terminate(uerr)
+		}
+		return d.wait(ctx, s)
+	}}
+}
+
+// drain is PublishOn's task: it moves items from q to emit on the worker.
+// The pipe's idle flag, guarded by its mutex, plays the part of Reactor's WIP
+// counter: a producer that finds the drain idle schedules it, and the drain
+// runs until it finds q empty (and goes idle) or used up its batch (and
+// schedules itself again). So at most one drain task is pending or running.
+type drain[T any] struct {
+	q      *pipe[T]
+	worker schedulers.Worker
+	emit   func(T) error
+	batch  int
+	task   schedulers.Task // d.run, bound once so scheduling does not allocate
+	once   sync.Once
+	done   chan struct{}
+	err    error // the terminal signal delivered; read after done is closed
+}
+
+func (d *drain[T]) finish(err error) {
+	d.once.Do(func() {
+		d.err = err
+		close(d.done)
+	})
+}
+
+// schedule runs the drain on the worker. It is called only when no drain is
+// pending or running, so on rejection nothing else can deliver: the queue is
+// discarded and the flow ends here.
+func (d *drain[T]) schedule() {
+	if err := d.worker.Schedule(d.task); err != nil {
+		d.abort(fmt.Errorf("flux: PublishOn: %w", err), false)
+	}
+}
+
+func (d *drain[T]) abort(err error, release bool) {
+	d.q.cancel(err, release)
+	d.finish(err)
+}
+
+func (d *drain[T]) run(tctx context.Context) {
+	release := false // the item delivered last still holds its slot
+	defer func() {
+		if v := recover(); v != nil {
+			d.abort(panics.New(v), release)
+		}
+	}()
+	for n := 0; ; n++ {
+		if tctx.Err() != nil {
+			d.abort(fmt.Errorf("flux: PublishOn: %w: %w", schedulers.ErrRejected, context.Cause(tctx)), release)
+			return
+		}
+		if n == d.batch {
+			if release {
+				d.q.release()
+			}
+			d.schedule()
+			return
+		}
+		v, st, err := d.q.take(release)
+		release = false
+		switch st {
+		case pollEmpty:
+			return
+		case pollEnd:
+			d.finish(err)
+			return
+		}
+		if err := d.emit(v); err != nil {
+			d.abort(err, true)
+			return
+		}
+		release = true
+	}
+}
+
+// wait blocks the subscribing goroutine until the drain delivered the
+// terminal signal. ctx ending cancels the queue (the drain then delivers the
+// cancellation); the scheduler terminating means no drain will ever run
+// again, so the flow is ended here.
+func (d *drain[T]) wait(ctx context.Context, s schedulers.Scheduler) error {
+	cancelled := ctx.Done()
+	for {
+		select {
+		case <-d.done:
+			return d.err
+		case <-cancelled:
+			cancelled = nil
+			d.q.cancel(context.Cause(ctx), false)
+		case <-s.Done():
+			select {
+			case <-d.done:
+			default:
+				d.abort(fmt.Errorf("flux: PublishOn: scheduler %s terminated: %w", s.Name(), schedulers.ErrRejected), false)
+			}
+		}
+	}
+}
+
+// SubscribeOn runs the subscription of f (the source and every operator up
+// to the next asynchronous boundary) inside one task on s; the subscriber
+// waits for it. Rejection, or the scheduler terminating before the task ran,
+// gives an error wrapping schedulers.ErrRejected. Reactor: Flux#subscribeOn
+// (with requestOnSeparateThread false: there are no requests to move).
+func (f Flux[T]) SubscribeOn(s schedulers.Scheduler) Flux[T] {
+	if s == nil {
+		return Error[T](invalid("SubscribeOn", "nil scheduler"))
+	}
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		res := make(chan error, 1)
+		err := s.Schedule(func(context.Context) {
+			res <- runCaught(f, ctx, emit)
+		})
+		if err != nil {
+			return fmt.Errorf("flux: SubscribeOn: %w", err)
+		}
+		select {
+		case err := <-res:
+			return err
+		case <-s.Done():
+			select {
+			case err := <-res:
+				return err
+			default:
+				return fmt.Errorf("flux: SubscribeOn: scheduler %s terminated: %w", s.Name(), schedulers.ErrRejected)
+			}
+		}
+	}}
+}

@@ -1,0 +1,180 @@
+package flux
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"sync"
+)
+
+// Just emits vs in order, then completes. Reactor: Flux.just.
+func Just[T any](vs ...T) Flux[T] { return FromSlice(vs) }
+
+// FromSlice emits the elements of s in order, then completes. The slice is
+// read at each subscription, not copied. Reactor: Flux.fromArray.
+func FromSlice[T any](s []T) Flux[T] {
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		for _, v := range s {
+			if err := ctxDone(ctx); err != nil {
+				return err
+			}
+			if err := emit(v); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+}
+
+// Range emits count consecutive ints starting at start. count < 0 gives an
+// error signal wrapping ErrInvalidArgument. Reactor: Flux.range.
+func Range(start, count int) Flux[int] {
+	if count < 0 {
+		return Error[int](invalid("Range", "negative count"))
+	}
+	return Flux[int]{subscribe: func(ctx context.Context, emit func(int) error) error {
+		for i := start; i < start+count; i++ {
+			if err := ctxDone(ctx); err != nil {
+				return err
+			}
+			if err := emit(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+}
+
+// Empty completes at once without items. Reactor: Flux.empty.
+func Empty[T any]() Flux[T] { return Flux[T]{} }
+
+// Error fails at once with err (err nil: ErrInvalidArgument). Reactor:
+// Flux.error.
+func Error[T any](err error) Flux[T] {
+	if err == nil {
+		err = invalid("Error", "nil error")
+	}
+	return Flux[T]{subscribe: func(context.Context, func(T) error) error { return err }}
+}
+
+// Defer calls fn at each subscription and subscribes the Flux it returns.
+// Reactor: Flux.defer.
+func Defer[T any](fn func() Flux[T]) Flux[T] {
+	if fn == nil {
+		return Error[T](invalid("Defer", "nil function"))
+	}
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		f, err := callR(fn)
+		if err != nil {
+			return err
+		}
+		return f.run(ctx, emit)
+	}}
+}
+
+// FromChannel emits what it receives from ch until ch is closed (completion)
+// or the subscription's ctx ends. The channel is shared by all subscriptions:
+// each item goes to one of them. A nil channel gives ErrInvalidArgument.
+// Reactor has no direct counterpart (Flux.from a hot source).
+func FromChannel[T any](ch <-chan T) Flux[T] {
+	if ch == nil {
+		return Error[T](invalid("FromChannel", "nil channel"))
+	}
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		for {
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case v, ok := <-ch:
+				if !ok {
+					return nil
+				}
+				if err := emit(v); err != nil {
+					return err
+				}
+			}
+		}
+	}}
+}
+
+// FromSeq emits the values of seq in order; a panic in seq becomes an error
+// signal carrying *PanicError. Reactor: Flux.fromIterable / fromStream.
+func FromSeq[T any](seq iter.Seq[T]) Flux[T] {
+	if seq == nil {
+		return Error[T](invalid("FromSeq", "nil sequence"))
+	}
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) (err error) {
+		defer catch(&err)
+		for v := range seq {
+			if err = ctxDone(ctx); err != nil {
+				return err
+			}
+			if err = emit(v); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+}
+
+// Sink is the push side given to Create's function. Reactor: FluxSink.
+type Sink[T any] interface {
+	// Next delivers v downstream and returns once downstream took it, so it
+	// blocks while downstream buffers are full (backpressure). It returns a
+	// non-nil error once the subscriber is gone (cancelled, ctx done, or the
+	// Create function returned): stop producing then. Safe for concurrent
+	// use; calls are serialized.
+	Next(v T) error
+}
+
+// errSinkClosed is returned by Sink.Next after the Create function returned.
+var errSinkClosed = fmt.Errorf("flux: Create: sink used after its function returned: %w", ErrCancelled)
+
+type sink[T any] struct {
+	mu   sync.Mutex
+	ctx  context.Context
+	emit func(T) error
+	err  error // sticky: once set, the subscriber is gone
+}
+
+func (s *sink[T]) Next(v T) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = ctxDone(s.ctx)
+	}
+	if s.err == nil {
+		s.err = s.emit(v)
+	}
+	return s.err
+}
+
+func (s *sink[T]) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.err
+	if err == nil {
+		s.err = errSinkClosed
+	}
+	return err
+}
+
+// Create runs fn at each subscription with a Sink that pushes downstream;
+// fn's return value is the terminal signal (nil: completion). fn may hand the
+// sink to other goroutines but must not return before they stopped using it:
+// Next fails after fn returned. If downstream stopped the flow, that is the
+// result whatever fn returns. A panic in fn becomes *PanicError. Reactor:
+// Flux.create (with the blocking of Next as the backpressure strategy).
+func Create[T any](fn func(ctx context.Context, sink Sink[T]) error) Flux[T] {
+	if fn == nil {
+		return Error[T](invalid("Create", "nil function"))
+	}
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		s := &sink[T]{ctx: ctx, emit: emit}
+		err := call2Err(fn, ctx, Sink[T](s))
+		if down := s.close(); down != nil {
+			return down
+		}
+		return err
+	}}
+}
