@@ -23,8 +23,11 @@ type PanicError = panics.Error
 // AggregateSchedulerSupplier (AggregateSchedulerSupplier.kt).
 type SchedulerSupplier interface {
 	// GetOrInitialize returns the scheduler of Materialize(named), creating it
-	// on first access. Once a stop has begun it returns an error wrapping
-	// ErrStopped and creates nothing. Wow: getOrInitialize.
+	// on first access; concurrent first calls for one named aggregate create
+	// one scheduler. Once a stop has begun it returns an error wrapping
+	// ErrStopped and creates nothing. A nil named gives
+	// ErrInvalidNamedAggregate; a factory's error or panic (*PanicError) is
+	// returned wrapped, and the next call tries again. Wow: getOrInitialize.
 	GetOrInitialize(named NamedAggregate) (schedulers.Scheduler, error)
 	// StopGracefully closes creation, lets every scheduler run what it has
 	// queued and returns nil once all of them terminated (or the joined
@@ -46,7 +49,9 @@ type SchedulerSupplier interface {
 // The default calls schedulers.NewParallel.
 type SchedulerFactory func(name string, parallelism int) (schedulers.Scheduler, error)
 
-// Option configures NewSchedulerSupplier.
+// Option configures NewSchedulerSupplier; options apply in order, the last
+// one of a kind wins. They stand for the constructor parameters of Wow's
+// DefaultAggregateSchedulerSupplier(name, parallelism).
 type Option func(*options)
 
 type options struct {

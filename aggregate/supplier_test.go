@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -78,6 +80,19 @@ func TestSupplierSameAggregateNameInTwoContexts(t *testing.T) {
 	assert.Equal(t, "worker-Order", b.Name())
 }
 
+// Wow's SUP-05 checks the thread name; here the scheduler's name labels the
+// goroutines that run its tasks.
+func TestSupplierSchedulerNameLabelsTasks(t *testing.T) {
+	s := newSupplier(t, parallels(), aggregate.WithParallelism(1))
+	label := make(chan string, 1)
+	require.NoError(t, get(t, s, order).Schedule(func(ctx context.Context) {
+		v, _ := pprof.Label(ctx, "scheduler")
+		label <- v
+	}))
+	assert.Equal(t, "worker-Order", <-label)
+	require.NoError(t, s.StopGracefully(context.Background()))
+}
+
 func TestSupplierCreatesOneSchedulerUnderConcurrentAccess(t *testing.T) {
 	r := fakes()
 	s := newSupplier(t, r)
@@ -104,7 +119,7 @@ func TestSupplierConcurrentDifferentAggregates(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 50 {
 		wg.Go(func() {
-			get(t, s, aggregate.MaterializedNamedAggregate{Context: "test", Aggregate: "A" + string(rune('0'+i))})
+			get(t, s, aggregate.MaterializedNamedAggregate{Context: "test", Aggregate: "A" + strconv.Itoa(i)})
 		})
 	}
 	wg.Wait()
