@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	"github.com/aggflow/aggflow/schedulers"
 	"github.com/stretchr/testify/require"
@@ -80,4 +81,34 @@ func isClosed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// rig is a scheduler whose discard hook counts, with a counting task (ran)
+// and a gauge for blocking tasks.
+type rig struct {
+	s         schedulers.Scheduler
+	discarded counter
+	ran       counter
+	g         gauge
+}
+
+func newRig(t *testing.T, name string, n int) *rig {
+	t.Helper()
+	r := &rig{}
+	r.s = newParallel(t, name, n, schedulers.WithDiscardHook(r.discarded.hook))
+	return r
+}
+
+// block schedules on target a task that blocks until release is closed, and
+// waits (in a synctest bubble) until every goroutine is blocked.
+func (r *rig) block(t *testing.T, target interface{ Schedule(schedulers.Task) error }, release <-chan struct{}) {
+	t.Helper()
+	require.NoError(t, target.Schedule(blocking(&r.g, release)))
+	synctest.Wait()
+}
+
+// drain disposes s gracefully without a deadline and requires success.
+func drain(t *testing.T, s schedulers.Scheduler) {
+	t.Helper()
+	require.NoError(t, s.DisposeGracefully(context.Background()))
 }

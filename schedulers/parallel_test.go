@@ -58,46 +58,39 @@ func TestScheduleRejectsNilTask(t *testing.T) {
 }
 
 func TestAtMostParallelismTasksRunAtOnce(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := newParallel(t, "three", 3)
-		var g gauge
-		release := make(chan struct{})
-		for range 10 {
-			require.NoError(t, s.Schedule(blocking(&g, release)))
-		}
-		synctest.Wait()
-		assert.EqualValues(t, 3, g.started.Load(), "exactly 3 of 10 blocking tasks run")
+	for _, tc := range []struct {
+		n     int
+		build func() (schedulers.Scheduler, error)
+	}{
+		{3, func() (schedulers.Scheduler, error) { return schedulers.NewParallel("three", 3) }},
+		{1, func() (schedulers.Scheduler, error) { return schedulers.NewSingle("one") }},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			s, err := tc.build()
+			require.NoError(t, err)
+			var g gauge
+			release := make(chan struct{})
+			for i := range 10 { // direct tasks and tasks of distinct workers
+				target := schedulers.Worker(newWorker(t, s))
+				if i%2 == 0 {
+					target = s
+				}
+				require.NoError(t, target.Schedule(blocking(&g, release)))
+			}
+			synctest.Wait()
+			assert.EqualValues(t, tc.n, g.started.Load(), "exactly n of 10 blocking tasks run")
 
-		release <- struct{}{} // one task ends, its goroutine takes the next
-		synctest.Wait()
-		assert.EqualValues(t, 4, g.started.Load())
-		assert.EqualValues(t, 3, g.now.Load())
+			release <- struct{}{} // one task ends, its goroutine takes the next
+			synctest.Wait()
+			assert.EqualValues(t, tc.n+1, g.started.Load())
+			assert.EqualValues(t, tc.n, g.now.Load())
 
-		close(release)
-		require.NoError(t, s.DisposeGracefully(context.Background()))
-		assert.EqualValues(t, 10, g.started.Load())
-		assert.EqualValues(t, 3, g.peak.Load())
-	})
-}
-
-func TestSingleRunsOneTaskAtATime(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s, err := schedulers.NewSingle("one")
-		require.NoError(t, err)
-		var g gauge
-		release := make(chan struct{})
-		w := newWorker(t, s)
-		for range 3 {
-			require.NoError(t, s.Schedule(blocking(&g, release)))
-			require.NoError(t, w.Schedule(blocking(&g, release)))
-		}
-		synctest.Wait()
-		assert.EqualValues(t, 1, g.started.Load())
-		close(release)
-		require.NoError(t, s.DisposeGracefully(context.Background()))
-		assert.EqualValues(t, 6, g.started.Load())
-		assert.EqualValues(t, 1, g.peak.Load())
-	})
+			close(release)
+			drain(t, s)
+			assert.EqualValues(t, 10, g.started.Load())
+			assert.EqualValues(t, tc.n, g.peak.Load())
+		})
+	}
 }
 
 func TestWorkerRunsTasksSeriallyInOrder(t *testing.T) {
@@ -126,7 +119,7 @@ func TestWorkerRunsTasksSeriallyInOrder(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	require.NoError(t, s.DisposeGracefully(context.Background()))
+	drain(t, s)
 	assert.Zero(t, overlaps.Load(), "two tasks of one worker ran at once")
 	require.Len(t, order, tasks)
 	for i, v := range order {
@@ -147,7 +140,7 @@ func TestWorkersRunConcurrently(t *testing.T) {
 		synctest.Wait()
 		assert.EqualValues(t, 2, g.now.Load(), "both workers run at once")
 		close(release)
-		require.NoError(t, s.DisposeGracefully(context.Background()))
+		drain(t, s)
 	})
 }
 
@@ -183,7 +176,7 @@ func TestWorkersDoNotStarve(t *testing.T) {
 			}
 		}
 		close(gate)
-		require.NoError(t, s.DisposeGracefully(context.Background()))
+		drain(t, s)
 
 		order := log.snapshot()
 		require.Len(t, order, workers*each)
@@ -232,7 +225,7 @@ func TestBlockedWorkerDoesNotStopOthers(t *testing.T) {
 		assert.Zero(t, after.get(), "the blocked worker's next task waits")
 
 		close(release)
-		require.NoError(t, s.DisposeGracefully(context.Background()))
+		drain(t, s)
 		assert.Equal(t, 1, after.get())
 	})
 }
@@ -249,7 +242,7 @@ func TestPanicGoesToHookAndGoroutineKeepsServing(t *testing.T) {
 		require.NoError(t, w.Schedule(func(context.Context) { panic(io.EOF) }))
 		require.NoError(t, w.Schedule(ran.task))
 		require.NoError(t, s.Schedule(ran.task))
-		require.NoError(t, s.DisposeGracefully(context.Background()))
+		drain(t, s)
 
 		assert.Equal(t, 2, ran.get(), "the goroutine ran the tasks after the panics")
 		first, second := <-panicsSeen, <-panicsSeen
@@ -267,7 +260,7 @@ func TestPanicIsLoggedByDefault(t *testing.T) {
 		logger := slog.New(slog.NewTextHandler(&buf, nil))
 		s := newParallel(t, "logged", 1, schedulers.WithLogger(logger))
 		require.NoError(t, s.Schedule(func(context.Context) { panic("kaboom") }))
-		require.NoError(t, s.DisposeGracefully(context.Background()))
+		drain(t, s)
 		out := buf.String()
 		assert.Contains(t, out, "level=ERROR")
 		assert.Contains(t, out, "scheduler=logged")
@@ -294,7 +287,7 @@ func TestGoroutinesCarrySchedulerLabel(t *testing.T) {
 		require.NoError(t, pprof.Lookup("goroutine").WriteTo(&profile, 1))
 		assert.Contains(t, profile.String(), `"scheduler":"labelled"`)
 		close(release)
-		require.NoError(t, s.DisposeGracefully(context.Background()))
+		drain(t, s)
 		assert.Equal(t, "labelled", <-labels)
 		assert.Equal(t, "labelled", <-labels)
 	})

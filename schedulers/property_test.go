@@ -1,0 +1,183 @@
+package schedulers_test
+
+import (
+	"context"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aggflow/aggflow/schedulers"
+	"pgregory.net/rapid"
+)
+
+// discardKey marks the context with which the discard hook below calls a
+// dropped task, so that the task records "discarded" instead of "ran".
+type discardKey struct{}
+
+// tracked is one task of the property test and what became of it.
+type tracked struct {
+	accepted       bool
+	ran, discarded atomic.Int32
+}
+
+// serial is what the tasks of one worker record: their ids in run order, and
+// how often two of them ran at once.
+type serial struct {
+	order            []int // appended only by tasks of the worker, which never overlap
+	active, overlaps atomic.Int32
+}
+
+// task returns the Task for tr: it records a run (with its id in w, if not
+// nil) or, called by the discard hook, a discard.
+func (tr *tracked) task(id int, w *serial, yield bool) schedulers.Task {
+	return func(ctx context.Context) {
+		if ctx.Value(discardKey{}) != nil {
+			tr.discarded.Add(1)
+			return
+		}
+		if w != nil && w.active.Add(1) != 1 {
+			w.overlaps.Add(1)
+		}
+		if yield {
+			runtime.Gosched()
+		}
+		tr.ran.Add(1)
+		if w != nil {
+			w.order = append(w.order, id)
+			w.active.Add(-1)
+		}
+	}
+}
+
+type stopKind int
+
+const (
+	graceful stopKind = iota
+	force
+	gracefulThenForce
+)
+
+// Random workers and direct submitters race with a stop of a random kind at a
+// random point (and a Worker.Dispose at another): every accepted task ends
+// exactly once, ran or discarded; nothing is discarded after a graceful stop
+// alone; every worker ran its tasks in submission order, one at a time, and
+// none after one of its tasks was discarded; Done closes.
+func TestPropertyEveryTaskEndsOnce(t *testing.T) {
+	discardCtx := context.WithValue(context.Background(), discardKey{}, true)
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(1, 4).Draw(rt, "parallelism")
+		workers := rapid.IntRange(1, 4).Draw(rt, "workers")
+		lanes := make([][]bool, workers+1) // per submitter: yield or not; the last is direct
+		total := 0
+		for i := range lanes {
+			lanes[i] = rapid.SliceOfN(rapid.Bool(), 0, 60).Draw(rt, "lane")
+			total += len(lanes[i])
+		}
+		kind := stopKind(rapid.IntRange(0, 2).Draw(rt, "stop kind"))
+		stopAt := rapid.IntRange(0, total).Draw(rt, "stop at")
+		disposeWorker := rapid.IntRange(-1, workers-1).Draw(rt, "disposed worker")
+		disposeAt := rapid.IntRange(0, total).Draw(rt, "worker dispose at")
+
+		s, err := schedulers.NewParallel("prop", n, schedulers.WithDiscardHook(func(task schedulers.Task) {
+			task(discardCtx)
+		}))
+		if err != nil {
+			rt.Fatal(err)
+		}
+		ws := make([]schedulers.Worker, workers)
+		for i := range ws {
+			if ws[i], err = s.NewWorker(); err != nil {
+				rt.Fatal(err)
+			}
+		}
+		gracefulErr := make(chan error, 1)
+		stop := func() {
+			if kind != force {
+				go func() { gracefulErr <- s.DisposeGracefully(context.Background()) }()
+			}
+			if kind != graceful {
+				s.Dispose()
+			}
+		}
+		var submitted atomic.Int32
+		afterSubmit := func() {
+			switch int(submitted.Add(1)) {
+			case stopAt:
+				stop()
+			case disposeAt:
+				if disposeWorker >= 0 {
+					ws[disposeWorker].Dispose()
+				}
+			}
+		}
+		if stopAt == 0 {
+			stop()
+		}
+
+		tasks := make([][]*tracked, len(lanes))
+		serials := make([]serial, workers)
+		var wg sync.WaitGroup
+		for lane, yields := range lanes {
+			tasks[lane] = make([]*tracked, len(yields))
+			for i := range tasks[lane] {
+				tasks[lane][i] = &tracked{}
+			}
+			wg.Go(func() {
+				for i, yield := range yields {
+					tr := tasks[lane][i]
+					if lane == workers {
+						tr.accepted = s.Schedule(tr.task(i, nil, yield)) == nil
+					} else {
+						tr.accepted = ws[lane].Schedule(tr.task(i, &serials[lane], yield)) == nil
+					}
+					afterSubmit()
+				}
+			})
+		}
+		wg.Wait()
+		<-s.Done()
+		if kind != force {
+			if err := <-gracefulErr; err != nil {
+				rt.Fatalf("graceful stop: %v", err)
+			}
+		}
+
+		for lane := range lanes {
+			var ran []int
+			discardedSeen := false
+			for i, tr := range tasks[lane] {
+				r, d := tr.ran.Load(), tr.discarded.Load()
+				switch {
+				case !tr.accepted && r+d != 0:
+					rt.Fatalf("lane %d task %d: rejected but ran %d, discarded %d", lane, i, r, d)
+				case tr.accepted && r+d != 1:
+					rt.Fatalf("lane %d task %d: ran %d, discarded %d", lane, i, r, d)
+				case d == 1 && kind == graceful && lane != disposeWorker:
+					rt.Fatalf("lane %d task %d: discarded by a graceful stop", lane, i)
+				}
+				if lane == workers {
+					continue
+				}
+				if r == 1 {
+					if discardedSeen {
+						rt.Fatalf("worker %d: task %d ran after an earlier task was discarded", lane, i)
+					}
+					ran = append(ran, i)
+				}
+				discardedSeen = discardedSeen || d == 1
+			}
+			if lane == workers {
+				continue
+			}
+			w := &serials[lane]
+			if o := w.overlaps.Load(); o != 0 {
+				rt.Fatalf("worker %d: %d overlapping runs", lane, o)
+			}
+			if !slices.Equal(ran, w.order) {
+				rt.Fatalf("worker %d: run order %v, want %v", lane, w.order, ran)
+			}
+		}
+	})
+}
