@@ -3,6 +3,9 @@ package dispatch_test
 import (
 	"context"
 	"sync"
+
+	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/schedulers"
 )
 
 // callLog records lifecycle calls of several fakes in one global order.
@@ -77,3 +80,21 @@ func (f *fakeComponent) ForceStop() {
 	f.log.add("force:" + f.name)
 	f.forceOnce.Do(func() { close(f.forced) })
 }
+
+// fakeSupplier is an aggregate.SchedulerSupplier that logs its stops as
+// "supplier:graceful" and "supplier:force" and hands out Immediate.
+type fakeSupplier struct {
+	log *callLog
+}
+
+func (s *fakeSupplier) GetOrInitialize(named aggregate.NamedAggregate) (schedulers.Scheduler, error) {
+	s.log.add("supplier:get:" + named.AggregateName())
+	return schedulers.Immediate(), nil
+}
+
+func (s *fakeSupplier) StopGracefully(context.Context) error {
+	s.log.add("supplier:graceful")
+	return nil
+}
+
+func (s *fakeSupplier) ForceStop() { s.log.add("supplier:force") }

@@ -50,8 +50,9 @@ const (
 	OutcomeError
 	// OutcomePanic: the handler panicked; the error is a *PanicError.
 	OutcomePanic
-	// OutcomeCancelled: the handler returned after ForceStop cancelled its
-	// context (with any error or none).
+	// OutcomeCancelled: the handler returned an error after ForceStop had
+	// cancelled its context. A handler that returns nil after the
+	// cancellation finished its work: OutcomeSuccess.
 	OutcomeCancelled
 )
 

@@ -1,0 +1,481 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/flux"
+	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/schedulers"
+)
+
+// PanicError is a handler's (or group key function's) recovered panic: the
+// panic value and the stack. It is the same type as schedulers.PanicError and
+// flux.PanicError.
+type PanicError = panics.Error
+
+// Handler handles one exchange. ctx is cancelled, with cause ErrForceStopped,
+// by ForceStop. A returned error or a panic is the exchange's failure, handled
+// by the ErrorPolicy; it never stops the other exchanges under Continue.
+type Handler[T any] func(ctx context.Context, exchange T) error
+
+// Dispatcher handles the exchanges of one named aggregate, emitted by a
+// source flux, so that exchanges of one group are handled one at a time in
+// source order while groups run concurrently on the named aggregate's
+// scheduler. It is Wow's AggregateDispatcher (AggregateDispatcher.kt); see the
+// package documentation for the pipeline, the ordering contract and the
+// deviations from Wow.
+//
+// Lifecycle: New starts nothing. Prepare resolves the scheduler and
+// subscribes the pipeline with its intake closed: nothing is pulled from the
+// source before Start. Quiesce closes the intake; the admitted exchanges
+// drain. ForceStop drops what has not started and cancels the handlers'
+// context. The pipeline ends, and the Dispatcher is StateStopped, when the
+// source completes or fails, after Quiesce once drained, or after ForceStop;
+// Done is closed when its last goroutine exited. One-shot: no restart.
+//
+// All methods are safe for concurrent use.
+type Dispatcher[T any] struct {
+	name    string
+	named   aggregate.MaterializedNamedAggregate
+	source  flux.Flux[T]
+	handler Handler[T]
+	keyOf   func(T) int
+	discard func(T, error)
+	opts    options
+
+	mu        sync.Mutex
+	state     State
+	gate      chan struct{}           // closed by Start (open) or by a stop
+	open      bool                    // Start opened the gate
+	srcCancel context.CancelCauseFunc // stops the source (Quiesce)
+	runCancel context.CancelCauseFunc // stops everything (ForceStop)
+	forced    bool
+	err       error
+	done      chan struct{}
+
+	closed                                    atomic.Bool // intake closed
+	received, succeeded, failed, discardedCnt atomic.Int64
+}
+
+// item is an admitted exchange on its way through the groups: a small value,
+// no pointer of its own, so that admission does not allocate.
+type item[T any] struct {
+	x        T
+	key      int
+	admitted time.Time // zero when no Observer wants queue waits
+}
+
+// errQuiesced stops the source once the intake is closed; the stop is turned
+// into completion.
+var errQuiesced = errors.New("dispatch: intake closed")
+
+// New returns a Dispatcher named name for the exchanges of named, pulled from
+// source and handled by handler. It starts nothing. An empty name or a nil
+// handler returns ErrInvalidArgument; a parallelism below 1,
+// ErrInvalidParallelism; an invalid option, ErrInvalidOption; an exchange type
+// that does not implement aggregate.IDCapable without WithGroupKey,
+// ErrNoGroupKey. Wow: AggregateDispatcher's constructor.
+func New[T any](name string, named aggregate.NamedAggregate, source flux.Flux[T],
+	handler Handler[T], opts ...Option) (*Dispatcher[T], error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	switch {
+	case name == "" || named == nil || handler == nil:
+		return nil, fmt.Errorf("%w: a dispatcher needs a name, a named aggregate and a handler", ErrInvalidArgument)
+	case o.parallelism < 1:
+		return nil, fmt.Errorf("%w: dispatcher %q: got %d", ErrInvalidParallelism, name, o.parallelism)
+	case len(o.invalid) > 0:
+		return nil, fmt.Errorf("dispatcher %q: %w", name, errors.Join(o.invalid...))
+	case o.scheduler != nil && o.supplier != nil:
+		return nil, fmt.Errorf("%w: dispatcher %q: WithScheduler and WithSchedulerSupplier exclude each other", ErrInvalidOption, name)
+	}
+	d := &Dispatcher[T]{
+		name: name, named: aggregate.Materialize(named), source: source, handler: handler, opts: o,
+		gate: make(chan struct{}), done: make(chan struct{}),
+	}
+	var err error
+	if d.keyOf, err = groupKeyOf[T](o); err != nil {
+		return nil, fmt.Errorf("dispatcher %q: %w", name, err)
+	}
+	if d.discard, err = typed[func(T, error)](o.discardHook, "WithDiscardHook"); err != nil {
+		return nil, fmt.Errorf("dispatcher %q: %w", name, err)
+	}
+	return d, nil
+}
+
+// typed returns opt as F: nil when unset, ErrInvalidOption when set for
+// another exchange type.
+func typed[F any](opt any, option string) (F, error) {
+	f, ok := opt.(F)
+	if opt != nil && !ok {
+		return f, fmt.Errorf("%w: %s is a %T, the dispatcher needs a %v", ErrInvalidOption, option, opt, reflect.TypeFor[F]())
+	}
+	return f, nil
+}
+
+// groupKeyOf returns the key function: WithGroupKey's, or the aggregate id's
+// GroupKey when T implements aggregate.IDCapable.
+func groupKeyOf[T any](o options) (func(T) int, error) {
+	key, err := typed[func(T) int](o.groupKey, "WithGroupKey")
+	if err != nil || key != nil {
+		return key, err
+	}
+	if !reflect.TypeFor[T]().Implements(reflect.TypeFor[aggregate.IDCapable]()) {
+		return nil, fmt.Errorf("%w: %v does not implement aggregate.IDCapable; use WithGroupKey",
+			ErrNoGroupKey, reflect.TypeFor[T]())
+	}
+	p := o.parallelism
+	return func(x T) int { return any(x).(aggregate.IDCapable).AggregateID().Mod(p) }, nil
+}
+
+// Name returns the name given to New.
+func (d *Dispatcher[T]) Name() string { return d.name }
+
+// State returns the current lifecycle state.
+func (d *Dispatcher[T]) State() State {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.state
+}
+
+// Stats returns the counters. Each is read atomically; InFlight is derived
+// (Received minus the three final counts, which are read first), so the
+// identity Received == Succeeded + Failed + Discarded + InFlight holds in
+// every snapshot and InFlight is never negative.
+func (d *Dispatcher[T]) Stats() Stats {
+	s := Stats{Succeeded: d.succeeded.Load(), Failed: d.failed.Load(), Discarded: d.discardedCnt.Load()}
+	s.Received = d.received.Load()
+	s.InFlight = s.Received - s.Succeeded - s.Failed - s.Discarded
+	return s
+}
+
+// Done is closed when the pipeline ended and every goroutine of the
+// dispatcher (the pipeline's, an owned scheduler's) has exited. After a
+// ForceStop it waits for handlers that ignore their context.
+func (d *Dispatcher[T]) Done() <-chan struct{} { return d.done }
+
+// Err returns nil, the source's error, the error that broke the pipeline (a
+// scheduler rejecting work), or under StopOnError the first failure.
+// Meaningful once Done is closed.
+func (d *Dispatcher[T]) Err() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.err
+}
+
+func (d *Dispatcher[T]) illegal(op string) error {
+	return fmt.Errorf("%w: dispatcher %q cannot %s from state %v", ErrIllegalState, d.name, op, d.state)
+}
+
+// Prepare resolves the scheduler and subscribes the pipeline on a goroutine
+// the dispatcher owns, with the intake closed: nothing is pulled before
+// Start. ctx's values (not its cancellation) reach the source and the
+// handlers. It may be called once, from StateNew, else ErrIllegalState;
+// an error of the supplier (aggregate.ErrStopped) or of NewParallel is
+// returned and the dispatcher stays in StateNew. Wow:
+// AggregateDispatcher.prepare (S-1.10.1).
+func (d *Dispatcher[T]) Prepare(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.state != StateNew {
+		return d.illegal("prepare")
+	}
+	sched, owned, err := d.resolveScheduler()
+	if err != nil {
+		return fmt.Errorf("dispatch: dispatcher %q: %w", d.name, err)
+	}
+	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	d.runCancel = cancel
+	d.state = StatePrepared
+	go d.run(runCtx, sched, owned)
+	return nil
+}
+
+func (d *Dispatcher[T]) resolveScheduler() (s schedulers.Scheduler, owned bool, err error) {
+	switch {
+	case d.opts.scheduler != nil:
+		return d.opts.scheduler, false, nil
+	case d.opts.supplier != nil:
+		s, err = d.opts.supplier.GetOrInitialize(d.named)
+		return s, false, err
+	}
+	s, err = schedulers.NewParallel(d.name+"-"+d.named.Aggregate, schedulers.DefaultPoolSize)
+	return s, true, err
+}
+
+// Start opens the intake: the source is subscribed and exchanges flow. From
+// StatePrepared it moves to StateRunning; it is a no-op when running or
+// stopped, and returns ErrIllegalState from StateNew and StateStopping. Wow:
+// AggregateDispatcher.start.
+func (d *Dispatcher[T]) Start() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch d.state {
+	case StatePrepared:
+		d.state, d.open = StateRunning, true
+		close(d.gate)
+		return nil
+	case StateRunning, StateStopped:
+		return nil
+	}
+	return d.illegal("start")
+}
+
+// Quiesce closes the intake at once: the source is stopped (its context is
+// cancelled and its end counts as completion), exchanges it emits from now on
+// are not admitted, and the admitted ones drain; the pipeline then ends. From
+// StateNew it goes straight to StateStopped; from StatePrepared the source is
+// never subscribed. Prompt, non-blocking, idempotent. Wow:
+// AggregateDispatcher.quiesce.
+func (d *Dispatcher[T]) Quiesce() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.quiesceLocked()
+}
+
+func (d *Dispatcher[T]) quiesceLocked() {
+	d.closed.Store(true)
+	switch d.state {
+	case StateNew:
+		d.state = StateStopped
+		close(d.done)
+	case StatePrepared:
+		d.state = StateStopping
+		close(d.gate)
+	case StateRunning:
+		d.state = StateStopping
+		if d.srcCancel != nil {
+			d.srcCancel(errQuiesced)
+		}
+	}
+}
+
+// StopGracefully quiesces, then waits until the pipeline ended and every
+// goroutine exited (nil, or Err() when the pipeline broke), or until ctx
+// ends (ctx.Err(); the draining goes on, and a later call waits again). A
+// ForceStop meanwhile makes it return once Done is closed. Deviation from
+// Wow, whose stopGracefully only waits for a stop begun by quiesce: here it
+// begins the stop itself.
+func (d *Dispatcher[T]) StopGracefully(ctx context.Context) error {
+	d.Quiesce()
+	select {
+	case <-d.done:
+		return d.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ForceStop stops the source, drops the admitted exchanges that have not
+// started (each reported to the discard hook and the Observer with
+// ErrForceStopped), cancels the context of running handlers with cause
+// ErrForceStopped, and returns without waiting; Done says when the last
+// goroutine exited. Idempotent, safe before Prepare and concurrently with
+// any method. Wow: AggregateDispatcher.forceStop.
+func (d *Dispatcher[T]) ForceStop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.forced {
+		return
+	}
+	d.forced = true
+	d.quiesceLocked()
+	d.state = StateStopped
+	if d.runCancel != nil {
+		d.runCancel(ErrForceStopped)
+	}
+}
+
+// run is the pipeline goroutine: it subscribes the pipeline and, once that
+// ended, disposes an owned scheduler and closes done.
+func (d *Dispatcher[T]) run(ctx context.Context, sched schedulers.Scheduler, owned bool) {
+	defer close(d.done)
+	err := d.pipeline(ctx, sched).Subscribe(
+		flux.WithDiscardHook(ctx, d.dropped),
+		func(struct{}) error { return nil })
+	d.mu.Lock()
+	d.state = StateStopped
+	if err != nil && !errors.Is(err, ErrForceStopped) && d.err == nil {
+		d.err = err
+	}
+	forced := d.forced
+	d.mu.Unlock()
+	if err != nil && !errors.Is(err, ErrForceStopped) {
+		d.opts.logger.Error("dispatch: pipeline failed", slog.String("dispatcher", d.name), slog.Any("error", err))
+	}
+	if owned {
+		if forced {
+			sched.Dispose()
+			<-sched.Done()
+		} else {
+			_ = sched.DisposeGracefully(context.Background()) // nothing is queued any more
+		}
+	}
+}
+
+// pipeline assembles source -> intake -> GroupBy -> per group PublishOn ->
+// ConcatMap(handle). ctx is the run context, captured by handle so that no
+// allocation is needed per exchange to reach it.
+func (d *Dispatcher[T]) pipeline(ctx context.Context, sched schedulers.Scheduler) flux.Flux[struct{}] {
+	p, buffer := d.opts.parallelism, d.opts.groupBuffer
+	handle := func(it item[T]) flux.Flux[struct{}] {
+		d.handle(ctx, it)
+		return flux.Empty[struct{}]()
+	}
+	groups := flux.GroupBy(flux.Create(d.intake), func(it item[T]) int { return it.key }, p, flux.WithGroupBuffer(buffer))
+	return flux.FlatMap(groups, func(g flux.GroupedFlux[item[T]]) flux.Flux[struct{}] {
+		return flux.ConcatMap(g.PublishOn(sched, buffer), handle)
+	}, p)
+}
+
+// intake is the gate and admission stage, fused into the source's emit: it
+// waits for the gate, subscribes the source with a context Quiesce cancels,
+// and admits each exchange.
+func (d *Dispatcher[T]) intake(ctx context.Context, sink flux.Sink[item[T]]) error {
+	select {
+	case <-d.gate:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	d.mu.Lock()
+	if !d.open || d.closed.Load() {
+		d.mu.Unlock()
+		return nil // stopped before Start: end empty
+	}
+	srcCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	d.srcCancel = cancel
+	d.mu.Unlock()
+
+	timed := d.opts.observer != Observer(nopObserver{})
+	err := d.source.Subscribe(srcCtx, func(x T) error {
+		if d.closed.Load() {
+			return errQuiesced
+		}
+		it, ok := d.admit(x)
+		if !ok {
+			return nil
+		}
+		if timed {
+			it.admitted = time.Now()
+		}
+		return sink.Next(it)
+	})
+	switch {
+	case ctx.Err() != nil:
+		return context.Cause(ctx) // forced: the groups learn the reason
+	case err != nil && !d.closed.Load():
+		// The source failed: stop the intake, let the admitted exchanges
+		// drain, and report the error as Err().
+		d.record(fmt.Errorf("dispatch: dispatcher %q: source failed: %w", d.name, err))
+		d.Quiesce()
+	}
+	return nil
+}
+
+// admit counts x as received and gives it its group; an invalid key fails it.
+func (d *Dispatcher[T]) admit(x T) (item[T], bool) {
+	d.received.Add(1)
+	key, err := d.groupKey(x)
+	if err != nil {
+		d.finish(OutcomeError, 0, err)
+		return item[T]{}, false
+	}
+	d.opts.observer.Admitted()
+	return item[T]{x: x, key: key}, true
+}
+
+func (d *Dispatcher[T]) groupKey(x T) (key int, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: dispatcher %q: key function panicked: %w", ErrInvalidGroupKey, d.name, panics.New(v))
+		}
+	}()
+	key = d.keyOf(x)
+	if key < 0 || key >= d.opts.parallelism {
+		return 0, fmt.Errorf("%w: dispatcher %q: key %d not in [0, %d)", ErrInvalidGroupKey, d.name, key, d.opts.parallelism)
+	}
+	return key, nil
+}
+
+// handle runs the handler on one exchange and accounts for its outcome.
+func (d *Dispatcher[T]) handle(ctx context.Context, it item[T]) {
+	var start time.Time
+	if !it.admitted.IsZero() {
+		start = time.Now()
+		d.opts.observer.Started(start.Sub(it.admitted))
+	}
+	err, panicked := d.call(ctx, it.x)
+	var took time.Duration
+	if !start.IsZero() {
+		took = time.Since(start)
+	}
+	switch {
+	case err == nil:
+		d.finish(OutcomeSuccess, took, nil)
+	case panicked:
+		d.finish(OutcomePanic, took, err)
+	case ctx.Err() != nil:
+		d.finish(OutcomeCancelled, took, err)
+	default:
+		d.finish(OutcomeError, took, err)
+	}
+}
+
+// call runs the handler, recovering a panic into *PanicError.
+func (d *Dispatcher[T]) call(ctx context.Context, x T) (err error, panicked bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			err, panicked = panics.New(v), true
+		}
+	}()
+	return d.handler(ctx, x), false
+}
+
+// finish accounts for an exchange that ended with an outcome.
+func (d *Dispatcher[T]) finish(o Outcome, took time.Duration, err error) {
+	if o == OutcomeSuccess {
+		d.succeeded.Add(1)
+	} else {
+		d.failed.Add(1)
+	}
+	d.opts.observer.Finished(o, took, err)
+	if err == nil {
+		return
+	}
+	d.opts.logger.Error("dispatch: exchange failed", slog.String("dispatcher", d.name),
+		slog.String("outcome", o.String()), slog.Any("error", err))
+	if d.opts.policy == StopOnError && o != OutcomeCancelled {
+		d.record(err)
+		d.Quiesce()
+	}
+}
+
+// dropped is the discard hook of the pipeline: an admitted exchange dropped
+// without being handled.
+func (d *Dispatcher[T]) dropped(it item[T], reason error) {
+	d.discardedCnt.Add(1)
+	d.opts.observer.Discarded(reason)
+	if d.discard != nil {
+		d.discard(it.x, reason)
+	}
+}
+
+// record keeps the first error as Err().
+func (d *Dispatcher[T]) record(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.err == nil {
+		d.err = err
+	}
+}
