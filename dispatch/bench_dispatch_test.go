@@ -1,0 +1,81 @@
+package dispatch_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/flux"
+	"github.com/aggflow/aggflow/schedulers"
+)
+
+// benchBuffer is the per-group (per-shard) buffer every implementation uses.
+const benchBuffer = 32
+
+// benchAggflow is the dispatcher under test, on its own parallel scheduler of
+// schedulers.DefaultPoolSize goroutines.
+func benchAggflow(b *testing.B, p int, h *benchHandler) benchRun {
+	in := make(chan benchExchange, benchBuffer)
+	sched, err := schedulers.NewParallel("bench", schedulers.DefaultPoolSize)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := dispatch.New("bench", benchNamed, flux.FromChannel(in),
+		func(_ context.Context, x benchExchange) error { h.handle(x); return nil },
+		dispatch.WithParallelism(p), dispatch.WithScheduler(sched), dispatch.WithGroupBuffer(benchBuffer))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := d.Prepare(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	if err := d.Start(); err != nil {
+		b.Fatal(err)
+	}
+	return benchRun{
+		push: func(x benchExchange) { in <- x },
+		stop: func() {
+			close(in) // the source completes, the dispatcher drains and stops
+			<-d.Done()
+			if err := sched.DisposeGracefully(context.Background()); err != nil {
+				b.Error(err)
+			}
+		},
+	}
+}
+
+// BenchmarkDispatch compares the dispatcher with its baselines on the same
+// workloads: handler cost x key distribution x parallelism (groups).
+func BenchmarkDispatch(b *testing.B) {
+	workloads := []workload{uniformWorkload(1), uniformWorkload(16), uniformWorkload(256),
+		uniformWorkload(10_000), flightsWorkload(b)}
+	impls := []struct {
+		name string
+		run  func(*testing.B, int, *benchHandler) benchRun
+	}{
+		{"aggflow", benchAggflow},
+		{"inline", benchInline},
+		{"sharded-goroutines", benchSharded},
+		{"rxgo-groupby", benchRxgoGroupBy},
+	}
+	for _, cost := range []time.Duration{0, time.Microsecond} {
+		handler := "handler=noop"
+		if cost > 0 {
+			handler = "handler=cpu1us"
+		}
+		for _, w := range workloads {
+			for _, p := range []int{1, 16, 64 * runtime.GOMAXPROCS(0)} {
+				for _, impl := range impls {
+					name := fmt.Sprintf("%s/%s/parallelism=%d/impl=%s", handler, w.name, p, impl.name)
+					b.Run(name, func(b *testing.B) {
+						h := newBenchHandler(cost)
+						measure(b, w, h, impl.run(b, p, h))
+					})
+				}
+			}
+		}
+	}
+}
