@@ -408,8 +408,14 @@ func (d *Dispatcher[T]) groupKey(x T) (key int, err error) {
 	return key, nil
 }
 
-// handle runs the handler on one exchange and accounts for its outcome.
+// handle runs the handler on one exchange and accounts for its outcome. An
+// exchange that reaches it after ForceStop is discarded instead: the group's
+// queue may hand out its next exchange before it learns of the force.
 func (d *Dispatcher[T]) handle(ctx context.Context, it item[T]) {
+	if ctx.Err() != nil {
+		d.dropped(it, context.Cause(ctx))
+		return
+	}
 	var start time.Time
 	if !it.admitted.IsZero() {
 		start = time.Now()

@@ -1,0 +1,104 @@
+package dispatch_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/flux"
+	"github.com/aggflow/aggflow/testkit"
+)
+
+// countingSource emits next(0), next(1), ... (n of them, or forever when n <
+// 0) and counts what it handed over and whether it was subscribed.
+type countingSource struct {
+	pulled     atomic.Int64
+	subscribed atomic.Bool
+}
+
+func (c *countingSource) flux(n int, next func(i int) testkit.Exchange) flux.Flux[testkit.Exchange] {
+	return flux.Create(func(_ context.Context, sink flux.Sink[testkit.Exchange]) error {
+		c.subscribed.Store(true)
+		for i := 0; n < 0 || i < n; i++ {
+			c.pulled.Add(1) // before Next: Next blocks while the router holds it
+			if err := sink.Next(next(i)); err != nil {
+				c.pulled.Add(-1)
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// countingObserver counts every Observer call.
+type countingObserver struct {
+	admitted, started, discarded atomic.Int64
+	finished                     [4]atomic.Int64 // by Outcome
+
+	mu      sync.Mutex
+	errs    []error
+	reasons []error
+}
+
+func (o *countingObserver) Admitted()                   { o.admitted.Add(1) }
+func (o *countingObserver) Started(wait time.Duration) { o.started.Add(1) }
+
+func (o *countingObserver) Finished(out dispatch.Outcome, _ time.Duration, err error) {
+	o.finished[out].Add(1)
+	if err != nil {
+		o.mu.Lock()
+		o.errs = append(o.errs, err)
+		o.mu.Unlock()
+	}
+}
+
+func (o *countingObserver) Discarded(reason error) {
+	o.discarded.Add(1)
+	o.mu.Lock()
+	o.reasons = append(o.reasons, reason)
+	o.mu.Unlock()
+}
+
+func (o *countingObserver) finishedTotal() int64 {
+	var n int64
+	for i := range o.finished {
+		n += o.finished[i].Load()
+	}
+	return n
+}
+
+// every reports whether pred holds for all errs.
+func every(errs []error, target error) bool {
+	for _, err := range errs {
+		if !errors.Is(err, target) {
+			return false
+		}
+	}
+	return true
+}
+
+// started returns a dispatcher that is prepared and started.
+func started[T any](t *testing.T, source flux.Flux[T], h dispatch.Handler[T], opts ...dispatch.Option) *dispatch.Dispatcher[T] {
+	t.Helper()
+	d, err := dispatch.New("orders", orders, source, h, append([]dispatch.Option{quiet}, opts...)...)
+	require.NoError(t, err)
+	require.NoError(t, d.Prepare(t.Context()))
+	require.NoError(t, d.Start())
+	return d
+}
+
+// isClosed reports whether ch is closed, without waiting.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

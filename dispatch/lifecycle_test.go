@@ -1,0 +1,247 @@
+package dispatch_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/flux"
+	"github.com/aggflow/aggflow/testkit"
+)
+
+func newDispatcher(t *testing.T, source flux.Flux[testkit.Exchange], opts ...dispatch.Option) *dispatch.Dispatcher[testkit.Exchange] {
+	t.Helper()
+	d, err := dispatch.New("orders", orders, source, testkit.Perform, append([]dispatch.Option{quiet}, opts...)...)
+	require.NoError(t, err)
+	return d
+}
+
+func assertIllegal(t *testing.T, err error, state string) {
+	t.Helper()
+	require.ErrorIs(t, err, dispatch.ErrIllegalState)
+	assert.ErrorContains(t, err, `dispatcher "orders"`)
+	assert.ErrorContains(t, err, "from state "+state)
+}
+
+// Wow's state table (S-1.10.2), row by row, from NEW.
+func TestLifecycleFromNew(t *testing.T) {
+	d := newDispatcher(t, flux.Empty[testkit.Exchange]())
+	assert.Equal(t, dispatch.StateNew, d.State())
+	assertIllegal(t, d.Start(), "NEW")
+
+	q := newDispatcher(t, flux.Empty[testkit.Exchange]())
+	q.Quiesce()
+	assert.Equal(t, dispatch.StateStopped, q.State(), "NEW -quiesce-> STOPPED")
+	assert.True(t, isClosed(q.Done()))
+	assertIllegal(t, q.Prepare(t.Context()), "STOPPED")
+
+	f := newDispatcher(t, flux.Empty[testkit.Exchange]())
+	f.ForceStop()
+	f.ForceStop()
+	assert.Equal(t, dispatch.StateStopped, f.State(), "NEW -force-> STOPPED, safe before Prepare")
+	assert.True(t, isClosed(f.Done()))
+	assert.NoError(t, f.StopGracefully(t.Context()), "stop before start")
+}
+
+func TestLifecycleFromPrepared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, stop := range []func(d *dispatch.Dispatcher[testkit.Exchange]){
+			(*dispatch.Dispatcher[testkit.Exchange]).Quiesce,
+			(*dispatch.Dispatcher[testkit.Exchange]).ForceStop,
+		} {
+			src := &countingSource{}
+			d := newDispatcher(t, src.flux(-1, func(i int) testkit.Exchange { return exchanges(1, 1)[0] }))
+			require.NoError(t, d.Prepare(t.Context()))
+			assert.Equal(t, dispatch.StatePrepared, d.State())
+			assertIllegal(t, d.Prepare(t.Context()), "PREPARED")
+			synctest.Wait()
+			assert.False(t, src.subscribed.Load(), "nothing is pulled before Start")
+			stop(d)
+			<-d.Done()
+			assert.Equal(t, dispatch.StateStopped, d.State())
+			assert.False(t, src.subscribed.Load(), "a stop before Start ends it empty")
+			assert.Equal(t, dispatch.Stats{}, d.Stats())
+			assert.NoError(t, d.Start(), "STOPPED -start-> no-op")
+			assert.Equal(t, dispatch.StateStopped, d.State())
+		}
+	})
+}
+
+func TestLifecycleFromRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &countingSource{}
+		d := newDispatcher(t, src.flux(-1, func(i int) testkit.Exchange {
+			return testkit.Exchange{ID: aggregate.NewID(orders, "a"), Seq: i, Do: testkit.Delay, Delay: time.Millisecond}
+		}))
+		require.NoError(t, d.Prepare(t.Context()))
+		require.NoError(t, d.Start())
+		assert.Equal(t, dispatch.StateRunning, d.State())
+		require.NoError(t, d.Start(), "RUNNING -start-> no-op")
+		assertIllegal(t, d.Prepare(t.Context()), "RUNNING")
+		time.Sleep(10 * time.Millisecond) // virtual: let ten exchanges through
+		d.Quiesce()
+		assert.Equal(t, dispatch.StateStopping, d.State())
+		assertIllegal(t, d.Start(), "STOPPING")
+		d.Quiesce()
+		assert.Equal(t, dispatch.StateStopping, d.State(), "idempotent")
+		pulled := src.pulled.Load()
+		<-d.Done()
+		assert.Equal(t, dispatch.StateStopped, d.State())
+		s := d.Stats()
+		assert.Equal(t, pulled, s.Received, "the intake closed at once: nothing pulled after Quiesce")
+		assert.Equal(t, s.Received, s.Succeeded, "the admitted exchanges drained")
+		assert.Greater(t, s.Received, int64(10))
+		d.Quiesce()
+		d.ForceStop()
+		assert.NoError(t, d.StopGracefully(t.Context()), "double stop")
+	})
+}
+
+func TestLifecycleSourceCompletion(t *testing.T) {
+	d := started(t, flux.FromSlice(exchanges(10, 3)), testkit.Perform)
+	<-d.Done()
+	assert.Equal(t, dispatch.StateStopped, d.State(), "the pipeline ends with the source")
+	assert.Equal(t, dispatch.Stats{Received: 10, Succeeded: 10}, d.Stats())
+	assert.NoError(t, d.StopGracefully(t.Context()))
+}
+
+// blocking returns n exchanges of ids distinct ids that block until cancelled.
+func blocking(n, ids int) []testkit.Exchange {
+	xs := exchanges(n, ids)
+	for i := range xs {
+		xs[i].Do = testkit.Block
+	}
+	return xs
+}
+
+func TestForceStopDiscardsQueuedAndCancelsRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const p, buffer = 4, 3
+		obs := &countingObserver{}
+		var mu sync.Mutex
+		var discarded []testkit.Exchange // the hook runs concurrently
+		var causes []error
+		rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag { return x.Tag(p) },
+			func(ctx context.Context, x testkit.Exchange) error {
+				err := testkit.Perform(ctx, x)
+				causes = append(causes, context.Cause(ctx)) // serial: one scheduler goroutine
+				return err
+			})
+		d := started(t, flux.FromSlice(blocking(100, 20)), rec.Handle,
+			dispatch.WithParallelism(p), dispatch.WithGroupBuffer(buffer), dispatch.WithObserver(obs),
+			dispatch.WithScheduler(newParallel(t, 1)),
+			dispatch.WithDiscardHook(func(x testkit.Exchange, reason error) {
+				assert.ErrorIs(t, reason, dispatch.ErrForceStopped)
+				mu.Lock()
+				discarded = append(discarded, x)
+				mu.Unlock()
+			}))
+		synctest.Wait() // one handler runs, the groups are full, the router waits
+		before := d.Stats()
+		assert.Equal(t, int64(1), obs.started.Load())
+		d.ForceStop()
+		assert.Equal(t, dispatch.StateStopped, d.State())
+		<-d.Done()
+		s := d.Stats()
+		assert.Equal(t, before.Received, s.Received, "nothing admitted after the force")
+		assert.Equal(t, dispatch.Stats{Received: s.Received, Failed: 1, Discarded: s.Received - 1}, s)
+		assert.Equal(t, int64(1), obs.finished[dispatch.OutcomeCancelled].Load())
+		assert.Equal(t, s.Discarded, obs.discarded.Load())
+		assert.True(t, every(obs.reasons, dispatch.ErrForceStopped))
+		assert.Len(t, discarded, int(s.Discarded))
+		assert.Equal(t, []error{dispatch.ErrForceStopped}, causes, "the handler's ctx is cancelled with ErrForceStopped")
+		require.NoError(t, testkit.NoLoss(s, rec.Calls()))
+		assert.NoError(t, d.Err(), "a force is not an error")
+	})
+}
+
+func TestForceStopDoesNotWaitForAHandlerIgnoringContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		d := started(t, flux.FromSlice(exchanges(5, 1)), func(context.Context, testkit.Exchange) error {
+			<-release // ignores ctx
+			return nil
+		})
+		synctest.Wait()
+		d.ForceStop() // returns at once although the handler runs on
+		synctest.Wait()
+		assert.False(t, isClosed(d.Done()), "Done waits for the handler")
+		close(release)
+		<-d.Done()
+		assert.Equal(t, dispatch.Stats{Received: 5, Succeeded: 1, Discarded: 4}, d.Stats())
+	})
+}
+
+func TestForceDuringGraceful(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := started(t, flux.FromSlice(blocking(50, 10)), testkit.Perform, dispatch.WithParallelism(4))
+		synctest.Wait()
+		errc := make(chan error, 1)
+		go func() { errc <- d.StopGracefully(t.Context()) }()
+		synctest.Wait()
+		assert.Equal(t, dispatch.StateStopping, d.State(), "draining waits for the blocked handlers")
+		d.ForceStop()
+		require.NoError(t, <-errc, "the graceful waiter returns")
+		assert.True(t, isClosed(d.Done()))
+		s := d.Stats()
+		assert.Zero(t, s.InFlight)
+		assert.Equal(t, s.Received, s.Failed+s.Discarded)
+	})
+}
+
+func TestGracefulDeadlineThenForce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		xs := exchanges(20, 2)
+		for i := range xs {
+			xs[i].Do, xs[i].Delay = testkit.Delay, time.Second
+		}
+		d := started(t, flux.FromSlice(xs), testkit.Perform, dispatch.WithParallelism(2))
+		synctest.Wait() // all admitted before the stop begins
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		start := time.Now()
+		require.ErrorIs(t, d.StopGracefully(ctx), context.DeadlineExceeded)
+		assert.Equal(t, 3*time.Second, time.Since(start))
+		assert.Equal(t, dispatch.StateStopping, d.State(), "draining goes on")
+		assert.False(t, isClosed(d.Done()))
+		d.ForceStop()
+		<-d.Done()
+		s := d.Stats()
+		assert.Equal(t, int64(20), s.Received)
+		assert.Equal(t, int64(6), s.Succeeded, "two groups, one exchange a second, for three seconds")
+		assert.Equal(t, int64(2), s.Failed, "the two running were cancelled")
+		assert.Equal(t, int64(12), s.Discarded)
+	})
+}
+
+func TestPrepareWithStoppedSupplier(t *testing.T) {
+	sup, err := aggregate.NewSchedulerSupplier("sup")
+	require.NoError(t, err)
+	sup.ForceStop()
+	d := newDispatcher(t, flux.Empty[testkit.Exchange](), dispatch.WithSchedulerSupplier(sup))
+	require.ErrorIs(t, d.Prepare(t.Context()), aggregate.ErrStopped)
+	assert.Equal(t, dispatch.StateNew, d.State())
+	d.ForceStop()
+	<-d.Done()
+}
+
+func TestOwnedSchedulerIsDisposed(t *testing.T) {
+	// No scheduler option: the dispatcher makes its own and disposes it;
+	// goleak in TestMain sees any goroutine left behind.
+	for _, force := range []bool{false, true} {
+		d := started(t, flux.FromSlice(exchanges(100, 10)), testkit.Perform)
+		if force {
+			d.ForceStop()
+		} else {
+			require.NoError(t, d.StopGracefully(t.Context()))
+		}
+		<-d.Done()
+	}
+}
