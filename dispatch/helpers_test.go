@@ -46,7 +46,7 @@ type countingObserver struct {
 	reasons []error
 }
 
-func (o *countingObserver) Admitted()                   { o.admitted.Add(1) }
+func (o *countingObserver) Admitted()                  { o.admitted.Add(1) }
 func (o *countingObserver) Started(wait time.Duration) { o.started.Add(1) }
 
 func (o *countingObserver) Finished(out dispatch.Outcome, _ time.Duration, err error) {
