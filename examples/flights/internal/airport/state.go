@@ -17,25 +17,26 @@ import (
 // on one State (the dispatcher serialises an airport's flights).
 type State struct {
 	// Departures counts the flights applied.
-	Departures int64
+	Departures int64 `json:"departures"`
 	// Violations counts departures scheduled before the previous one applied.
-	Violations int64
+	Violations int64 `json:"violations"`
 	// MeanDelay is the running mean of the delays in minutes, updated as
 	// mean += (delay - mean) / n, so its rounding depends on the order.
-	MeanDelay float64
+	MeanDelay float64 `json:"mean_delay"`
 	// MaxDelay is the largest delay in minutes (0 before any departure).
-	MaxDelay int32
+	MaxDelay int32 `json:"max_delay"`
 	// OnTimeRun is the number of consecutive on-time (delay <= 0) departures
 	// up to the last one applied; LongestOnTimeRun is its maximum.
-	OnTimeRun, LongestOnTimeRun int64
+	OnTimeRun        int64 `json:"on_time_run"`
+	LongestOnTimeRun int64 `json:"longest_on_time_run"`
 	// LastDeparture is the departure time of the last flight applied,
 	// wall-clock microseconds as in flightdata.Flight.
-	LastDeparture int64
+	LastDeparture int64 `json:"last_departure_us"`
 	// Sequence hashes every departure applied, in order (an xor-multiply
 	// hash with FNV's constants over departure, delay and destination), so
 	// that two states agree only if they saw the same flights in the same
 	// order (up to a 2^-64 collision).
-	Sequence uint64
+	Sequence uint64 `json:"sequence"`
 }
 
 const (

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/examples/flights/internal/airport"
+	"github.com/aggflow/aggflow/examples/flights/internal/flightdata"
+	"github.com/aggflow/aggflow/examples/flights/internal/latency"
+	"github.com/aggflow/aggflow/flux"
+)
+
+// airportAggregate is the named aggregate of the replay: each origin airport
+// is one aggregate, its IATA code the id.
+var airportAggregate = aggregate.MaterializedNamedAggregate{Context: "flights", Aggregate: "Airport"}
+
+// departure is the exchange: one flight, addressed to its origin airport.
+type departure struct {
+	flightdata.Flight
+	origin string
+}
+
+// AggregateID builds the ID in place: aggregate.NewID would box the named
+// aggregate into an interface, an allocation per exchange.
+func (d departure) AggregateID() aggregate.ID {
+	return aggregate.ID{Named: airportAggregate, ID: d.origin, TenantID: aggregate.DefaultTenantID}
+}
+
+// stateSlot pads an airport's state to its own cache lines, so that two
+// scheduler goroutines updating neighbouring airports do not contend.
+type stateSlot struct {
+	airport.State
+	_ [64]byte
+}
+
+// observer records the dispatcher's latencies.
+type observer struct{ queueWait, handling latency.Histogram }
+
+func (*observer) Admitted()                    {}
+func (o *observer) Started(wait time.Duration) { o.queueWait.Record(wait) }
+func (o *observer) Finished(_ dispatch.Outcome, handling time.Duration, _ error) {
+	o.handling.Record(handling)
+}
+func (*observer) Discarded(error) {}
+
+// replayed is the outcome of a replay.
+type replayed struct {
+	counts      counts
+	elapsed     time.Duration
+	interrupted bool // a first interrupt drained the dispatcher
+	forced      bool // a second one stopped it by force
+	err         error
+	latency     *observer
+}
+
+// replay dispatches every flight of data, in order, to the handler that
+// folds it into states[origin], on a scheduler of cfg.pool goroutines and
+// cfg.parallelism groups. A first value on interrupt drains the dispatcher
+// gracefully, a second forces it to stop. The progress bar goes to
+// e.stderr. It returns once every goroutine of
+// the dispatcher and of its scheduler has exited; the error is a lifecycle
+// failure (the run did not happen).
+func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (replayed, error) {
+	supplier, err := aggregate.NewSchedulerSupplier("flights", aggregate.WithParallelism(cfg.pool))
+	if err != nil {
+		return replayed{}, err
+	}
+	source := flux.FromSeq(func(yield func(departure) bool) {
+		for _, f := range data.Flights {
+			if !yield(departure{Flight: f, origin: data.Airports[f.Origin]}) {
+				return
+			}
+		}
+	})
+	handle := func(_ context.Context, d departure) error {
+		burn(cfg.handlerCost)
+		states[d.Origin].Apply(d.Flight)
+		return nil
+	}
+	res := replayed{latency: &observer{}}
+	d, err := dispatch.New("flights", airportAggregate, source, handle,
+		dispatch.WithParallelism(cfg.parallelism),
+		dispatch.WithSchedulerSupplier(supplier),
+		dispatch.WithObserver(res.latency))
+	if err != nil {
+		return res, err
+	}
+	// The supplier owns the scheduler; stopping it last waits for its
+	// goroutines, after a forced stop too.
+	defer func() {
+		if res.forced || err != nil {
+			supplier.ForceStop()
+		}
+		_ = supplier.StopGracefully(context.Background())
+	}()
+
+	start := time.Now()
+	if err = d.Prepare(context.Background()); err == nil {
+		err = d.Start()
+	}
+	if err != nil {
+		d.ForceStop()
+		<-d.Done()
+		return res, err
+	}
+	if e.dispatching != nil {
+		e.dispatching()
+	}
+	stopProgress := startProgress(e.stderr, int64(len(data.Flights)), func() int64 {
+		s := d.Stats()
+		return s.Succeeded + s.Failed + s.Discarded
+	})
+	res.interrupted, res.forced = await(d, e.interrupt)
+	res.elapsed = time.Since(start)
+	stopProgress(!res.interrupted)
+
+	s := d.Stats()
+	res.counts = counts{Received: s.Received, Succeeded: s.Succeeded, Failed: s.Failed, Discarded: s.Discarded, InFlight: s.InFlight}
+	res.err = d.Err()
+	return res, nil
+}
+
+// await waits until d is done: the first interrupt starts a graceful stop,
+// the second a forced one.
+func await(d *dispatch.Dispatcher[departure], interrupt <-chan os.Signal) (interrupted, forced bool) {
+	stopCtx, cancelStop := context.WithCancel(context.Background())
+	var graceful sync.WaitGroup
+	defer graceful.Wait()
+	defer cancelStop()
+	for {
+		select {
+		case <-d.Done():
+			return interrupted, forced
+		case <-interrupt:
+			switch {
+			case !interrupted:
+				interrupted = true
+				graceful.Go(func() { _ = d.StopGracefully(stopCtx) })
+			case !forced:
+				forced = true
+				cancelStop()
+				d.ForceStop()
+			}
+		}
+	}
+}
