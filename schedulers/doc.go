@@ -22,7 +22,8 @@
 // waiter. Every goroutine carries the pprof label scheduler=<name>.
 //
 // What blocks. Schedule, NewWorker, Worker.Schedule, Worker.Dispose, Dispose
-// and IsDisposed never wait for a task: they take one short lock and return.
+// and IsDisposed never wait for a task: they take one short lock and return
+// (except on Immediate, whose Schedule runs the task itself).
 // Queues are unbounded, so Schedule never blocks and never fails for lack of
 // room; the caller bounds how much it submits. Only DisposeGracefully waits,
 // for the goroutines to exit or for its ctx to end, whichever is first.
@@ -44,8 +45,11 @@
 //
 // Panics. A task's panic is recovered into a *PanicError (value and stack)
 // and handed to the panic hook (WithPanicHook; by default logged at error
-// level); the goroutine goes on with the next task. Hooks themselves must not
-// panic, and a task must not call runtime.Goexit.
+// level); the goroutine goes on with the next task. A task that calls
+// runtime.Goexit (t.FailNow in a test) ends its goroutine: that is reported
+// the same way, as a *PanicError wrapping ErrGoexit, and another goroutine
+// takes its place, the worker's next tasks still running in order. Hooks
+// must not panic.
 //
 // # Who must dispose
 //

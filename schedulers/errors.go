@@ -3,15 +3,27 @@ package schedulers
 import "errors"
 
 var (
-	// ErrRejected is returned by Schedule and NewWorker once disposal has
-	// begun; the wrapping message names the scheduler.
+	// ErrRejected is returned by Schedule, NewWorker and Worker.Schedule once
+	// disposal of the scheduler (or of the worker) has begun; the wrapping
+	// message names the scheduler. Reactor: RejectedExecutionException
+	// (Exceptions.failWithRejected, Exceptions.java).
 	ErrRejected = errors.New("schedulers: rejected")
 	// ErrInvalidParallelism is returned by NewParallel for parallelism < 1.
+	// Reactor: the IllegalArgumentException of ParallelScheduler's constructor.
 	ErrInvalidParallelism = errors.New("schedulers: parallelism must be at least 1")
-	// ErrInvalidName is returned by the constructors for an empty name.
+	// ErrInvalidName is returned by the constructors for an empty name, which
+	// would leave goroutines and logs unattributable.
 	ErrInvalidName = errors.New("schedulers: name must not be empty")
-	// ErrNilTask is returned by Schedule for a nil Task.
+	// ErrNilTask is returned by Schedule and Worker.Schedule for a nil Task,
+	// rather than failing later on a scheduler goroutine.
 	ErrNilTask = errors.New("schedulers: task must not be nil")
-	// ErrDisposed is the cause of the task context's cancellation by Dispose.
+	// ErrGoexit is the Value of the *PanicError reported to the panic hook
+	// when a task calls runtime.Goexit (t.FailNow in a test, for instance).
+	// The goroutine cannot survive that; another takes its place and the
+	// worker's next tasks still run, in order.
+	ErrGoexit = errors.New("schedulers: task called runtime.Goexit")
+	// ErrDisposed is the cause (context.Cause) of the cancellation of the
+	// task context by Dispose: the counterpart of the thread interrupt of
+	// Reactor's dispose() (ExecutorService.shutdownNow).
 	ErrDisposed = errors.New("schedulers: disposed")
 )

@@ -176,7 +176,12 @@ func (s *parallel) DisposeGracefully(ctx context.Context) error {
 	case <-s.done:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+		select {
+		case <-s.done: // both happened: termination wins
+			return nil
+		default:
+			return ctx.Err()
+		}
 	}
 }
 
@@ -225,9 +230,22 @@ func (s *parallel) discard(tasks []Task) {
 	}
 }
 
+// runner is one goroutine of the scheduler and the batch it holds: tasks
+// batch[next:n] have not started. Keeping that in a struct rather than in
+// locals lets the goroutine's deferred cleanup put them back should a task
+// end the goroutine with runtime.Goexit.
+type runner struct {
+	s       *parallel
+	w       *worker // owner of the batch; nil for a direct task
+	batch   [batchSize]Task
+	next, n int
+	inTask  bool // a task runs: the only way the goroutine can end abruptly
+}
+
 // loop is the body of every goroutine of the scheduler.
 func (s *parallel) loop() {
-	pprof.Do(s.ctx, s.labels, s.serve)
+	r := &runner{s: s}
+	pprof.Do(s.ctx, s.labels, r.serve)
 }
 
 // serve pops entries from the ready queue until the scheduler stops and the
@@ -235,8 +253,9 @@ func (s *parallel) loop() {
 // under the lock and runs them outside it; the worker is "executing" for the
 // while, so no other goroutine runs it, and it returns to the tail of the
 // ready queue if tasks remain.
-func (s *parallel) serve(ctx context.Context) {
-	var batch [batchSize]Task
+func (r *runner) serve(ctx context.Context) {
+	defer r.abandon()
+	s := r.s
 	s.mu.Lock()
 	for {
 		e, ok := s.ready.pop()
@@ -248,34 +267,23 @@ func (s *parallel) serve(ctx context.Context) {
 			s.cond.Wait()
 			continue
 		}
+		r.w, r.next = e.w, 0
 		if e.w == nil {
-			batch[0] = e.task
-			s.mu.Unlock()
-			s.runBatch(ctx, nil, batch[:1])
-			batch[0] = nil
-			s.mu.Lock()
-			continue
+			r.batch[0], r.n = e.task, 1
+		} else {
+			r.n = e.w.tasks.popInto(r.batch[:])
+			e.w.state = executing
 		}
-		w := e.w
-		k := w.tasks.popInto(batch[:])
-		w.state = executing
 		s.mu.Unlock()
-		s.runBatch(ctx, w, batch[:k])
-		clear(batch[:k])
+		r.runBatch(ctx)
 		s.mu.Lock()
-		switch {
-		case w.tasks.len() == 0:
-			w.state = idle
-		case s.state == disposed:
-			// Dispose could not reach this worker's queue while it executed.
-			w.state = idle
-			dropped := w.tasks.drain()
-			s.mu.Unlock()
-			s.discard(dropped)
-			s.mu.Lock()
-		default:
-			w.state = ready
-			s.ready.push(e)
+		if r.w != nil {
+			if dropped := s.release(r.w); dropped != nil {
+				s.mu.Unlock()
+				s.discard(dropped)
+				s.mu.Lock()
+			}
+			r.w = nil
 		}
 	}
 	s.goroutines--
@@ -285,27 +293,88 @@ func (s *parallel) serve(ctx context.Context) {
 	s.mu.Unlock()
 }
 
-// runBatch runs tasks in order; once the scheduler or the worker w (if not
-// nil) is disposed, it discards the tasks not yet started instead.
-func (s *parallel) runBatch(ctx context.Context, w *worker, tasks []Task) {
-	for i, t := range tasks {
+// runBatch runs the batch in order; once the scheduler or the batch's worker
+// is disposed, it discards the tasks not yet started instead.
+func (r *runner) runBatch(ctx context.Context) {
+	s, w := r.s, r.w
+	for r.next < r.n {
 		if s.forced.Load() || (w != nil && w.disposed.Load()) {
-			s.discard(tasks[i:])
+			rest := r.batch[r.next:r.n]
+			r.next = r.n
+			s.discard(rest)
+			clear(rest)
 			return
 		}
+		t := r.batch[r.next]
+		r.batch[r.next] = nil // let the collector reclaim what t captured
+		r.next++
+		r.inTask = true
 		s.run(ctx, t)
+		r.inTask = false
 	}
 }
 
-// run is small so that its deferred recover is open-coded (no allocation).
-func (s *parallel) run(ctx context.Context, t Task) {
-	defer s.recoverTask()
-	t(ctx)
+// release ends w's turn: back to the tail of the ready queue if it has
+// tasks, else idle. Once the scheduler or w is disposed, its tasks are
+// removed and returned for discarding (Dispose could not reach the queue of
+// a worker that was executing). Called with mu held.
+func (s *parallel) release(w *worker) (dropped []Task) {
+	switch {
+	case w.tasks.len() == 0:
+		w.state = idle
+	case s.state == disposed || w.disposed.Load():
+		w.state = idle
+		dropped = w.tasks.drain()
+	default:
+		w.state = ready
+		s.ready.push(entry{w: w})
+	}
+	return dropped
 }
 
-func (s *parallel) recoverTask() {
+// abandon runs when the goroutine ends. It does nothing unless the
+// goroutine ends inside a task, which recovers panics: then the task called
+// runtime.Goexit, and abandon returns the unstarted rest of
+// the batch to the head of its worker's queue, gives up the goroutine's place
+// and has another goroutine take over the ready queue, so that nothing is
+// lost and Done still closes.
+func (r *runner) abandon() {
+	if !r.inTask {
+		return
+	}
+	s := r.s
+	s.mu.Lock()
+	var dropped []Task
+	if r.w != nil {
+		r.w.tasks.prepend(r.batch[r.next:r.n])
+		dropped = s.release(r.w)
+	}
+	s.goroutines--
+	switch {
+	case s.ready.len() > 0:
+		s.wake()
+	case s.goroutines == 0 && s.state != running:
+		close(s.done)
+	}
+	s.mu.Unlock()
+	s.discard(dropped)
+}
+
+// run is small so that its deferred call is open-coded (no allocation).
+func (s *parallel) run(ctx context.Context, t Task) {
+	returned := false
+	defer s.settle(&returned)
+	t(ctx)
+	returned = true
+}
+
+// settle reports a panic of the task, or its call to runtime.Goexit (which
+// recover cannot stop), to the panic hook.
+func (s *parallel) settle(returned *bool) {
 	if v := recover(); v != nil {
 		s.opts.onPanic(panics.New(v))
+	} else if !*returned {
+		s.opts.onPanic(panics.New(ErrGoexit))
 	}
 }
 

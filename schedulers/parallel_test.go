@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
@@ -290,5 +291,73 @@ func TestGoroutinesCarrySchedulerLabel(t *testing.T) {
 		drain(t, s)
 		assert.Equal(t, "labelled", <-labels)
 		assert.Equal(t, "labelled", <-labels)
+	})
+}
+
+// A task that calls runtime.Goexit (as t.FailNow does) ends its goroutine;
+// the scheduler reports it, replaces the goroutine and loses nothing.
+func TestGoexitInATaskLosesNothing(t *testing.T) {
+	for _, stop := range []string{"graceful", "during graceful"} {
+		synctest.Test(t, func(t *testing.T) {
+			reports := make(chan *schedulers.PanicError, 2)
+			s := newParallel(t, "goexit", 1, schedulers.WithPanicHook(func(p *schedulers.PanicError) {
+				reports <- p
+			}))
+			gate := make(chan struct{})
+			var g gauge
+			require.NoError(t, s.Schedule(blocking(&g, gate))) // queue one batch
+			w := newWorker(t, s)
+			var order recorder
+			for i := range 10 {
+				require.NoError(t, w.Schedule(func(context.Context) {
+					if i == 3 {
+						runtime.Goexit()
+					}
+					order.add(i)
+				}))
+			}
+			require.NoError(t, s.Schedule(func(context.Context) { runtime.Goexit() }))
+			var direct counter
+			require.NoError(t, s.Schedule(direct.task))
+			synctest.Wait()
+			if stop == "during graceful" {
+				go func() { assert.NoError(t, s.DisposeGracefully(context.Background())) }()
+				synctest.Wait()
+			}
+			close(gate)
+			drain(t, s)
+
+			assert.Equal(t, []int{0, 1, 2, 4, 5, 6, 7, 8, 9}, order.snapshot())
+			assert.Equal(t, 1, direct.get())
+			for range 2 {
+				p := <-reports
+				assert.ErrorIs(t, p, schedulers.ErrGoexit)
+			}
+		})
+	}
+}
+
+func TestGoexitThenDisposeDiscardsTheRest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var discarded counter
+		s := newParallel(t, "goexit-force", 1,
+			schedulers.WithDiscardHook(discarded.hook),
+			schedulers.WithPanicHook(func(*schedulers.PanicError) {}))
+		w := newWorker(t, s)
+		release := make(chan struct{})
+		var ran counter
+		require.NoError(t, w.Schedule(func(context.Context) {
+			<-release
+			runtime.Goexit()
+		}))
+		for range 5 {
+			require.NoError(t, w.Schedule(ran.task))
+		}
+		synctest.Wait()
+		s.Dispose()
+		close(release)
+		<-s.Done()
+		assert.Zero(t, ran.get())
+		assert.Equal(t, 5, discarded.get())
 	})
 }

@@ -64,6 +64,21 @@ func (r *ring[T]) popInto(dst []T) int {
 	return k
 }
 
+// prepend puts items, in order, before the oldest element. It copies the
+// whole queue, which is fine on the rare path that needs it.
+func (r *ring[T]) prepend(items []T) {
+	if len(items) == 0 {
+		return
+	}
+	rest := r.drain()
+	for _, v := range items {
+		r.push(v)
+	}
+	for _, v := range rest {
+		r.push(v)
+	}
+}
+
 // drain removes every element and returns them, oldest first, in a new
 // slice (nil when r is empty).
 func (r *ring[T]) drain() []T {

@@ -27,7 +27,7 @@ type Scheduler interface {
 	Name() string
 	// Schedule runs task on some goroutine of the scheduler. Tasks scheduled
 	// directly have no ordering between them. It never blocks and returns an
-	// error wrapping ErrRejected once disposal began.
+	// error wrapping ErrRejected once disposal began (ErrNilTask for nil).
 	Schedule(task Task) error
 	// NewWorker returns a serial queue on this scheduler: tasks scheduled on one
 	// Worker run one at a time in submission order (Reactor's createWorker()).
@@ -55,14 +55,18 @@ type Scheduler interface {
 // and never the other workers that would have shared its thread.
 type Worker interface {
 	// Schedule appends task to the worker's queue. It never blocks and returns
-	// an error wrapping ErrRejected once the worker or its scheduler is disposed.
+	// an error wrapping ErrRejected once the worker or its scheduler is disposed
+	// (ErrNilTask for nil).
 	Schedule(task Task) error
 	// Dispose drops the worker's tasks that have not started (each reported to
 	// the discard hook) and rejects later ones. A running task is not cancelled.
 	Dispose()
 }
 
-// PanicError is a task's recovered panic: the panic value and the stack.
+// PanicError is a task's recovered panic: the panic value and the stack of
+// the task's goroutine. It is the same type in every aggflow package, so one
+// errors.As target matches a panic from any layer. Reactor routes a task's
+// exception to Schedulers.handleError (Schedulers.java).
 type PanicError = panics.Error
 
 // DefaultPoolSize is the default number of goroutines of a parallel scheduler:
@@ -78,7 +82,9 @@ func envPositive(name string, fallback int) int {
 	return fallback
 }
 
-// Option configures NewParallel and NewSingle.
+// Option configures NewParallel and NewSingle; a nil Option is ignored. It
+// stands for the hooks and settings Reactor passes through Schedulers.Factory
+// and Schedulers.onHandleError (Schedulers.java).
 type Option func(*options)
 
 type options struct {
@@ -88,18 +94,29 @@ type options struct {
 }
 
 // WithPanicHook is called, on the goroutine that ran the task, with each task
-// panic. The default logs it at error level through the scheduler's logger.
+// panic; it may be called from several goroutines at once and the goroutine
+// serves no other task until it returns. The default logs the panic at error
+// level through the scheduler's logger, with the scheduler's name, the value
+// and the stack; nil keeps the default. Reactor: Schedulers.onHandleError
+// (Schedulers.java).
 func WithPanicHook(hook func(*PanicError)) Option {
 	return func(o *options) { o.onPanic = hook }
 }
 
 // WithDiscardHook is called once for each task dropped without running, by
-// Dispose or Worker.Dispose, outside the scheduler's locks.
+// Dispose or Worker.Dispose, outside the scheduler's locks: on the goroutine
+// calling the Dispose for tasks still queued, and on a scheduler goroutine
+// for tasks it had already taken (the rest of a batch, or tasks queued on the
+// worker it was running), always before Done closes. It may be called from
+// several goroutines at once. nil (the default) does nothing. Reactor's
+// dispose() drops tasks silently; the nearest hook there is
+// Hooks.onNextDropped (Hooks.java).
 func WithDiscardHook(hook func(Task)) Option {
 	return func(o *options) { o.onDiscard = hook }
 }
 
-// WithLogger sets the logger (default slog.Default()).
+// WithLogger sets the logger of the default panic hook (default, and for
+// nil, slog.Default()). Reactor logs through reactor.util.Loggers.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.logger = l }
 }
