@@ -133,6 +133,11 @@ func decode(cfg config, interrupt <-chan os.Signal) (*flightdata.Dataset, error)
 		case <-interrupt:
 			cancel(errInterrupted)
 		case <-decoded:
+			select { // one that came as decoding ended still counts
+			case <-interrupt:
+				cancel(errInterrupted)
+			default:
+			}
 		}
 	})
 	var data *flightdata.Dataset
