@@ -2,8 +2,11 @@ package dispatch_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -61,4 +64,159 @@ func TestDispatcherHandlesEverything(t *testing.T) {
 	assert.NoError(t, testkit.GroupSerial(calls))
 	assert.NoError(t, testkit.NoLoss(d.Stats(), calls))
 	assert.Equal(t, dispatch.Stats{Received: 1000, Succeeded: 1000}, d.Stats())
+}
+
+func TestNewValidates(t *testing.T) {
+	src := flux.Empty[testkit.Exchange]()
+	cases := []struct {
+		name   string
+		build  func() error
+		target error
+	}{
+		{"empty name", func() error { _, err := dispatch.New("", orders, src, testkit.Perform); return err }, dispatch.ErrInvalidArgument},
+		{"nil handler", func() error { _, err := dispatch.New[testkit.Exchange]("d", orders, src, nil); return err }, dispatch.ErrInvalidArgument},
+		{"nil named", func() error { _, err := dispatch.New("d", nil, src, testkit.Perform); return err }, dispatch.ErrInvalidArgument},
+		{"parallelism 0", func() error {
+			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithParallelism(0))
+			return err
+		}, dispatch.ErrInvalidParallelism},
+		{"group buffer 0", func() error {
+			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithGroupBuffer(0))
+			return err
+		}, dispatch.ErrInvalidOption},
+		{"nil observer", func() error {
+			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithObserver(nil))
+			return err
+		}, dispatch.ErrInvalidOption},
+		{"scheduler and supplier", func() error {
+			sup := &fakeSupplier{log: &callLog{}}
+			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithScheduler(schedulers.Immediate()), dispatch.WithSchedulerSupplier(sup))
+			return err
+		}, dispatch.ErrInvalidOption},
+		{"discard hook of another type", func() error {
+			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithDiscardHook(func(string, error) {}))
+			return err
+		}, dispatch.ErrInvalidOption},
+		{"group key of another type", func() error {
+			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithGroupKey(func(int) int { return 0 }))
+			return err
+		}, dispatch.ErrInvalidOption},
+		{"no group key", func() error {
+			_, err := dispatch.New("d", orders, flux.Just(1), func(context.Context, int) error { return nil })
+			return err
+		}, dispatch.ErrNoGroupKey},
+	}
+	for _, c := range cases {
+		assert.ErrorIs(t, c.build(), c.target, c.name)
+	}
+	_, err := dispatch.New("d", orders, flux.Just(1), func(context.Context, int) error { return nil },
+		dispatch.WithGroupKey(func(i int) int { return i }))
+	assert.NoError(t, err, "any type with a key function")
+}
+
+func TestFailuresAreOutcomesUnderContinue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		xs := exchanges(30, 5)
+		for i := range xs {
+			xs[i].Do = []testkit.Behaviour{testkit.Instant, testkit.Fail, testkit.Panic}[i%3]
+		}
+		obs := &countingObserver{}
+		d := started(t, flux.FromSlice(xs), testkit.Perform, dispatch.WithObserver(obs))
+		<-d.Done()
+		require.NoError(t, d.Err(), "failures do not stop the dispatcher")
+		assert.Equal(t, dispatch.Stats{Received: 30, Succeeded: 10, Failed: 20}, d.Stats())
+		assert.Equal(t, int64(10), obs.finished[dispatch.OutcomeError].Load())
+		assert.Equal(t, int64(10), obs.finished[dispatch.OutcomePanic].Load())
+		assert.Equal(t, int64(30), obs.admitted.Load())
+		assert.Equal(t, int64(30), obs.started.Load())
+		assert.True(t, every(obs.errs, testkit.ErrInjected))
+		var panics int
+		for _, err := range obs.errs {
+			var pe *dispatch.PanicError
+			if errors.As(err, &pe) {
+				panics++
+				assert.NotEmpty(t, pe.Stack)
+			}
+		}
+		assert.Equal(t, 10, panics)
+	})
+}
+
+func TestStopOnError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &countingSource{}
+		d := started(t, src.flux(-1, func(i int) testkit.Exchange {
+			x := testkit.Exchange{ID: aggregate.NewID(orders, itoa(i%7)), Seq: i / 7, Do: testkit.Delay, Delay: time.Millisecond}
+			if i == 50 {
+				x.Do = testkit.Fail
+			}
+			return x
+		}), testkit.Perform, dispatch.WithErrorPolicy(dispatch.StopOnError), dispatch.WithParallelism(7))
+		<-d.Done() // the failure stopped an endless source
+		require.ErrorIs(t, d.Err(), testkit.ErrInjected)
+		assert.ErrorIs(t, d.StopGracefully(t.Context()), testkit.ErrInjected, "the stop reports it too")
+		s := d.Stats()
+		assert.Equal(t, src.pulled.Load(), s.Received)
+		assert.Equal(t, int64(1), s.Failed)
+		assert.Equal(t, s.Received-1, s.Succeeded, "what was admitted drained")
+	})
+}
+
+func TestInvalidGroupKeyFailsOneExchange(t *testing.T) {
+	const p = 4
+	obs := &countingObserver{}
+	d := started(t, flux.Range(-2, 10), func(context.Context, int) error { return nil },
+		dispatch.WithParallelism(p), dispatch.WithObserver(obs),
+		dispatch.WithGroupKey(func(i int) int {
+			if i == 5 {
+				panic("bad key")
+			}
+			return i // -2, -1, 4, 6, 7 are outside [0, 4)
+		}))
+	<-d.Done()
+	require.NoError(t, d.Err())
+	assert.Equal(t, dispatch.Stats{Received: 10, Succeeded: 4, Failed: 6}, d.Stats())
+	assert.Equal(t, int64(4), obs.admitted.Load())
+	assert.Equal(t, int64(6), obs.finished[dispatch.OutcomeError].Load())
+	assert.True(t, every(obs.errs, dispatch.ErrInvalidGroupKey))
+}
+
+func TestSourceErrorDrainsThenReports(t *testing.T) {
+	boom := errors.New("boom")
+	xs := exchanges(20, 4)
+	src := flux.Create(func(_ context.Context, sink flux.Sink[testkit.Exchange]) error {
+		for _, x := range xs {
+			if err := sink.Next(x); err != nil {
+				return err
+			}
+		}
+		return boom
+	})
+	d := started(t, src, testkit.Perform)
+	<-d.Done()
+	require.ErrorIs(t, d.Err(), boom)
+	assert.Equal(t, dispatch.Stats{Received: 20, Succeeded: 20}, d.Stats(), "admitted exchanges were handled")
+}
+
+// With every handler blocked, what was pulled from the source and not
+// finished stays within parallelism x group buffer + 1 (the exchange the
+// router holds).
+func TestBoundedMemory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const p, buffer = 16, 4
+		src := &countingSource{}
+		d := started(t, src.flux(-1, func(i int) testkit.Exchange {
+			return testkit.Exchange{ID: aggregate.NewID(orders, itoa(i%p)), Seq: i, Do: testkit.Block}
+		}), testkit.Perform,
+			dispatch.WithParallelism(p), dispatch.WithGroupBuffer(buffer), dispatch.WithScheduler(newParallel(t, 2)),
+			dispatch.WithGroupKey(func(x testkit.Exchange) int { return x.Seq % p })) // every group fills
+		synctest.Wait() // everything blocked: two handlers, full groups, a waiting router
+		pulled := src.pulled.Load()
+		assert.LessOrEqual(t, pulled, int64(p*buffer+1))
+		assert.Equal(t, pulled, d.Stats().InFlight)
+		d.ForceStop()
+		<-d.Done()
+		s := d.Stats()
+		assert.Equal(t, dispatch.Stats{Received: pulled, Failed: 2, Discarded: pulled - 2}, s)
+	})
 }
