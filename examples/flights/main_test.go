@@ -92,18 +92,34 @@ func TestTextSummary(t *testing.T) {
 // drain has little to finish.
 var slow = []string{"-json", "-handler-cost", "1ms", "-pool", "1", "-parallelism", "4"}
 
-func TestInterruptDrains(t *testing.T) {
-	out := runWith(t, slow, func(interrupt chan<- os.Signal) { interrupt <- os.Interrupt })
+// interrupted runs the slow replay with n interrupts sent as soon as it
+// started, and checks what every partial run shows: exit status 130, the
+// summary marked partial, intake stopped early, every admitted exchange
+// ended exactly once, no verification.
+func interrupted(t *testing.T, n int) summary {
+	t.Helper()
+	out := runWith(t, slow, func(interrupt chan<- os.Signal) {
+		for range n {
+			interrupt <- os.Interrupt
+		}
+	})
 	require.Equal(t, exitInterrupted, out.code, out.stderr)
 	s := decodeSummary(t, out)
 	assert.True(t, s.Partial)
-	assert.False(t, s.Forced)
+	assert.Equal(t, n > 1, s.Forced)
 	assert.Equal(t, skipped, s.Verification)
 	c := s.Exchanges
-	assert.Less(t, c.Received, int64(20_000), "the drain stopped the intake")
-	assert.Equal(t, c.Received, c.Succeeded, "a graceful drain handles everything admitted")
+	assert.Less(t, c.Received, int64(20_000), "the stop ended the intake")
+	assert.Equal(t, c.Received, c.Succeeded+c.Failed+c.Discarded, "every admitted exchange ended once")
+	assert.Zero(t, c.InFlight)
 	assert.Zero(t, s.Lost)
 	assert.Equal(t, s.Rows-c.Received, s.Undelivered)
+	return s
+}
+
+func TestInterruptDrains(t *testing.T) {
+	s := interrupted(t, 1)
+	assert.Equal(t, s.Exchanges.Received, s.Exchanges.Succeeded, "a graceful drain handles everything admitted")
 	assert.Zero(t, s.Violations)
 
 	text := runWith(t, slow[1:], func(interrupt chan<- os.Signal) { interrupt <- os.Interrupt })
@@ -113,20 +129,7 @@ func TestInterruptDrains(t *testing.T) {
 }
 
 func TestSecondInterruptForces(t *testing.T) {
-	out := runWith(t, slow, func(interrupt chan<- os.Signal) {
-		interrupt <- os.Interrupt
-		interrupt <- os.Interrupt
-	})
-	require.Equal(t, exitInterrupted, out.code, out.stderr)
-	s := decodeSummary(t, out)
-	assert.True(t, s.Partial)
-	assert.True(t, s.Forced)
-	assert.Equal(t, skipped, s.Verification)
-	c := s.Exchanges
-	assert.Less(t, c.Received, int64(20_000))
-	assert.Equal(t, c.Received, c.Succeeded+c.Failed+c.Discarded, "every admitted exchange ended once")
-	assert.Zero(t, c.InFlight)
-	assert.Zero(t, s.Lost)
+	interrupted(t, 2)
 }
 
 func writeInput(t *testing.T, name, content string) string {
