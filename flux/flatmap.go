@@ -23,6 +23,7 @@ func FlatMap[T, R any](f Flux[T], fn func(T) Flux[R], concurrency int) Flux[R] {
 		return Error[R](invalid("FlatMap", "concurrency below 1"))
 	}
 	return Flux[R]{subscribe: func(ctx context.Context, emit func(R) error) error {
+		discard := discarder[R](ctx)
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
 		var (
@@ -43,6 +44,7 @@ func FlatMap[T, R any](f Flux[T], fn func(T) Flux[R], concurrency int) Flux[R] {
 			emitM.Lock()
 			defer emitM.Unlock()
 			if err := ctxDone(ctx); err != nil {
+				discard(r, err) // an inner's item arriving after the end
 				return err
 			}
 			if err := emit(r); err != nil {

@@ -80,21 +80,23 @@ func GroupBy[T any](f Flux[T], keyOf func(T) int, groups int, opts ...GroupOptio
 				return err
 			}
 			for {
-				g := open[k]
-				if g == nil {
-					g = newPipe(o.buffer, discard)
-					open[k] = g
-					if err := emit(GroupedFlux[T]{Key: k, Flux: Flux[T]{subscribe: g.consume, group: g}}); err != nil {
-						cancelled = true
-						discard(v, err)
+				if g := open[k]; g != nil {
+					err := g.push(ctx, v)
+					if err != errGone {
 						return err
 					}
 				}
-				err := g.push(ctx, v)
-				if err != errGone {
+				// No group for k yet, or its subscriber cancelled: open one
+				// holding v, so that a subscriber draining it inline (as
+				// ConcatMap does) finds its first item.
+				g := newPipe(o.buffer, discard)
+				_ = g.push(ctx, v)
+				open[k] = g
+				if err := emit(GroupedFlux[T]{Key: k, Flux: Flux[T]{subscribe: g.consume, group: g}}); err != nil {
+					cancelled = true
 					return err
 				}
-				open[k] = nil // its subscriber cancelled: reopen
+				return nil
 			}
 		})
 		for _, g := range open {

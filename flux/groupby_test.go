@@ -1,0 +1,300 @@
+package flux_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aggflow/aggflow/flux"
+	"github.com/aggflow/aggflow/schedulers"
+	"github.com/aggflow/aggflow/testkit"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+// counted emits 0..n-1 (n < 0: endlessly), counting the items it pushed
+// into the pipeline.
+func counted(n int, pulled *atomic.Int64) flux.Flux[int] {
+	src := endless
+	if n >= 0 {
+		src = flux.Range(0, n)
+	}
+	return src.DoOnNext(func(int) { pulled.Add(1) })
+}
+
+// dispatch is the dispatcher's shape: GroupBy -> FlatMap(group ->
+// PublishOn(s) -> ConcatMap(handler)), or plain group consumption when s is
+// nil.
+func dispatch[R any](src flux.Flux[int], key func(int) int, groups, buffer int, s schedulers.Scheduler,
+	handler func(int) flux.Flux[R]) flux.Flux[R] {
+	g := flux.GroupBy(src, key, groups, flux.WithGroupBuffer(buffer))
+	return flux.FlatMap(g, func(gf flux.GroupedFlux[int]) flux.Flux[R] {
+		in := gf.Flux
+		if s != nil {
+			in = in.PublishOn(s, buffer)
+		}
+		return flux.ConcatMap(in, handler)
+	}, groups)
+}
+
+// Every item arrives exactly once and in order within its group, for random
+// keys, 1..512 groups and 1..64 buffers, fused with PublishOn or not.
+func TestGroupByFlatMapProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		groups := rapid.IntRange(1, 512).Draw(rt, "groups")
+		buffer := rapid.IntRange(1, 64).Draw(rt, "buffer")
+		keys := rapid.SliceOfN(rapid.IntRange(0, groups-1), 0, 2000).Draw(rt, "keys")
+		usePublishOn := rapid.Bool().Draw(rt, "publishOn")
+		var s schedulers.Scheduler
+		if usePublishOn {
+			var err error
+			s, err = schedulers.NewParallel("prop", 2)
+			require.NoError(rt, err)
+			defer func() { require.NoError(rt, s.DisposeGracefully(context.Background())) }()
+		}
+		// items are indexes into keys, so each is unique.
+		f := dispatch(flux.Range(0, len(keys)), func(i int) int { return keys[i] }, groups, buffer, s,
+			func(i int) flux.Flux[int] { return flux.Just(i) })
+		seen := make([]bool, len(keys))
+		last := make(map[int]int)
+		err := f.Subscribe(context.Background(), func(i int) error {
+			if seen[i] {
+				rt.Fatalf("item %d delivered twice", i)
+			}
+			seen[i] = true
+			if p, ok := last[keys[i]]; ok && p > i {
+				rt.Fatalf("group %d: item %d after %d", keys[i], i, p)
+			}
+			last[keys[i]] = i
+			return nil
+		})
+		require.NoError(rt, err)
+		for i, ok := range seen {
+			if !ok {
+				rt.Fatalf("item %d lost", i)
+			}
+		}
+	})
+}
+
+// A slow group back-pressures the source: while one group's handler is
+// blocked, the items pulled stay within groups x buffer + 1 (the item the
+// router holds), however long the source is.
+func TestGroupByBoundedPull(t *testing.T) {
+	for _, fused := range []bool{true, false} {
+		t.Run(map[bool]string{true: "fused", false: "plain"}[fused], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const groups, buffer = 4, 3
+				var s schedulers.Scheduler
+				if fused {
+					s = newParallel(t, 2)
+				}
+				var pulled atomic.Int64
+				release := make(chan struct{})
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				done := make(chan error, 1)
+				go func() {
+					done <- dispatch(counted(-1, &pulled), func(v int) int { return v % groups }, groups, buffer, s,
+						func(v int) flux.Flux[int] {
+							if v == 0 {
+								<-release // group 0's first item blocks its handler
+							}
+							return flux.Just(v)
+						}).Subscribe(ctx, func(int) error { return nil })
+				}()
+				synctest.Wait()
+				// Group 0 holds its in-flight item and buffer-1 more, the router
+				// waits on it with one item in hand, and the other groups have
+				// drained every item they got before.
+				require.Equal(t, int64(groups*buffer+1), pulled.Load())
+				close(release)
+				cancel()
+				require.ErrorIs(t, <-done, context.Canceled)
+			})
+		})
+	}
+}
+
+// Fused with GroupBy, PublishOn keeps an item's slot until the downstream
+// returned from it: with one group of buffer 2 and the handler blocked on the
+// first item, exactly 3 items are pulled (in flight, queued, in the router's
+// hand). Without fusion (a Map between) PublishOn's own queue would add more.
+func TestPublishOnFusionHoldsTheSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, c := range []struct {
+			name   string
+			fuse   bool
+			pulled int64
+		}{{"fused", true, 3}, {"copied", false, 5}} {
+			s := newParallel(t, 1)
+			var pulled atomic.Int64
+			release := make(chan struct{})
+			g := flux.GroupBy(counted(100, &pulled), func(int) int { return 0 }, 1, flux.WithGroupBuffer(2))
+			f := flux.FlatMap(g, func(gf flux.GroupedFlux[int]) flux.Flux[int] {
+				in := gf.Flux
+				if !c.fuse {
+					in = in.Filter(func(int) bool { return true })
+				}
+				return in.PublishOn(s, 2)
+			}, 1)
+			done := make(chan error, 1)
+			go func() {
+				done <- f.Subscribe(t.Context(), func(v int) error {
+					if v == 0 {
+						<-release
+					}
+					return nil
+				})
+			}()
+			synctest.Wait()
+			require.Equal(t, c.pulled, pulled.Load(), c.name)
+			close(release)
+			require.NoError(t, <-done)
+			require.Equal(t, int64(100), pulled.Load())
+		}
+	})
+}
+
+// On cancellation the discard hook receives exactly the items pulled from the
+// source and not handed to the handler: delivered + discarded = pulled, with
+// no overlap, for the router's item, group queues and PublishOn alike.
+func TestDiscardHookAccountsForEveryItem(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		groups := rapid.IntRange(1, 16).Draw(rt, "groups")
+		buffer := rapid.IntRange(1, 8).Draw(rt, "buffer")
+		stopAt := rapid.IntRange(1, 200).Draw(rt, "stopAt")
+		fused := rapid.Bool().Draw(rt, "fused")
+		var s schedulers.Scheduler
+		if fused {
+			var err error
+			s, err = schedulers.NewParallel("discard", 2)
+			require.NoError(rt, err)
+			defer func() { require.NoError(rt, s.DisposeGracefully(context.Background())) }()
+		}
+		var (
+			mu                 sync.Mutex
+			delivered, dropped = map[int]int{}, map[int]int{}
+			pulled             atomic.Int64
+			count              int
+		)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		ctx = flux.WithDiscardHook(ctx, func(v int, reason error) {
+			mu.Lock()
+			defer mu.Unlock()
+			dropped[v]++
+			if reason == nil {
+				rt.Fatalf("discarded %d without a reason", v)
+			}
+		})
+		// An item is delivered when the handler gets it; the handler's output
+		// has another type, so its own discards are not counted here.
+		f := dispatch(counted(-1, &pulled), func(v int) int { return v % groups }, groups, buffer, s,
+			func(v int) flux.Flux[string] {
+				mu.Lock()
+				defer mu.Unlock()
+				delivered[v]++
+				if count++; count == stopAt {
+					cancel()
+				}
+				return flux.Just("handled")
+			})
+		err := f.Subscribe(ctx, func(string) error { return nil })
+		require.ErrorIs(rt, err, context.Canceled)
+		mu.Lock()
+		defer mu.Unlock()
+		for v := range int(pulled.Load()) {
+			if delivered[v]+dropped[v] != 1 {
+				rt.Fatalf("item %d: delivered %d times, discarded %d times", v, delivered[v], dropped[v])
+			}
+		}
+		require.Equal(rt, int(pulled.Load()), len(delivered)+len(dropped))
+	})
+}
+
+func TestGroupByKeyOutOfRange(t *testing.T) {
+	for _, key := range []int{-1, 3} {
+		var dropped []int
+		ctx := flux.WithDiscardHook(t.Context(), func(v int, _ error) { dropped = append(dropped, v) })
+		groups, err := flux.Collect(ctx, flux.GroupBy(flux.Range(0, 5), func(v int) int {
+			if v == 2 {
+				return key
+			}
+			return 0
+		}, 3))
+		require.ErrorIs(t, err, flux.ErrGroupKeyOutOfRange)
+		require.Len(t, groups, 1)
+		testkit.Verify(t, groups[0].Flux).ExpectNext(0, 1).ExpectErrorIs(flux.ErrGroupKeyOutOfRange).VerifyT()
+		require.Equal(t, []int{2}, dropped)
+	}
+	testkit.Verify(t, flux.GroupBy(flux.Just(1), func(int) int { return 0 }, 0)).ExpectErrorIs(flux.ErrInvalidArgument).VerifyT()
+	testkit.Verify(t, flux.GroupBy[int](flux.Just(1), nil, 1)).ExpectErrorIs(flux.ErrInvalidArgument).VerifyT()
+	testkit.Verify(t, flux.GroupBy(flux.Just(1), func(int) int { return 0 }, 1, flux.WithGroupBuffer(0))).ExpectErrorIs(flux.ErrInvalidArgument).VerifyT()
+}
+
+func TestGroupIsUnicast(t *testing.T) {
+	groups, err := flux.Collect(t.Context(), flux.GroupBy(flux.Just(1, 2, 3), func(v int) int { return v % 2 }, 2))
+	require.NoError(t, err)
+	require.Len(t, groups, 2)
+	require.Equal(t, 1, groups[0].Key)
+	testkit.Verify(t, groups[0].Flux).ExpectNext(1, 3).ExpectComplete().VerifyT()
+	testkit.Verify(t, groups[0].Flux).ExpectErrorIs(flux.ErrUnicastGroup).VerifyT()
+	s := newParallel(t, 1)
+	testkit.Verify(t, groups[1].PublishOn(s, 1)).ExpectNext(2).ExpectComplete().VerifyT()
+	testkit.Verify(t, groups[1].PublishOn(s, 1)).ExpectErrorIs(flux.ErrUnicastGroup).VerifyT()
+}
+
+// A group whose subscriber cancels is reopened by the next item of its key
+// (Reactor: keys i mod 2, each group limited to one item, gives 0:0, 1:1,
+// 0:2, 1:3, ...).
+func TestCancelledGroupReopens(t *testing.T) {
+	type kv struct{ k, v int }
+	f := flux.ConcatMap(flux.GroupBy(flux.Range(0, 6), func(v int) int { return v % 2 }, 2),
+		func(g flux.GroupedFlux[int]) flux.Flux[kv] {
+			return flux.Map(g.Take(1), func(v int) kv { return kv{g.Key, v} })
+		})
+	testkit.Verify(t, f).ExpectNext(kv{0, 0}, kv{1, 1}, kv{0, 2}, kv{1, 3}, kv{0, 4}, kv{1, 5}).ExpectComplete().VerifyT()
+}
+
+// An upstream error reaches every group after its buffered items.
+func TestGroupByUpstreamErrorAfterItems(t *testing.T) {
+	groups, err := flux.Collect(t.Context(), flux.GroupBy(failing, func(v int) int { return v % 2 }, 2))
+	require.ErrorIs(t, err, errBoom)
+	require.Len(t, groups, 2)
+	testkit.Verify(t, groups[0].Flux).ExpectNext(0, 2, 4, 6, 8).ExpectErrorIs(errBoom).VerifyT()
+	testkit.Verify(t, groups[1].Flux).ExpectNext(1, 3, 5, 7, 9).ExpectErrorIs(errBoom).VerifyT()
+}
+
+// Cancelling the main subscription cuts off the groups: a group subscribed
+// later gets ErrCancelled, its items go to the discard hook.
+func TestGroupByMainCancelCancelsGroups(t *testing.T) {
+	var dropped []int
+	ctx := flux.WithDiscardHook(t.Context(), func(v int, reason error) {
+		require.ErrorIs(t, reason, flux.ErrCancelled)
+		dropped = append(dropped, v)
+	})
+	groups, err := flux.Collect(ctx, flux.GroupBy(flux.Range(0, 10), func(v int) int { return v % 3 }, 3).Take(2))
+	require.NoError(t, err)
+	require.Len(t, groups, 2)
+	testkit.Verify(t, groups[0].Flux).ExpectErrorIs(flux.ErrCancelled).VerifyT()
+	require.Equal(t, []int{0, 1}, dropped)
+}
+
+// With FlatMap concurrency below the number of groups the flow stalls once
+// that many groups are open (Reactor §1.9); only ctx ends it.
+func TestGroupByStallsBelowGroupConcurrency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := flux.GroupBy(flux.Range(0, 100), func(v int) int { return v % 3 }, 3, flux.WithGroupBuffer(2))
+		f := flux.FlatMap(g, func(gf flux.GroupedFlux[int]) flux.Flux[int] { return gf.Flux }, 2)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+		defer cancel()
+		n := 0
+		err := f.Subscribe(ctx, func(int) error { n++; return nil })
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Less(t, n, 100)
+	})
+}
