@@ -332,7 +332,11 @@ func (d *Dispatcher[T]) pipeline(ctx context.Context, sched schedulers.Scheduler
 		d.handle(ctx, it)
 		return flux.Empty[struct{}]()
 	}
-	groups := flux.GroupBy(flux.Create(d.intake), func(it item[T]) int { return it.key }, p, flux.WithGroupBuffer(buffer))
+	// An exchange counts as received where it is handed to GroupBy, which
+	// from there on delivers or discards it: the sink of Create may refuse
+	// it first (after a force) without anyone else seeing it.
+	admitted := flux.Create(d.intake).DoOnNext(d.admitted)
+	groups := flux.GroupBy(admitted, func(it item[T]) int { return it.key }, p, flux.WithGroupBuffer(buffer))
 	return flux.FlatMap(groups, func(g flux.GroupedFlux[item[T]]) flux.Flux[struct{}] {
 		return flux.ConcatMap(g.PublishOn(sched, buffer), handle)
 	}, p)
@@ -383,16 +387,21 @@ func (d *Dispatcher[T]) intake(ctx context.Context, sink flux.Sink[item[T]]) err
 	return nil
 }
 
-// admit counts x as received and gives it its group; an invalid key fails it.
+// admit gives x its group; an invalid key fails x, counted as received.
 func (d *Dispatcher[T]) admit(x T) (item[T], bool) {
-	d.received.Add(1)
 	key, err := d.groupKey(x)
 	if err != nil {
+		d.received.Add(1)
 		d.finish(OutcomeError, 0, err)
 		return item[T]{}, false
 	}
-	d.opts.observer.Admitted()
 	return item[T]{x: x, key: key}, true
+}
+
+// admitted counts an exchange handed to the groups.
+func (d *Dispatcher[T]) admitted(item[T]) {
+	d.received.Add(1)
+	d.opts.observer.Admitted()
 }
 
 func (d *Dispatcher[T]) groupKey(x T) (key int, err error) {

@@ -1,0 +1,125 @@
+package dispatch_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/flux"
+	"github.com/aggflow/aggflow/schedulers"
+	"github.com/aggflow/aggflow/testkit"
+)
+
+// stuck is how long, in virtual time, a run may make no progress before the
+// stop point is taken anyway: the bubble's clock only jumps that far when
+// every goroutine waits (handlers blocked until cancelled).
+const stuck = time.Hour
+
+// For random parallelism, scheduler parallelism, group buffers, workloads
+// and stop points, each run keeps per-key FIFO order and group serial
+// execution, loses nothing, and leaves no goroutine behind (the bubble of
+// rapid.SyncTest fails on any).
+func TestPropertyOrderingAndNoLoss(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		p := rapid.IntRange(1, 256).Draw(rt, "parallelism")
+		pool := rapid.IntRange(1, 8).Draw(rt, "pool")
+		buffer := rapid.IntRange(1, 64).Draw(rt, "buffer")
+		w := testkit.Workloads(orders, 300).Draw(rt, "workload")
+		rapid.SyncTest(rt, func(rt *rapid.T) { runWorkload(rt, p, pool, buffer, w) })
+	})
+}
+
+func runWorkload(rt *rapid.T, p, pool, buffer int, w testkit.Workload) {
+	sched, err := schedulers.NewParallel("property", pool)
+	if err != nil {
+		rt.Fatal(err)
+	}
+	reached := make(chan struct{})
+	var once sync.Once
+	var calls atomic.Int64
+	if w.Stop.After == 0 {
+		once.Do(func() { close(reached) })
+	}
+	rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag { return x.Tag(p) },
+		func(ctx context.Context, x testkit.Exchange) error {
+			if calls.Add(1) == int64(w.Stop.After) {
+				once.Do(func() { close(reached) })
+			}
+			return testkit.Perform(ctx, x)
+		})
+	var hooked atomic.Int64
+	d, err := dispatch.New("property", orders, flux.FromSlice(w.Exchanges), rec.Handle, quiet,
+		dispatch.WithParallelism(p), dispatch.WithGroupBuffer(buffer), dispatch.WithScheduler(sched),
+		dispatch.WithDiscardHook(func(testkit.Exchange, error) { hooked.Add(1) }))
+	if err != nil {
+		rt.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := d.Prepare(ctx); err != nil {
+		rt.Fatal(err)
+	}
+	if err := d.Start(); err != nil {
+		rt.Fatal(err)
+	}
+	if w.Stop.Kind != testkit.StopNone {
+		select {
+		case <-reached:
+		case <-d.Done():
+		case <-time.After(stuck):
+		}
+	}
+	switch w.Stop.Kind {
+	case testkit.StopGraceful:
+		if err := d.StopGracefully(ctx); err != nil {
+			rt.Fatalf("graceful stop: %v", err)
+		}
+	case testkit.StopForce:
+		d.ForceStop()
+	case testkit.StopForceDuringGraceful:
+		errc := make(chan error, 1)
+		go func() { errc <- d.StopGracefully(ctx) }()
+		select {
+		case <-d.Done():
+		case <-time.After(w.Stop.ForceAfter):
+		}
+		d.ForceStop()
+		if err := <-errc; err != nil {
+			rt.Fatalf("graceful stop taken over by force: %v", err)
+		}
+	}
+	<-d.Done()
+	if err := sched.DisposeGracefully(ctx); err != nil {
+		rt.Fatal(err)
+	}
+	checkRun(rt, d.Stats(), rec.Calls(), hooked.Load(), w)
+}
+
+func checkRun(rt *rapid.T, s dispatch.Stats, calls []testkit.Call, hooked int64, w testkit.Workload) {
+	for _, check := range []func() error{
+		func() error { return testkit.PerKeyFIFO(calls) },
+		func() error { return testkit.GroupSerial(calls) },
+		func() error { return testkit.NoLoss(s, calls) },
+	} {
+		if err := check(); err != nil {
+			rt.Fatal(err)
+		}
+	}
+	if hooked != s.Discarded {
+		rt.Fatalf("discard hook called %d times, %d discarded", hooked, s.Discarded)
+	}
+	if s.Received > int64(len(w.Exchanges)) {
+		rt.Fatalf("received %d of %d exchanges", s.Received, len(w.Exchanges))
+	}
+	if !w.Stop.Kind.Forces() && s.Discarded != 0 {
+		rt.Fatalf("%d discarded without a force", s.Discarded)
+	}
+	if w.Stop.Kind == testkit.StopNone && s.Received != int64(len(w.Exchanges)) {
+		rt.Fatalf("received %d of %d exchanges without a stop", s.Received, len(w.Exchanges))
+	}
+}
