@@ -61,16 +61,16 @@
 //     last goroutine has exited, or ctx.Err() if ctx ends first; draining goes
 //     on, and a later call waits for the same end.
 //   - Dispose rejects new tasks, drops the queued ones, reporting each to the
-//     discard hook (WithDiscardHook), cancels the task context and returns
-//     without waiting. A goroutine in the middle of a worker's batch reports
-//     the batch's remaining tasks itself; every report is made before Done
-//     is closed.
+//     discard hook (WithDiscardHook) before it returns, cancels the task
+//     context and returns without waiting for running tasks. A goroutine in
+//     the middle of a worker's batch reports the rest of the batch itself.
 //
 // Both are idempotent and safe to call concurrently; Dispose may follow
 // DisposeGracefully to cut a drain short, and the graceful callers then
 // return nil once the goroutines are gone. Done is closed when disposal has
-// begun and no goroutine of the scheduler remains. A disposed scheduler does
-// not restart: build a new one. Worker.Dispose drops one worker's pending
-// tasks the same way and leaves the scheduler running; workers need no
-// disposal otherwise.
+// begun, no goroutine of the scheduler remains and every call of the discard
+// hook has returned: after it, nothing more runs or is reported. A disposed
+// scheduler does not restart: build a new one. Worker.Dispose drops one
+// worker's pending tasks the same way and leaves the scheduler running;
+// workers need no disposal otherwise.
 package schedulers

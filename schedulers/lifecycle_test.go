@@ -269,3 +269,34 @@ func TestWorkerDisposeDiscardsTheRestOfItsBatch(t *testing.T) {
 		assert.Equal(t, 7, r.discarded.get())
 	})
 }
+
+func TestDoneWaitsForDiscardReports(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hookRelease := make(chan struct{})
+		var reported counter
+		s := newParallel(t, "reports", 1, schedulers.WithDiscardHook(func(schedulers.Task) {
+			<-hookRelease
+			reported.n.Add(1)
+		}))
+		release := make(chan struct{})
+		var g gauge
+		require.NoError(t, s.Schedule(blocking(&g, release)))
+		for range 3 {
+			require.NoError(t, s.Schedule(func(context.Context) { t.Error("dropped task ran") }))
+		}
+		synctest.Wait()
+		disposed := make(chan struct{})
+		go func() {
+			s.Dispose()
+			close(disposed)
+		}()
+		synctest.Wait() // Dispose is in the hook
+		close(release)
+		synctest.Wait() // the goroutine has exited
+		assert.False(t, isClosed(s.Done()), "Done waits for the discard hook")
+		close(hookRelease)
+		<-disposed
+		<-s.Done()
+		assert.Equal(t, 3, reported.get())
+	})
+}

@@ -55,6 +55,8 @@ type parallel struct {
 	ready      ring[entry]
 	goroutines int // started and not yet exited
 	waiting    int // goroutines in cond.Wait that no Signal has been sent to
+	reporting  int // callers of the discard hook outside a goroutine; hold done open
+	closed     bool
 }
 
 // NewParallel returns a scheduler that runs tasks on at most parallelism
@@ -202,23 +204,45 @@ func (s *parallel) Dispose() {
 		dropped = append(dropped, e.w.tasks.drain()...)
 		e.w.state = idle
 	}
-	s.mu.Unlock()
 	s.cancel(ErrDisposed)
-	s.discard(dropped)
+	s.unlockAndDiscard(dropped)
 }
 
 // stop moves to state (shutdown or disposed) and wakes every idle goroutine
-// so that it sees the new state. Leaving running is what lets done close: by
-// the last goroutine to exit, or here if none is alive, since no goroutine
-// starts after that. Called with mu held.
+// so that it sees the new state. Called with mu held.
 func (s *parallel) stop(state int) {
-	if s.state == running && s.goroutines == 0 {
-		close(s.done)
-	}
 	s.state = state
 	s.stopped.Store(true)
 	s.waiting = 0
 	s.cond.Broadcast()
+	s.closeIfDone()
+}
+
+// closeIfDone closes done once disposal has begun, no goroutine is left and
+// no discard report is being made, so that Done means "nothing more will
+// run or be reported". Called with mu held.
+func (s *parallel) closeIfDone() {
+	if s.state != running && s.goroutines == 0 && s.reporting == 0 && !s.closed {
+		s.closed = true
+		close(s.done)
+	}
+}
+
+// unlockAndDiscard unlocks mu and reports dropped to the discard hook,
+// keeping done open until the reports are made. Called with mu held, by a
+// caller that is not one of the scheduler's goroutines.
+func (s *parallel) unlockAndDiscard(dropped []Task) {
+	if len(dropped) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.reporting++
+	s.mu.Unlock()
+	s.discard(dropped)
+	s.mu.Lock()
+	s.reporting--
+	s.closeIfDone()
+	s.mu.Unlock()
 }
 
 func (s *parallel) discard(tasks []Task) {
@@ -287,9 +311,7 @@ func (r *runner) serve(ctx context.Context) {
 		}
 	}
 	s.goroutines--
-	if s.goroutines == 0 {
-		close(s.done)
-	}
+	s.closeIfDone()
 	s.mu.Unlock()
 }
 
@@ -343,21 +365,20 @@ func (r *runner) abandon() {
 		return
 	}
 	s := r.s
-	s.mu.Lock()
-	var dropped []Task
 	if r.w != nil {
+		s.mu.Lock()
 		r.w.tasks.prepend(r.batch[r.next:r.n])
-		dropped = s.release(r.w)
+		dropped := s.release(r.w)
+		s.mu.Unlock()
+		s.discard(dropped) // while this goroutine still counts, holding done open
 	}
+	s.mu.Lock()
 	s.goroutines--
-	switch {
-	case s.ready.len() > 0:
+	if s.ready.len() > 0 {
 		s.wake()
-	case s.goroutines == 0 && s.state != running:
-		close(s.done)
 	}
+	s.closeIfDone()
 	s.mu.Unlock()
-	s.discard(dropped)
 }
 
 // run is small so that its deferred call is open-coded (no allocation).
@@ -418,7 +439,5 @@ func (w *worker) Dispose() {
 	}
 	// If w is in the ready queue it stays there, empty: the goroutine that
 	// pops it finds nothing to run and marks it idle.
-	dropped := w.tasks.drain()
-	s.mu.Unlock()
-	s.discard(dropped)
+	s.unlockAndDiscard(w.tasks.drain())
 }

@@ -29,24 +29,38 @@ type serial struct {
 	active, overlaps atomic.Int32
 }
 
+// How a task of the property test ends, once it has recorded its run.
+const (
+	plain  = iota
+	yields // runtime.Gosched, to vary interleavings
+	panics
+	exits // runtime.Goexit
+	endings
+)
+
 // task returns the Task for tr: it records a run (with its id in w, if not
-// nil) or, called by the discard hook, a discard.
-func (tr *tracked) task(id int, w *serial, yield bool) schedulers.Task {
+// nil) and ends as told, or, called by the discard hook, records a discard.
+func (tr *tracked) task(id int, w *serial, ending int) schedulers.Task {
 	return func(ctx context.Context) {
 		if ctx.Value(discardKey{}) != nil {
 			tr.discarded.Add(1)
 			return
 		}
-		if w != nil && w.active.Add(1) != 1 {
-			w.overlaps.Add(1)
-		}
-		if yield {
-			runtime.Gosched()
-		}
 		tr.ran.Add(1)
 		if w != nil {
+			if w.active.Add(1) != 1 {
+				w.overlaps.Add(1)
+			}
+			defer w.active.Add(-1)
 			w.order = append(w.order, id)
-			w.active.Add(-1)
+		}
+		switch ending {
+		case yields:
+			runtime.Gosched()
+		case panics:
+			panic(id)
+		case exits:
+			runtime.Goexit()
 		}
 	}
 }
@@ -59,7 +73,8 @@ const (
 	gracefulThenForce
 )
 
-// Random workers and direct submitters race with a stop of a random kind at a
+// Random workers and direct submitters (with tasks that panic or call
+// runtime.Goexit) race with a stop of a random kind at a
 // random point (and a Worker.Dispose at another): every accepted task ends
 // exactly once, ran or discarded; nothing is discarded after a graceful stop
 // alone; every worker ran its tasks in submission order, one at a time, and
@@ -69,10 +84,10 @@ func TestPropertyEveryTaskEndsOnce(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		n := rapid.IntRange(1, 4).Draw(rt, "parallelism")
 		workers := rapid.IntRange(1, 4).Draw(rt, "workers")
-		lanes := make([][]bool, workers+1) // per submitter: yield or not; the last is direct
+		lanes := make([][]int, workers+1) // per submitter, how its tasks end; the last is direct
 		total := 0
 		for i := range lanes {
-			lanes[i] = rapid.SliceOfN(rapid.Bool(), 0, 60).Draw(rt, "lane")
+			lanes[i] = rapid.SliceOfN(rapid.IntRange(0, endings-1), 0, 60).Draw(rt, "lane")
 			total += len(lanes[i])
 		}
 		kind := stopKind(rapid.IntRange(0, 2).Draw(rt, "stop kind"))
@@ -80,9 +95,9 @@ func TestPropertyEveryTaskEndsOnce(t *testing.T) {
 		disposeWorker := rapid.IntRange(-1, workers-1).Draw(rt, "disposed worker")
 		disposeAt := rapid.IntRange(0, total).Draw(rt, "worker dispose at")
 
-		s, err := schedulers.NewParallel("prop", n, schedulers.WithDiscardHook(func(task schedulers.Task) {
-			task(discardCtx)
-		}))
+		s, err := schedulers.NewParallel("prop", n,
+			schedulers.WithDiscardHook(func(task schedulers.Task) { task(discardCtx) }),
+			schedulers.WithPanicHook(func(*schedulers.PanicError) {}))
 		if err != nil {
 			rt.Fatal(err)
 		}
@@ -119,18 +134,18 @@ func TestPropertyEveryTaskEndsOnce(t *testing.T) {
 		tasks := make([][]*tracked, len(lanes))
 		serials := make([]serial, workers)
 		var wg sync.WaitGroup
-		for lane, yields := range lanes {
-			tasks[lane] = make([]*tracked, len(yields))
+		for lane, endings := range lanes {
+			tasks[lane] = make([]*tracked, len(endings))
 			for i := range tasks[lane] {
 				tasks[lane][i] = &tracked{}
 			}
 			wg.Go(func() {
-				for i, yield := range yields {
+				for i, ending := range endings {
 					tr := tasks[lane][i]
 					if lane == workers {
-						tr.accepted = s.Schedule(tr.task(i, nil, yield)) == nil
+						tr.accepted = s.Schedule(tr.task(i, nil, ending)) == nil
 					} else {
-						tr.accepted = ws[lane].Schedule(tr.task(i, &serials[lane], yield)) == nil
+						tr.accepted = ws[lane].Schedule(tr.task(i, &serials[lane], ending)) == nil
 					}
 					afterSubmit()
 				}
