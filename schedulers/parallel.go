@@ -355,11 +355,11 @@ func (s *parallel) release(w *worker) (dropped []Task) {
 }
 
 // abandon runs when the goroutine ends. It does nothing unless the
-// goroutine ends inside a task, which recovers panics: then the task called
-// runtime.Goexit, and abandon returns the unstarted rest of
-// the batch to the head of its worker's queue, gives up the goroutine's place
-// and has another goroutine take over the ready queue, so that nothing is
-// lost and Done still closes.
+// goroutine ends inside a task; since run recovers panics, the task then
+// called runtime.Goexit. abandon returns the unstarted rest of the batch to
+// the head of its worker's queue, gives up the goroutine's place and has
+// another goroutine take over the ready queue, so that nothing is lost and
+// Done still closes.
 func (r *runner) abandon() {
 	if !r.inTask {
 		return
