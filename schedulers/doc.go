@@ -19,7 +19,10 @@
 // starts none; the first tasks start them one by one, and a goroutine once
 // started stays, idle or busy, until the scheduler is disposed. No other
 // goroutine is ever started: no timer, no poller, no goroutine per task or per
-// waiter. Every goroutine carries the pprof label scheduler=<name>.
+// waiter. Every goroutine carries the pprof label scheduler=<name>. A
+// goroutine is started by a Schedule call and so joins that caller's
+// testing/synctest bubble, if any: in such tests, create, use and dispose a
+// scheduler inside one bubble.
 //
 // What blocks. Schedule, NewWorker, Worker.Schedule, Worker.Dispose, Dispose
 // and IsDisposed never wait for a task: they take one short lock and return
