@@ -1,0 +1,75 @@
+// Package flux is a typed, cold, Reactor-style stream library: Flux[T] and
+// its operators, modelled on Project Reactor's Flux (reactor-core
+// reactor/core/publisher) and bridged to github.com/reactivex/rxgo/v2.
+//
+// # Model
+//
+// A Flux is a recipe: assembling operators starts nothing, and every
+// subscription (Subscribe, Collect, All, Observable) runs the chain afresh.
+// Items are pushed downstream one at a time; a push blocks while the
+// downstream is busy, which is the backpressure (Reactor's request(n) is
+// replaced by the blocking of emit). A subscription ends with exactly one
+// signal: completion, an error after the items that preceded it, or
+// cancellation.
+//
+// # Threading
+//
+//   - Synchronous operators (Map, Filter, DoOn*, Take, Skip, TakeUntil, Scan,
+//     Reduce, Buffer, OnErrorResume, DoFinally, ConcatMap) run fused on the
+//     goroutine that delivers the item: no goroutine, no channel hop, no
+//     allocation per item.
+//   - The source runs on the subscribing goroutine, unless SubscribeOn moves
+//     it into a task on a scheduler.
+//   - PublishOn moves delivery to one Worker of a scheduler; FlatMap runs
+//     each inner on a goroutine of its own; GroupBy delivers each group on the
+//     goroutine (or worker) that subscribes to it.
+//   - Whatever the goroutine, items reach a given subscriber serially, never
+//     concurrently, and in order (FlatMap interleaves its inners).
+//
+// # Cancellation and ownership
+//
+// The context passed to Subscribe bounds the subscription: when it ends, the
+// flow ends with its cause. An error returned by onNext, a satisfied Take, or
+// breaking out of a range loop over All cancels the upstream. Every
+// goroutine and task a subscription starts is joined before Subscribe
+// returns, on every exit path, rxgo's included (FromObservable cancels and
+// drains). Items already pulled and then dropped by a cancellation are given
+// to the discard hook installed with WithDiscardHook, so nothing is lost
+// silently. A panic in any function handed to this package ends the flow
+// with an error carrying *PanicError; the process survives.
+//
+// # Reactor to flux
+//
+//	Reactor                          flux
+//	Flux.just / fromArray            Just / FromSlice
+//	Flux.range                       Range
+//	Flux.fromIterable / fromStream   FromSeq
+//	Flux.empty / error / defer       Empty / Error / Defer
+//	Flux.create(FluxSink)            Create(func(ctx, Sink[T]) error)
+//	Flux.from(Publisher)             FromObservable (rxgo), FromChannel
+//	map / filter                     Map / Filter
+//	take / skip / takeUntil          Take / Skip / TakeUntil
+//	doOnNext / doOnError             DoOnNext / DoOnError
+//	doOnComplete / doFinally         DoOnComplete / DoFinally
+//	onErrorResume                    OnErrorResume
+//	buffer(n) / reduce / scan        Buffer / Reduce / Scan
+//	concatMap (prefetch 0)           ConcatMap
+//	flatMap(f, concurrency)          FlatMap
+//	groupBy(key, prefetch)           GroupBy(f, key, groups, WithGroupBuffer(n))
+//	publishOn(s, prefetch)           PublishOn(s, prefetch)
+//	subscribeOn(s)                   SubscribeOn(s)
+//	doOnDiscard / Hooks              WithDiscardHook
+//	subscribe + blockLast            Subscribe
+//	collectList().block()            Collect
+//	toIterable / toStream            All
+//	StepVerifier                     testkit.Verify
+//
+// # Differences from Reactor
+//
+// GroupBy has a fixed key space [0, groups) and bounded group queues; a
+// group emitted while the main flow is cancelled is cancelled too. ConcatMap
+// always has prefetch 0. PublishOn's drain yields its goroutine after each
+// batch, so pipelines sharing a scheduler are served fairly. DoFinally runs
+// just before the terminal signal reaches the operators after it (a terminal
+// signal is the return of a subscribe call).
+package flux
