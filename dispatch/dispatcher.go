@@ -51,17 +51,17 @@ type Dispatcher[T any] struct {
 	discard func(T, error)
 	opts    options
 
+	valve *valve
+	timed bool // an Observer wants durations
+	taken bool // the last exchange pushed reached the groups (pipeline goroutine only)
+
 	mu        sync.Mutex
 	state     State
-	gate      chan struct{}           // closed by Start (open) or by a stop
-	open      bool                    // Start opened the gate
-	srcCancel context.CancelCauseFunc // stops the source (Quiesce)
 	runCancel context.CancelCauseFunc // stops everything (ForceStop)
 	forced    bool
 	err       error
 	done      chan struct{}
 
-	closed                                    atomic.Bool // intake closed
 	received, succeeded, failed, discardedCnt atomic.Int64
 }
 
@@ -72,10 +72,6 @@ type item[T any] struct {
 	key      int
 	admitted time.Time // zero when no Observer wants queue waits
 }
-
-// errQuiesced stops the source once the intake is closed; the stop is turned
-// into completion.
-var errQuiesced = errors.New("dispatch: intake closed")
 
 // New returns a Dispatcher named name for the exchanges of named, pulled from
 // source and handled by handler. It starts nothing. An empty name or a nil
@@ -101,7 +97,7 @@ func New[T any](name string, named aggregate.NamedAggregate, source flux.Flux[T]
 	}
 	d := &Dispatcher[T]{
 		name: name, named: aggregate.Materialize(named), source: source, handler: handler, opts: o,
-		gate: make(chan struct{}), done: make(chan struct{}),
+		valve: newValve(), timed: o.observer != Observer(nopObserver{}), done: make(chan struct{}),
 	}
 	var err error
 	if d.keyOf, err = groupKeyOf[T](o); err != nil {
@@ -222,8 +218,8 @@ func (d *Dispatcher[T]) Start() error {
 	defer d.mu.Unlock()
 	switch d.state {
 	case StatePrepared:
-		d.state, d.open = StateRunning, true
-		close(d.gate)
+		d.state = StateRunning
+		d.valve.open()
 		return nil
 	case StateRunning, StateStopped:
 		return nil
@@ -244,19 +240,13 @@ func (d *Dispatcher[T]) Quiesce() {
 }
 
 func (d *Dispatcher[T]) quiesceLocked() {
-	d.closed.Store(true)
+	d.valve.shut()
 	switch d.state {
 	case StateNew:
 		d.state = StateStopped
 		close(d.done)
-	case StatePrepared:
+	case StatePrepared, StateRunning:
 		d.state = StateStopping
-		close(d.gate)
-	case StateRunning:
-		d.state = StateStopping
-		if d.srcCancel != nil {
-			d.srcCancel(errQuiesced)
-		}
 	}
 }
 
@@ -300,9 +290,10 @@ func (d *Dispatcher[T]) ForceStop() {
 // ended, disposes an owned scheduler and closes done.
 func (d *Dispatcher[T]) run(ctx context.Context, sched schedulers.Scheduler, owned bool) {
 	defer close(d.done)
-	err := d.pipeline(ctx, sched).Subscribe(
-		flux.WithDiscardHook(ctx, d.dropped),
-		func(struct{}) error { return nil })
+	// After a force every drop is the force's doing, whatever reason the
+	// operator that dropped saw first.
+	hook := func(it item[T], reason error) { d.dropped(it, causeOr(ctx, reason)) }
+	err := d.pipeline(ctx, sched).Subscribe(flux.WithDiscardHook(ctx, hook), func(struct{}) error { return nil })
 	d.mu.Lock()
 	d.state = StateStopped
 	if err != nil && !errors.Is(err, ErrForceStopped) && d.err == nil {
@@ -342,49 +333,48 @@ func (d *Dispatcher[T]) pipeline(ctx context.Context, sched schedulers.Scheduler
 	}, p)
 }
 
-// intake is the gate and admission stage, fused into the source's emit: it
-// waits for the gate, subscribes the source with a context Quiesce cancels,
-// and admits each exchange.
+// intake is the gate and admission stage, fused into the source's emit (see
+// valve). Every exchange the source emits is accounted for: admitted to the
+// groups, failed (invalid key), or discarded (refused after a stop).
 func (d *Dispatcher[T]) intake(ctx context.Context, sink flux.Sink[item[T]]) error {
-	select {
-	case <-d.gate:
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-	d.mu.Lock()
-	if !d.open || d.closed.Load() {
-		d.mu.Unlock()
-		return nil // stopped before Start: end empty
-	}
-	srcCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	d.srcCancel = cancel
-	d.mu.Unlock()
-
-	timed := d.opts.observer != Observer(nopObserver{})
-	err := d.source.Subscribe(srcCtx, func(x T) error {
-		if d.closed.Load() {
-			return errQuiesced
-		}
+	refused := func(x T) { d.refuse(ctx, x, errIntakeClosed) }
+	err := flow(d.valve, ctx, d.source, func(x T) error {
 		it, ok := d.admit(x)
 		if !ok {
 			return nil
 		}
-		if timed {
+		if d.timed {
 			it.admitted = time.Now()
 		}
-		return sink.Next(it)
-	})
-	switch {
-	case ctx.Err() != nil:
-		return context.Cause(ctx) // forced: the groups learn the reason
-	case err != nil && !d.closed.Load():
+		d.taken = false
+		err := sink.Next(it)
+		if err != nil && !d.taken {
+			d.refuse(ctx, x, err) // the sink refused it before the groups saw it
+		}
+		return err
+	}, refused)
+	if err != nil && ctx.Err() == nil {
 		// The source failed: stop the intake, let the admitted exchanges
 		// drain, and report the error as Err().
 		d.record(fmt.Errorf("dispatch: dispatcher %q: source failed: %w", d.name, err))
 		d.Quiesce()
+		return nil
 	}
-	return nil
+	return err // nil, or the force's cause: the groups learn the reason
+}
+
+// refuse accounts for an exchange emitted by the source but not admitted.
+func (d *Dispatcher[T]) refuse(ctx context.Context, x T, reason error) {
+	d.received.Add(1)
+	d.dropped(item[T]{x: x}, causeOr(ctx, reason))
+}
+
+// causeOr returns the cause of ctx once it is done, else err.
+func causeOr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
 }
 
 // admit gives x its group; an invalid key fails x, counted as received.
@@ -400,6 +390,7 @@ func (d *Dispatcher[T]) admit(x T) (item[T], bool) {
 
 // admitted counts an exchange handed to the groups.
 func (d *Dispatcher[T]) admitted(item[T]) {
+	d.taken = true
 	d.received.Add(1)
 	d.opts.observer.Admitted()
 }

@@ -115,10 +115,12 @@ func WithObserver(obs Observer) Option {
 	}
 }
 
-// WithDiscardHook is called once for every admitted exchange dropped without
-// being handled, with the reason (wrapping ErrForceStopped after ForceStop,
-// ErrUnknownAggregate in a MainDispatcher, or the error that broke the
-// pipeline, such as a scheduler's schedulers.ErrRejected). It may run on any
+// WithDiscardHook is called once for every exchange received and dropped
+// without being handled, with the reason: wrapping ErrForceStopped after
+// ForceStop; ErrStopped for one the source emitted after the intake closed
+// (a source told to stop may still push the exchange it had in hand);
+// ErrUnknownAggregate in a MainDispatcher; or the error that broke the
+// pipeline, such as a scheduler's schedulers.ErrRejected. It may run on any
 // goroutine, concurrently with itself, and must be quick. T must be the
 // dispatcher's exchange type, else the constructor returns ErrInvalidOption.
 // Reactor: Flux#doOnDiscard; Wow: the TrackedExchange discard hook

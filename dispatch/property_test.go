@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,10 +54,18 @@ func runWorkload(rt *rapid.T, p, pool, buffer int, w testkit.Workload) {
 			}
 			return testkit.Perform(ctx, x)
 		})
-	var hooked atomic.Int64
+	var hooked, refused atomic.Int64
 	d, err := dispatch.New("property", orders, flux.FromSlice(w.Exchanges), rec.Handle, quiet,
 		dispatch.WithParallelism(p), dispatch.WithGroupBuffer(buffer), dispatch.WithScheduler(sched),
-		dispatch.WithDiscardHook(func(testkit.Exchange, error) { hooked.Add(1) }))
+		dispatch.WithDiscardHook(func(_ testkit.Exchange, reason error) {
+			hooked.Add(1)
+			switch {
+			case errors.Is(reason, dispatch.ErrStopped):
+				refused.Add(1)
+			case !errors.Is(reason, dispatch.ErrForceStopped):
+				rt.Errorf("discarded for %v", reason)
+			}
+		}))
 	if err != nil {
 		rt.Fatal(err)
 	}
@@ -97,10 +106,10 @@ func runWorkload(rt *rapid.T, p, pool, buffer int, w testkit.Workload) {
 	if err := sched.DisposeGracefully(ctx); err != nil {
 		rt.Fatal(err)
 	}
-	checkRun(rt, d.Stats(), rec.Calls(), hooked.Load(), w)
+	checkRun(rt, d.Stats(), rec.Calls(), hooked.Load(), refused.Load(), w)
 }
 
-func checkRun(rt *rapid.T, s dispatch.Stats, calls []testkit.Call, hooked int64, w testkit.Workload) {
+func checkRun(rt *rapid.T, s dispatch.Stats, calls []testkit.Call, hooked, refused int64, w testkit.Workload) {
 	for _, check := range []func() error{
 		func() error { return testkit.PerKeyFIFO(calls) },
 		func() error { return testkit.GroupSerial(calls) },
@@ -116,7 +125,10 @@ func checkRun(rt *rapid.T, s dispatch.Stats, calls []testkit.Call, hooked int64,
 	if s.Received > int64(len(w.Exchanges)) {
 		rt.Fatalf("received %d of %d exchanges", s.Received, len(w.Exchanges))
 	}
-	if !w.Stop.Kind.Forces() && s.Discarded != 0 {
+	if refused > 1 {
+		rt.Fatalf("%d exchanges refused after the intake closed: the source was not stopped", refused)
+	}
+	if !w.Stop.Kind.Forces() && s.Discarded != refused {
 		rt.Fatalf("%d discarded without a force", s.Discarded)
 	}
 	if w.Stop.Kind == testkit.StopNone && s.Received != int64(len(w.Exchanges)) {
