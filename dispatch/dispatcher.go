@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -51,16 +50,9 @@ type Dispatcher[T any] struct {
 	discard func(T, error)
 	opts    options
 
-	valve *valve
+	lifecycle
 	timed bool // an Observer wants durations
 	taken bool // the last exchange pushed reached the groups (pipeline goroutine only)
-
-	mu        sync.Mutex
-	state     State
-	runCancel context.CancelCauseFunc // stops everything (ForceStop)
-	forced    bool
-	err       error
-	done      chan struct{}
 
 	received, succeeded, failed, discardedCnt atomic.Int64
 }
@@ -96,8 +88,8 @@ func New[T any](name string, named aggregate.NamedAggregate, source flux.Flux[T]
 		return nil, fmt.Errorf("%w: dispatcher %q: WithScheduler and WithSchedulerSupplier exclude each other", ErrInvalidOption, name)
 	}
 	d := &Dispatcher[T]{
-		name: name, named: aggregate.Materialize(named), source: source, handler: handler, opts: o,
-		valve: newValve(), timed: o.observer != Observer(nopObserver{}), done: make(chan struct{}),
+		named: aggregate.Materialize(named), source: source, handler: handler, opts: o,
+		lifecycle: newLifecycle("dispatcher", name), timed: o.observer != Observer(nopObserver{}),
 	}
 	var err error
 	if d.keyOf, err = groupKeyOf[T](o); err != nil {
@@ -134,16 +126,6 @@ func groupKeyOf[T any](o options) (func(T) int, error) {
 	return func(x T) int { return any(x).(aggregate.IDCapable).AggregateID().Mod(p) }, nil
 }
 
-// Name returns the name given to New.
-func (d *Dispatcher[T]) Name() string { return d.name }
-
-// State returns the current lifecycle state.
-func (d *Dispatcher[T]) State() State {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.state
-}
-
 // Stats returns the counters. Each is read atomically; InFlight is derived
 // (Received minus the three final counts, which are read first), so the
 // identity Received == Succeeded + Failed + Discarded + InFlight holds in
@@ -153,24 +135,6 @@ func (d *Dispatcher[T]) Stats() Stats {
 	s.Received = d.received.Load()
 	s.InFlight = s.Received - s.Succeeded - s.Failed - s.Discarded
 	return s
-}
-
-// Done is closed when the pipeline ended and every goroutine of the
-// dispatcher (the pipeline's, an owned scheduler's) has exited. After a
-// ForceStop it waits for handlers that ignore their context.
-func (d *Dispatcher[T]) Done() <-chan struct{} { return d.done }
-
-// Err returns nil, the source's error, the error that broke the pipeline (a
-// scheduler rejecting work), or under StopOnError the first failure.
-// Meaningful once Done is closed.
-func (d *Dispatcher[T]) Err() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.err
-}
-
-func (d *Dispatcher[T]) illegal(op string) error {
-	return fmt.Errorf("%w: dispatcher %q cannot %s from state %v", ErrIllegalState, d.name, op, d.state)
 }
 
 // Prepare resolves the scheduler and subscribes the pipeline on a goroutine
@@ -258,12 +222,7 @@ func (d *Dispatcher[T]) quiesceLocked() {
 // begins the stop itself.
 func (d *Dispatcher[T]) StopGracefully(ctx context.Context) error {
 	d.Quiesce()
-	select {
-	case <-d.done:
-		return d.Err()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return d.await(ctx)
 }
 
 // ForceStop stops the source, drops the admitted exchanges that have not
@@ -296,12 +255,15 @@ func (d *Dispatcher[T]) run(ctx context.Context, sched schedulers.Scheduler, own
 	err := d.pipeline(ctx, sched).Subscribe(flux.WithDiscardHook(ctx, hook), func(struct{}) error { return nil })
 	d.mu.Lock()
 	d.state = StateStopped
-	if err != nil && !errors.Is(err, ErrForceStopped) && d.err == nil {
+	forced := d.forced
+	// After a force, a pipeline error is its consequence (a scheduler
+	// disposed by its owner right after, for one), not a failure.
+	broken := err != nil && !forced
+	if broken && d.err == nil {
 		d.err = err
 	}
-	forced := d.forced
 	d.mu.Unlock()
-	if err != nil && !errors.Is(err, ErrForceStopped) {
+	if broken {
 		d.opts.logger.Error("dispatch: pipeline failed", slog.String("dispatcher", d.name), slog.Any("error", err))
 	}
 	if owned {
@@ -464,6 +426,9 @@ func (d *Dispatcher[T]) finish(o Outcome, took time.Duration, err error) {
 	if d.opts.policy == StopOnError && o != OutcomeCancelled {
 		d.record(err)
 		d.Quiesce()
+		if d.opts.failed != nil {
+			d.opts.failed(err)
+		}
 	}
 }
 
@@ -474,14 +439,5 @@ func (d *Dispatcher[T]) dropped(it item[T], reason error) {
 	d.opts.observer.Discarded(reason)
 	if d.discard != nil {
 		d.discard(it.x, reason)
-	}
-}
-
-// record keeps the first error as Err().
-func (d *Dispatcher[T]) record(err error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.err == nil {
-		d.err = err
 	}
 }

@@ -27,6 +27,7 @@ type options struct {
 	discardHook any // func(T, error)
 	groupKey    any // func(T) int
 	logger      *slog.Logger
+	failed      func(error) // a MainDispatcher's hook on a child's failure
 	invalid     []error
 }
 
