@@ -1,0 +1,102 @@
+package dispatch_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/flux"
+	"github.com/aggflow/aggflow/testkit"
+)
+
+// A handler feeds one follow-up exchange back per exchange, 10,000 rounds,
+// with the smallest buffers: through a Mailbox it cannot deadlock.
+func TestFeedbackThroughMailbox(t *testing.T) {
+	const rounds = 10_000
+	box := dispatch.NewMailbox[testkit.Exchange]()
+	var handled atomic.Int64
+	p := 4
+	rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag { return x.Tag(p) },
+		func(ctx context.Context, x testkit.Exchange) error {
+			n := handled.Add(1)
+			if n == rounds {
+				box.Close()
+				return nil
+			}
+			// The follow-up goes to the same aggregate, so to the handler's
+			// own group: the worst case for a bounded source.
+			return box.Push(testkit.Exchange{ID: x.ID, Seq: x.Seq + 1})
+		})
+	require.NoError(t, box.Push(testkit.Exchange{ID: aggregate.NewID(orders, "loop")}))
+	d := started(t, box.Flux(), rec.Handle, dispatch.WithParallelism(p), dispatch.WithGroupBuffer(1),
+		dispatch.WithScheduler(newParallel(t, 2)))
+	<-d.Done()
+	require.NoError(t, d.Err())
+	assert.Equal(t, dispatch.Stats{Received: rounds, Succeeded: rounds}, d.Stats())
+	assert.NoError(t, testkit.PerKeyFIFO(rec.Calls()))
+	assert.Zero(t, box.Len())
+	assert.ErrorIs(t, box.Push(testkit.Exchange{}), dispatch.ErrStopped)
+}
+
+// The same loop through a bounded channel stalls: the handler waits for room
+// in the channel, the router for room in the handler's own group.
+func TestFeedbackThroughBoundedSourceStalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		in := make(chan testkit.Exchange, 1)
+		id := aggregate.NewID(orders, "loop")
+		d := started(t, flux.FromChannel(in), func(ctx context.Context, x testkit.Exchange) error {
+			for range 2 { // two follow-ups each: more than the buffers hold
+				select {
+				case in <- testkit.Exchange{ID: id, Seq: x.Seq + 1}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		}, dispatch.WithParallelism(1), dispatch.WithGroupBuffer(1))
+		in <- testkit.Exchange{ID: id}
+		select {
+		case <-d.Done():
+			t.Fatal("the loop ended")
+		case <-time.After(time.Hour): // virtual: passes only once nothing can move
+		}
+		assert.Positive(t, d.Stats().InFlight, "exchanges wait that will never be handled")
+		d.ForceStop()
+		<-d.Done()
+		assert.Zero(t, d.Stats().InFlight)
+	})
+}
+
+// A force leaves what the dispatcher did not take in the Mailbox: nothing
+// is lost between the two.
+func TestMailboxKeepsWhatWasNotTaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		box := dispatch.NewMailbox[testkit.Exchange]()
+		for _, x := range blocking(100, 10) {
+			require.NoError(t, box.Push(x))
+		}
+		d := started(t, box.Flux(), testkit.Perform, dispatch.WithParallelism(2), dispatch.WithGroupBuffer(3))
+		synctest.Wait()
+		d.ForceStop()
+		<-d.Done()
+		s := d.Stats()
+		assert.Equal(t, int64(100), s.Received+int64(box.Len()))
+		assert.Zero(t, s.InFlight)
+
+		// A new dispatcher takes over the rest, in order.
+		box.Close()
+		rest := box.Len()
+		rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag { return x.Tag(2) }, nil) // no blocking now
+		d2 := started(t, box.Flux(), rec.Handle, dispatch.WithParallelism(2))
+		<-d2.Done()
+		assert.Equal(t, int64(rest), d2.Stats().Succeeded)
+		assert.NoError(t, testkit.PerKeyFIFO(rec.Calls()))
+	})
+}

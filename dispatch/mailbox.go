@@ -1,0 +1,148 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/aggflow/aggflow/flux"
+)
+
+// Mailbox is an unbounded FIFO queue whose Flux is a dispatcher's source:
+// the way for handlers to feed follow-up exchanges back into their own
+// dispatcher without deadlock. Push never blocks, so a handler never waits
+// on the dispatcher it runs in.
+//
+// Why a bounded source deadlocks: the dispatcher pulls from its source only
+// as fast as the groups take exchanges, and a group takes the next one only
+// after its handler returned. A handler that pushes into a full bounded
+// source (a channel, say) waits for the router; the router waits for room in
+// a full group, possibly the handler's own, which waits for the handler.
+// Nothing moves again. The Mailbox breaks the cycle by never waiting; the
+// price is memory: while handlers produce follow-ups faster than they are
+// handled, the queue grows without bound (Len tells how far). Reactor has
+// the same trade-off between a bounded sink that blocks or errors and
+// Sinks.many().unicast().onBackpressureBuffer() with an unbounded queue.
+//
+// All methods are safe for concurrent use. The Mailbox starts no goroutine.
+type Mailbox[T any] struct {
+	mu     sync.Mutex
+	queue  []T
+	head   int
+	closed bool
+	wake   chan struct{} // signalled on Push and Close; one waiter
+}
+
+// NewMailbox returns an empty, open Mailbox.
+func NewMailbox[T any]() *Mailbox[T] {
+	return &Mailbox[T]{wake: make(chan struct{}, 1)}
+}
+
+// Push appends x. It never blocks; after Close it returns an error wrapping
+// ErrStopped and x is not queued.
+func (m *Mailbox[T]) Push(x T) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return fmt.Errorf("%w: mailbox closed", ErrStopped)
+	}
+	m.queue = append(m.queue, x)
+	m.mu.Unlock()
+	m.signal()
+	return nil
+}
+
+// Close refuses later pushes; the Flux completes once it delivered what is
+// queued. Idempotent.
+func (m *Mailbox[T]) Close() {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.signal()
+}
+
+// Len returns the number of queued exchanges.
+func (m *Mailbox[T]) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.queue) - m.head
+}
+
+func (m *Mailbox[T]) signal() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pop removes the first exchange, waiting for one; ok is false once the
+// Mailbox is closed and empty (err nil) or ctx ended (err its cause).
+func (m *Mailbox[T]) pop(ctx context.Context) (x T, ok bool, err error) {
+	for {
+		m.mu.Lock()
+		if m.head < len(m.queue) {
+			x = m.queue[m.head]
+			var zero T
+			m.queue[m.head] = zero
+			m.head++
+			if m.head >= 32 && 2*m.head >= len(m.queue) {
+				// Reuse the dead front: amortised O(1), memory bounded by
+				// twice the longest backlog.
+				n := copy(m.queue, m.queue[m.head:])
+				clear(m.queue[n:])
+				m.queue, m.head = m.queue[:n], 0
+			}
+			m.mu.Unlock()
+			return x, true, nil
+		}
+		closed := m.closed
+		m.mu.Unlock()
+		if closed {
+			return x, false, nil
+		}
+		select {
+		case <-m.wake:
+		case <-ctx.Done():
+			return x, false, context.Cause(ctx)
+		}
+	}
+}
+
+// unpop puts x back at the head: it was popped but not delivered.
+func (m *Mailbox[T]) unpop(x T) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.head > 0 {
+		m.head--
+		m.queue[m.head] = x
+		return
+	}
+	m.queue = append([]T{x}, m.queue...)
+}
+
+// Flux returns the source that delivers the queued exchanges in push order
+// and completes after Close once the queue is empty. Subscribe it once at a
+// time (a dispatcher does): two subscribers would share the exchanges and
+// lose their order. When the subscription ends early (ctx, or the
+// subscriber stops), the exchanges not delivered stay queued; an exchange is
+// removed from the queue only when the subscriber took it.
+func (m *Mailbox[T]) Flux() flux.Flux[T] {
+	return flux.Defer(func() flux.Flux[T] {
+		taken := false // set when the subscriber took the exchange; same goroutine
+		return flux.Create(func(ctx context.Context, sink flux.Sink[T]) error {
+			for {
+				x, ok, err := m.pop(ctx)
+				if !ok {
+					return err
+				}
+				taken = false
+				if err := sink.Next(x); err != nil {
+					if !taken {
+						m.unpop(x)
+					}
+					return err
+				}
+			}
+		}).DoOnNext(func(T) { taken = true })
+	})
+}
