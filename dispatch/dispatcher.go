@@ -42,7 +42,6 @@ type Handler[T any] func(ctx context.Context, exchange T) error
 //
 // All methods are safe for concurrent use.
 type Dispatcher[T any] struct {
-	name    string
 	named   aggregate.MaterializedNamedAggregate
 	source  flux.Flux[T]
 	handler Handler[T]
@@ -421,8 +420,12 @@ func (d *Dispatcher[T]) finish(o Outcome, took time.Duration, err error) {
 	if err == nil {
 		return
 	}
-	d.opts.logger.Error("dispatch: exchange failed", slog.String("dispatcher", d.name),
-		slog.String("outcome", o.String()), slog.Any("error", err))
+	level := slog.LevelError
+	if o == OutcomeCancelled {
+		level = slog.LevelWarn // the force's doing, not the handler's
+	}
+	d.opts.logger.LogAttrs(context.Background(), level, "dispatch: exchange failed",
+		slog.String("dispatcher", d.name), slog.String("outcome", o.String()), slog.Any("error", err))
 	if d.opts.policy == StopOnError && o != OutcomeCancelled {
 		d.record(err)
 		d.Quiesce()

@@ -195,6 +195,8 @@ func TestSourceErrorDrainsThenReports(t *testing.T) {
 	d := started(t, src, testkit.Perform)
 	<-d.Done()
 	require.ErrorIs(t, d.Err(), boom)
+	assert.ErrorContains(t, d.Err(), `dispatch: dispatcher "orders": source failed: boom`)
+	assert.Equal(t, "orders", d.Name())
 	assert.Equal(t, dispatch.Stats{Received: 20, Succeeded: 20}, d.Stats(), "admitted exchanges were handled")
 }
 

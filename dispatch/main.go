@@ -39,7 +39,6 @@ var errChildStopped = fmt.Errorf("%w: child dispatcher stopped", ErrStopped)
 // child and scheduler goroutine has exited. All methods are safe for
 // concurrent use.
 type MainDispatcher[T aggregate.IDCapable] struct {
-	name     string
 	source   flux.Flux[T]
 	supplier aggregate.SchedulerSupplier
 	children []*Dispatcher[T]

@@ -1,0 +1,94 @@
+// Package dispatch handles streams of exchanges (messages addressed to an
+// aggregate) so that the exchanges of one aggregate are handled one at a
+// time, in order, while different aggregates are handled concurrently on
+// their aggregate type's scheduler. It ports the dispatcher layer of the
+// Kotlin framework Wow: AggregateDispatcher (Dispatcher), MainDispatcher,
+// CompositeEventDispatcher (Composite) and WowRuntime (Runtime), on the
+// Reactor-style operators of package flux.
+//
+// # Data flow of a Dispatcher
+//
+//	source flux.Flux[T]
+//	  -> intake (fused into the source's emit, no goroutine hop):
+//	     closed until Start; shut at once by Quiesce or ForceStop;
+//	     key = aggregate.GroupKey(x.AggregateID().ID, parallelism)
+//	           (or WithGroupKey); a key outside [0, parallelism) fails
+//	           that exchange with ErrInvalidGroupKey and the rest go on
+//	  -> flux.GroupBy(key, parallelism): parallelism groups, each with a
+//	     queue of WithGroupBuffer exchanges (the one being handled included);
+//	     the source is pulled only as fast as groups have room
+//	  -> flux.FlatMap(concurrency = parallelism, so no group ever waits to be
+//	     subscribed): per group
+//	       PublishOn(the named aggregate's scheduler): the group's own Worker,
+//	       draining the group queue in place (one hand-off per exchange)
+//	       -> ConcatMap(handler): one exchange at a time, in arrival order
+//	  -> outcome: success / error / panic (*PanicError) / cancelled, or
+//	     discarded with a reason; counted in Stats exactly once, reported to
+//	     the Observer, the logger and the discard hook
+//
+// Two parallelism knobs, never mixed: WithParallelism is the number of
+// groups (default aggregate.DefaultParallelism, 64 x GOMAXPROCS); the
+// scheduler's parallelism is the number of goroutines running handlers of
+// one aggregate type (default schedulers.DefaultPoolSize, GOMAXPROCS). Many
+// groups share one scheduler.
+//
+// # Ordering contract
+//
+// Within one Dispatcher, the exchanges of one group are handled one at a
+// time, in the order the source emitted them: the next one starts only after
+// the handler of the previous one returned (with success, an error or a
+// panic). One aggregate id always maps to the same group for a fixed
+// parallelism, so this holds per aggregate. Groups run concurrently, at most
+// the scheduler's parallelism at once. Dispatchers of one named aggregate
+// that take their scheduler from one SchedulerSupplier share it.
+//
+// Not promised (as in Wow's aggregate scheduler document):
+//   - goroutine affinity: a group's exchanges may run on any goroutine of the
+//     scheduler, one batch after another;
+//   - order between ids: ids in different groups interleave freely, and ids
+//     that collide in one group are serialised together (head-of-line
+//     coupling);
+//   - order across dispatchers, aggregate types, processes, broker partitions
+//     or services;
+//   - order between several handlers of one exchange (compose them in the
+//     Handler if it matters);
+//   - idempotency of handler side effects, or a replacement for an event
+//     store's version checks: delivery into a dispatcher is what the source
+//     gives.
+//
+// # Lifecycle
+//
+// Dispatcher, MainDispatcher and Composite follow Wow's RuntimeComponent
+// (Component): NEW -Prepare-> PREPARED -Start-> RUNNING -Quiesce-> STOPPING
+// -> STOPPED, with ForceStop from anywhere. Construction starts nothing;
+// Prepare subscribes with the intake closed (nothing is pulled before
+// Start); Quiesce closes the intake and lets the admitted exchanges drain;
+// ForceStop discards what has not started (ErrForceStopped) and cancels the
+// handlers' context. Every exchange the source emits ends exactly once:
+// Stats().Received == Succeeded + Failed + Discarded + InFlight, InFlight 0
+// after Done. A Runtime runs components as one unit: prepare all, start all,
+// stop in reverse under one deadline.
+//
+// # Deviations from Wow
+//
+//   - A handler failure is an outcome and the dispatcher goes on (Continue);
+//     Wow's dispatcher terminates on it, which StopOnError restores (stop the
+//     intake, drain, report the failure as Err()).
+//   - StopGracefully quiesces first, then waits; Wow's stopGracefully only
+//     waits for a stop that quiesce began. Its ctx bounds the caller's wait,
+//     like Wow's stop(timeout); the draining goes on.
+//   - A source error stops the intake like Quiesce: admitted exchanges still
+//     drain, then Err() reports it. In Wow the error cancels queued work.
+//   - An exchange the source emits after the intake closed is counted and
+//     discarded with ErrStopped, where Wow's gate drops it silently.
+//   - A key function's panic or out-of-range key fails that one exchange;
+//     in Wow it ends the pipeline.
+//   - Groups are not pinned to goroutines, so a blocked handler holds one
+//     goroutine and never the groups that would have shared its thread.
+//
+// # Feedback
+//
+// A handler may feed follow-up exchanges back into its own dispatcher, but
+// not through a bounded source: see Mailbox for why that deadlocks and for a
+// source that cannot.
+package dispatch
