@@ -11,6 +11,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/schedulers"
@@ -133,5 +134,89 @@ func checkRun(rt *rapid.T, s dispatch.Stats, calls []testkit.Call, hooked, refus
 	}
 	if w.Stop.Kind == testkit.StopNone && s.Received != int64(len(w.Exchanges)) {
 		rt.Fatalf("received %d of %d exchanges without a stop", s.Received, len(w.Exchanges))
+	}
+}
+
+// The same properties through a MainDispatcher: the workload's ids are
+// spread over two named aggregates with children and one without, whose
+// exchanges are discarded with ErrUnknownAggregate.
+func TestPropertyMainDispatcher(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		p := rapid.IntRange(1, 64).Draw(rt, "parallelism")
+		buffer := rapid.IntRange(1, 16).Draw(rt, "buffer")
+		w := testkit.Workloads(orders, 200).Draw(rt, "workload")
+		named := []aggregate.MaterializedNamedAggregate{orders, invoices, payments}
+		for i := range w.Exchanges {
+			w.Exchanges[i].ID.Named = named[aggregate.GroupKey(w.Exchanges[i].ID.ID, len(named))]
+		}
+		rapid.SyncTest(rt, func(rt *rapid.T) { runMain(rt, p, buffer, w) })
+	})
+}
+
+func runMain(rt *rapid.T, p, buffer int, w testkit.Workload) {
+	sup, err := aggregate.NewSchedulerSupplier("property", aggregate.WithParallelism(2))
+	if err != nil {
+		rt.Fatal(err)
+	}
+	rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag {
+		child := 0 // groups are per child: number them apart
+		if x.ID.Named == invoices {
+			child = 1
+		}
+		return testkit.Tag{Key: x.ID.String(), Seq: x.Seq, Group: child*p + x.ID.Mod(p)}
+	}, testkit.Perform)
+	var hooked, unknown atomic.Int64
+	m, err := dispatch.NewMain("property", []aggregate.NamedAggregate{orders, invoices}, flux.FromSlice(w.Exchanges),
+		rec.Handle, sup, quiet, dispatch.WithParallelism(p), dispatch.WithGroupBuffer(buffer),
+		dispatch.WithDiscardHook(func(x testkit.Exchange, reason error) {
+			hooked.Add(1)
+			if errors.Is(reason, dispatch.ErrUnknownAggregate) != (x.ID.Named == payments) {
+				rt.Errorf("%v discarded for %v", x.ID, reason)
+			}
+			if x.ID.Named == payments {
+				unknown.Add(1)
+			}
+		}))
+	if err != nil {
+		rt.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := m.Prepare(ctx); err != nil {
+		rt.Fatal(err)
+	}
+	if err := m.Start(); err != nil {
+		rt.Fatal(err)
+	}
+	switch w.Stop.Kind {
+	case testkit.StopNone:
+	case testkit.StopGraceful:
+		time.Sleep(w.Stop.ForceAfter) // virtual: a random point of the run
+		if err := m.StopGracefully(ctx); err != nil {
+			rt.Fatal(err)
+		}
+	default:
+		select {
+		case <-m.Done():
+		case <-time.After(w.Stop.ForceAfter):
+		case <-time.After(stuck):
+		}
+		m.ForceStop()
+	}
+	<-m.Done()
+	s := m.Stats()
+	calls := rec.Calls()
+	for _, err := range []error{testkit.PerKeyFIFO(calls), testkit.GroupSerial(calls), testkit.NoLoss(s, calls)} {
+		if err != nil {
+			rt.Fatal(err)
+		}
+	}
+	if hooked.Load() != s.Discarded {
+		rt.Fatalf("discard hook called %d times, %d discarded", hooked.Load(), s.Discarded)
+	}
+	if w.Stop.Kind == testkit.StopNone && s.Received != int64(len(w.Exchanges)) {
+		rt.Fatalf("received %d of %d without a stop", s.Received, len(w.Exchanges))
+	}
+	if _, err := sup.GetOrInitialize(orders); !errors.Is(err, aggregate.ErrStopped) {
+		rt.Fatalf("the supplier was not stopped: %v", err)
 	}
 }
