@@ -209,3 +209,17 @@ func TestCompositeInRuntime(t *testing.T) {
 	calls := f.log.get()
 	assert.Equal(t, []string{"stop:other", "quiesce:domain", "quiesce:state", "stop:state", "stop:domain", "supplier:graceful"}, calls[len(calls)-6:])
 }
+
+// ForceStop racing Prepare: the child prepared meanwhile is forced again,
+// and Prepare reports the stop.
+func TestCompositeForceDuringPrepare(t *testing.T) {
+	f := newCompositeFixture(t, nil)
+	f.children[0].onPrepare = f.composite.ForceStop
+	require.ErrorIs(t, f.composite.Prepare(t.Context()), dispatch.ErrStopped)
+	assert.Equal(t, []string{
+		"build:domain", "build:state", "prepare:domain",
+		"force:state", "force:domain", "supplier:force",
+		"force:state", "force:domain", // compensation
+	}, f.log.get())
+	assert.NotContains(t, f.log.get(), "prepare:state")
+}

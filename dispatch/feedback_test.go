@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/dispatch"
@@ -98,5 +99,51 @@ func TestMailboxKeepsWhatWasNotTaken(t *testing.T) {
 		<-d2.Done()
 		assert.Equal(t, int64(rest), d2.Stats().Succeeded)
 		assert.NoError(t, testkit.PerKeyFIFO(rec.Calls()))
+	})
+}
+
+// Subscriptions that end at random points, one after another, deliver every
+// pushed exchange exactly once and in push order: an exchange popped but
+// refused by a cancelled subscription goes back to the head.
+func TestMailboxDeliversEachOnceInOrder(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		box := dispatch.NewMailbox[int]()
+		pushed := 0
+		var got []int
+		for range rapid.IntRange(1, 5).Draw(rt, "rounds") {
+			for range rapid.IntRange(0, 50).Draw(rt, "pushes") {
+				if err := box.Push(pushed); err != nil {
+					rt.Fatal(err)
+				}
+				pushed++
+			}
+			take := rapid.IntRange(0, box.Len()).Draw(rt, "take")
+			ctx, cancel := context.WithCancel(context.Background())
+			if take == 0 {
+				cancel()
+			}
+			_ = box.Flux().Subscribe(ctx, func(v int) error {
+				got = append(got, v)
+				if take--; take == 0 {
+					cancel() // the next exchange is popped, refused and put back
+				}
+				return nil
+			})
+			cancel()
+		}
+		box.Close()
+		rest, err := flux.Collect(context.Background(), box.Flux())
+		if err != nil {
+			rt.Fatal(err)
+		}
+		got = append(got, rest...)
+		if len(got) != pushed {
+			rt.Fatalf("%d delivered of %d pushed", len(got), pushed)
+		}
+		for i, v := range got {
+			if v != i {
+				rt.Fatalf("delivery %d is %d: %v", i, v, got)
+			}
+		}
 	})
 }

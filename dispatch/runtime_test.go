@@ -211,3 +211,12 @@ func TestRuntimeGracefulDuringStart(t *testing.T) {
 		}, log.get())
 	})
 }
+
+func TestEnumNames(t *testing.T) {
+	assert.Equal(t, "STOPPING", dispatch.StateStopping.String())
+	assert.Equal(t, "State(9)", dispatch.State(9).String())
+	assert.Equal(t, "cancelled", dispatch.OutcomeCancelled.String())
+	assert.Equal(t, "Outcome(-1)", dispatch.Outcome(-1).String())
+	assert.Equal(t, "StopOnError", dispatch.StopOnError.String())
+	assert.Equal(t, "ErrorPolicy(2)", dispatch.ErrorPolicy(2).String())
+}

@@ -27,14 +27,17 @@ const (
 	StateStopped
 )
 
-var stateNames = [...]string{"NEW", "PREPARED", "RUNNING", "STOPPING", "STOPPED"}
-
 // String returns the upper-case Wow name of the state ("RUNNING").
 func (s State) String() string {
-	if s >= 0 && int(s) < len(stateNames) {
-		return stateNames[s]
+	return enumName(s, "State", "NEW", "PREPARED", "RUNNING", "STOPPING", "STOPPED")
+}
+
+// enumName returns names[e], or "Type(e)" for a value out of range.
+func enumName[E ~int | ~int32](e E, typ string, names ...string) string {
+	if e >= 0 && int(e) < len(names) {
+		return names[e]
 	}
-	return "State(" + strconv.Itoa(int(s)) + ")"
+	return typ + "(" + strconv.Itoa(int(e)) + ")"
 }
 
 // Outcome is how a handled exchange ended. It mirrors the outcome tag of Wow's
@@ -56,14 +59,9 @@ const (
 	OutcomeCancelled
 )
 
-var outcomeNames = [...]string{"success", "error", "panic", "cancelled"}
-
 // String returns the lower-case metric tag value ("success").
 func (o Outcome) String() string {
-	if o >= 0 && int(o) < len(outcomeNames) {
-		return outcomeNames[o]
-	}
-	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+	return enumName(o, "Outcome", "success", "error", "panic", "cancelled")
 }
 
 // Stats is a snapshot of a dispatcher's counters, in exchanges. At every
@@ -119,13 +117,7 @@ const (
 
 // String returns "Continue" or "StopOnError".
 func (p ErrorPolicy) String() string {
-	switch p {
-	case Continue:
-		return "Continue"
-	case StopOnError:
-		return "StopOnError"
-	}
-	return "ErrorPolicy(" + strconv.Itoa(int(p)) + ")"
+	return enumName(p, "ErrorPolicy", "Continue", "StopOnError")
 }
 
 // Component is anything with the runtime lifecycle: Dispatcher, MainDispatcher,

@@ -26,14 +26,17 @@ const (
 	HotKey
 )
 
-var distributionNames = [...]string{"uniform", "zipf", "hot-key"}
-
 // String returns "uniform", "zipf" or "hot-key".
 func (d Distribution) String() string {
-	if d >= 0 && int(d) < len(distributionNames) {
-		return distributionNames[d]
+	return enumName(d, "Distribution", "uniform", "zipf", "hot-key")
+}
+
+// enumName returns names[e], or "Type(e)" for a value out of range.
+func enumName[E ~int](e E, typ string, names ...string) string {
+	if e >= 0 && int(e) < len(names) {
+		return names[e]
 	}
-	return "Distribution(" + strconv.Itoa(int(d)) + ")"
+	return typ + "(" + strconv.Itoa(int(e)) + ")"
 }
 
 // Keys returns a generator of n aggregate ids ("id-0" to "id-<ids-1>") drawn
@@ -98,14 +101,9 @@ const (
 	Block
 )
 
-var behaviourNames = [...]string{"instant", "delay", "fail", "panic", "block"}
-
 // String returns the lower-case name of the behaviour.
 func (b Behaviour) String() string {
-	if b >= 0 && int(b) < len(behaviourNames) {
-		return behaviourNames[b]
-	}
-	return "Behaviour(" + strconv.Itoa(int(b)) + ")"
+	return enumName(b, "Behaviour", "instant", "delay", "fail", "panic", "block")
 }
 
 // ErrInjected is returned (Fail) or panicked with (Panic) by Perform.
@@ -168,14 +166,9 @@ const (
 	StopForceDuringGraceful
 )
 
-var stopNames = [...]string{"none", "graceful", "force", "force-during-graceful"}
-
 // String returns the name of the stop kind.
 func (k StopKind) String() string {
-	if k >= 0 && int(k) < len(stopNames) {
-		return stopNames[k]
-	}
-	return "StopKind(" + strconv.Itoa(int(k)) + ")"
+	return enumName(k, "StopKind", "none", "graceful", "force", "force-during-graceful")
 }
 
 // Forces reports whether the stop ends with ForceStop, the only way a Block

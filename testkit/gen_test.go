@@ -104,3 +104,10 @@ func TestTag(t *testing.T) {
 	x := testkit.Exchange{ID: aggregate.NewID(genNamed, "order-1"), Seq: 3}
 	assert.Equal(t, testkit.Tag{Key: "order-1", Seq: 3, Group: 50}, x.Tag(64), "Wow's golden vector: order-1 mod 64 = 50")
 }
+
+func TestNames(t *testing.T) {
+	assert.Equal(t, "hot-key", testkit.HotKey.String())
+	assert.Equal(t, "block", testkit.Block.String())
+	assert.Equal(t, "force-during-graceful", testkit.StopForceDuringGraceful.String())
+	assert.Equal(t, "StopKind(7)", testkit.StopKind(7).String())
+}
