@@ -29,8 +29,14 @@ type Handler[T any] func(ctx context.Context, exchange T) error
 // source flux, so that exchanges of one group are handled one at a time in
 // source order while groups run concurrently on the named aggregate's
 // scheduler. It is Wow's AggregateDispatcher (AggregateDispatcher.kt); see the
-// package documentation for the pipeline, the ordering contract and the
-// deviations from Wow.
+// package documentation for the pipeline and the deviations from Wow.
+//
+// Ordering contract: the exchanges of one group (one aggregate id always
+// falls in the same group) are handled one at a time, in the order the source
+// emitted them; the next starts only after the handler of the previous one
+// returned. Groups run concurrently, at most the scheduler's parallelism at
+// once. Nothing else is ordered: not ids in different groups, not other
+// dispatchers, and no group is tied to a goroutine.
 //
 // Lifecycle: New starts nothing. Prepare resolves the scheduler and
 // subscribes the pipeline with its intake closed: nothing is pulled from the

@@ -5,12 +5,13 @@ import (
 	"log/slog"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
 // DefaultGroupBuffer is the default capacity of each group's queue, in
-// exchanges (Reactor's Queues.XS_BUFFER_SIZE, concatMap's prefetch).
-const DefaultGroupBuffer = 32
+// exchanges: flux.DefaultGroupBuffer, Reactor's Queues.XS_BUFFER_SIZE.
+const DefaultGroupBuffer = flux.DefaultGroupBuffer
 
 // Option configures New and NewMain. It is not generic: the typed options
 // (WithDiscardHook, WithGroupKey) are checked against the exchange type by
