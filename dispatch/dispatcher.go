@@ -128,7 +128,24 @@ func groupKeyOf[T any](o options) (func(T) int, error) {
 			ErrNoGroupKey, reflect.TypeFor[T]())
 	}
 	p := o.parallelism
-	return func(x T) int { return any(x).(aggregate.IDCapable).AggregateID().Mod(p) }, nil
+	id := aggregateIDOf[T]()
+	return func(x T) int { return id(x).Mod(p) }, nil
+}
+
+// aggregateIDOf returns T's AggregateID method as a plain function. For a
+// concrete T the method expression is taken once through reflect, so that
+// calling it does not box each exchange into an interface (an allocation per
+// exchange for value types).
+func aggregateIDOf[T any]() func(T) aggregate.ID {
+	t := reflect.TypeFor[T]()
+	if t.Kind() != reflect.Interface {
+		if m, ok := t.MethodByName("AggregateID"); ok {
+			if fn, ok := m.Func.Interface().(func(T) aggregate.ID); ok {
+				return fn
+			}
+		}
+	}
+	return func(x T) aggregate.ID { return any(x).(aggregate.IDCapable).AggregateID() }
 }
 
 // Stats returns the counters. Each is read atomically; InFlight is derived

@@ -141,10 +141,8 @@ func WithDiscardHook[T any](hook func(exchange T, reason error)) Option {
 // function panics, fails with ErrInvalidGroupKey; the dispatcher goes on. T
 // must be the dispatcher's exchange type, else the constructor returns
 // ErrInvalidOption. Without it, T must implement aggregate.IDCapable and the
-// key is aggregate.GroupKey(x.AggregateID().ID, parallelism); reaching that
-// method through an interface copies a non-pointer exchange to the heap (one
-// allocation per exchange), which a pointer exchange type or a key function
-// avoids. Wow: AggregateDispatcher's T.toGroupKey().
+// key is aggregate.GroupKey(x.AggregateID().ID, parallelism), computed without
+// allocating. Wow: AggregateDispatcher's T.toGroupKey().
 func WithGroupKey[T any](key func(exchange T) int) Option {
 	return func(o *options) {
 		if key == nil {

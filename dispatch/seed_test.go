@@ -141,3 +141,29 @@ func TestSeedDifferentIDsRunConcurrently(t *testing.T) {
 		assert.Equal(t, int32(4), got, "at most the scheduler's parallelism, and reached")
 	})
 }
+
+// The default key works for interface and pointer exchange types too (value
+// types are what the other tests use): every exchange is handled once.
+func TestDefaultGroupKeyForInterfaceAndPointerExchanges(t *testing.T) {
+	ids := []string{"Aa", "BB", "order-1", "订单-1", "😀"}
+	run := func(t *testing.T, xs []aggregate.IDCapable) {
+		var mu sync.Mutex
+		var seen []string
+		d := started(t, flux.FromSlice(xs), func(_ context.Context, x aggregate.IDCapable) error {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, x.AggregateID().ID)
+			return nil
+		}, dispatch.WithParallelism(16), dispatch.WithScheduler(schedulers.Immediate()))
+		<-d.Done()
+		require.NoError(t, d.Err())
+		assert.ElementsMatch(t, ids, seen)
+	}
+	values, pointers := make([]aggregate.IDCapable, len(ids)), make([]aggregate.IDCapable, len(ids))
+	for i, id := range ids {
+		x := testkit.Exchange{ID: aggregate.NewID(orders, id)}
+		values[i], pointers[i] = x, &x
+	}
+	t.Run("interface", func(t *testing.T) { run(t, values) })
+	t.Run("pointer", func(t *testing.T) { run(t, pointers) })
+}
