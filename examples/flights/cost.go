@@ -1,14 +1,24 @@
 package main
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
-// burn keeps the calling goroutine busy for about d: the -handler-cost
-// simulation of CPU-bound work. It spins rather than sleeps so that the cost
-// occupies a scheduler goroutine and a CPU, as real work would.
-func burn(d time.Duration) {
+// burn keeps the calling goroutine busy for about d, or until ctx is done
+// (a forced stop): the -handler-cost simulation of CPU-bound work. It spins
+// rather than sleeps so that the cost occupies a scheduler goroutine and a
+// CPU, as real work would.
+func burn(ctx context.Context, d time.Duration) {
 	if d <= 0 {
 		return
 	}
+	done := ctx.Done()
 	for start := time.Now(); time.Since(start) < d; {
+		select {
+		case <-done:
+			return
+		default:
+		}
 	}
 }

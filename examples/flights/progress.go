@@ -34,6 +34,7 @@ func startProgress(w io.Writer, total int64, done func() int64) (stop func(compl
 		progressbar.OptionSetItsString("exchanges"),
 		progressbar.OptionThrottle(progressEvery),
 		progressbar.OptionClearOnFinish(),
+		progressbar.OptionSetRenderBlankState(true), // starts the rate clock now
 	)
 	quit, exited := make(chan struct{}), make(chan struct{})
 	go func() {

@@ -76,8 +76,8 @@ func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (re
 			}
 		}
 	})
-	handle := func(_ context.Context, d departure) error {
-		burn(cfg.handlerCost)
+	handle := func(ctx context.Context, d departure) error {
+		burn(ctx, cfg.handlerCost)
 		states[d.Origin].Apply(d.Flight)
 		return nil
 	}
