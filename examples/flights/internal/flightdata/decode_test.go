@@ -79,31 +79,38 @@ func flightRow(date, delay, distance int64, origin, destination string) parquet.
 	}
 }
 
-// writeParquet writes rows with schema, starting a new row group every
+// parquetBytes encodes rows with schema, starting a new row group every
 // perGroup rows.
-func writeParquet(t *testing.T, schema *parquet.Schema, perGroup int, rows []parquet.Row) string {
-	t.Helper()
+func parquetBytes(tb testing.TB, schema *parquet.Schema, perGroup int, rows []parquet.Row) []byte {
+	tb.Helper()
 	var buf bytes.Buffer
 	w := parquet.NewWriter(&buf, schema)
 	for len(rows) > 0 {
 		n := min(perGroup, len(rows))
 		_, err := w.WriteRows(rows[:n])
-		require.NoError(t, err)
-		require.NoError(t, w.Flush())
+		require.NoError(tb, err)
+		require.NoError(tb, w.Flush())
 		rows = rows[n:]
 	}
-	require.NoError(t, w.Close())
-	return writeFile(t, "flights.parquet", buf.Bytes())
+	require.NoError(tb, w.Close())
+	return buf.Bytes()
 }
 
-func threeRows(t *testing.T) []parquet.Row {
-	var rows []parquet.Row
-	for _, f := range wantThree(t).Flights {
-		codes := wantThree(t).Airports
-		rows = append(rows, flightRow(f.Departure, int64(f.Delay), int64(f.Distance), codes[f.Origin], codes[f.Destination]))
+func writeParquet(t *testing.T, schema *parquet.Schema, perGroup int, rows []parquet.Row) string {
+	t.Helper()
+	return writeFile(t, "flights.parquet", parquetBytes(t, schema, perGroup, rows))
+}
+
+// datasetRows turns a dataset back into rows of flightsSchema.
+func datasetRows(d *flightdata.Dataset) []parquet.Row {
+	rows := make([]parquet.Row, len(d.Flights))
+	for i, f := range d.Flights {
+		rows[i] = flightRow(f.Departure, int64(f.Delay), int64(f.Distance), d.Code(f.Origin), d.Code(f.Destination))
 	}
 	return rows
 }
+
+func threeRows(t *testing.T) []parquet.Row { return datasetRows(wantThree(t)) }
 
 func TestOpenParquet(t *testing.T) {
 	for _, perGroup := range []int{1, 2, 3} {

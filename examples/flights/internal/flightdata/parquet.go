@@ -75,8 +75,9 @@ func DecodeParquet(ctx context.Context, r io.ReaderAt, size int64, name string) 
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(groups)) {
 		wg.Go(func() {
+			rows := rowBuffer(len(pf.Schema().Columns()))
 			for g := int(next.Add(1) - 1); g < len(groups); g = int(next.Add(1) - 1) {
-				if errs[g] = parts[g].readRowGroup(ctx, groups[g], index); errs[g] != nil {
+				if errs[g] = parts[g].readRowGroup(ctx, groups[g], index, rows); errs[g] != nil {
 					cancel(errPartFailed)
 				}
 			}
@@ -157,13 +158,24 @@ func isMicros(lt *format.LogicalType) bool {
 	return ok && ts.Unit.Value != nil && ts.Unit.Value.Duration() == time.Microsecond
 }
 
+// rowBuffer returns rowBatch rows with room for the values of every column,
+// in one allocation: ReadRows appends a row's values column by column and
+// would otherwise grow each row several times.
+func rowBuffer(columns int) []parquet.Row {
+	values := make([]parquet.Value, rowBatch*columns)
+	rows := make([]parquet.Row, rowBatch)
+	for i := range rows {
+		rows[i] = values[i*columns : i*columns : (i+1)*columns]
+	}
+	return rows
+}
+
 // readRowGroup appends the rows of rg; a *RowError numbers rows from 1 at the
 // start of rg. It fails if rg holds more rows than it declares, as the part
 // reserved for it would overflow.
-func (b *builder) readRowGroup(ctx context.Context, rg parquet.RowGroup, index [numColumns]int) error {
+func (b *builder) readRowGroup(ctx context.Context, rg parquet.RowGroup, index [numColumns]int, rows []parquet.Row) error {
 	reader := rg.Rows()
 	defer reader.Close()
-	rows := make([]parquet.Row, rowBatch)
 	for row := int64(0); ; {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
