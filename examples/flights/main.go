@@ -11,8 +11,8 @@
 //	go run ./examples/flights [-input FILE.json|FILE.parquet] [-parallelism N] [-pool N] [-handler-cost 2us] [-json]
 //
 // Without -input it replays a 20,000-flight sample embedded in the binary.
-// Ctrl-C drains the dispatcher and prints a summary marked PARTIAL (exit
-// status 130, no verification); a second Ctrl-C stops it by force. The exit
+// Ctrl-C (or SIGTERM) drains the dispatcher and prints a summary marked
+// PARTIAL (exit status 130, no verification); a second one stops it by force. The exit
 // status is 0 only when nothing was lost, no ordering violation was seen and
 // the state was verified; 1 for bad input or a failed check; 2 for a bad
 // command line.

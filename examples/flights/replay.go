@@ -59,10 +59,10 @@ type replayed struct {
 
 // replay dispatches every flight of data, in order, to the handler that
 // folds it into states[origin], on a scheduler of cfg.pool goroutines and
-// cfg.parallelism groups. A first value on interrupt drains the dispatcher
-// gracefully, a second forces it to stop. The progress bar goes to
-// e.stderr. It returns once every goroutine of
-// the dispatcher and of its scheduler has exited; the error is a lifecycle
+// cfg.parallelism groups. A first value on e.interrupt drains the dispatcher
+// gracefully, a second forces it to stop; the progress bar goes to e.stderr.
+// It returns once every goroutine of the dispatcher and of its scheduler has
+// exited, so states and the counts are final; the error is a lifecycle
 // failure (the run did not happen).
 func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (replayed, error) {
 	supplier, err := aggregate.NewSchedulerSupplier("flights", aggregate.WithParallelism(cfg.pool))
@@ -89,14 +89,6 @@ func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (re
 	if err != nil {
 		return res, err
 	}
-	// The supplier owns the scheduler; stopping it last waits for its
-	// goroutines, after a forced stop too.
-	defer func() {
-		if res.forced || err != nil {
-			supplier.ForceStop()
-		}
-		_ = supplier.StopGracefully(context.Background())
-	}()
 
 	start := time.Now()
 	if err = d.Prepare(context.Background()); err == nil {
@@ -105,6 +97,7 @@ func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (re
 	if err != nil {
 		d.ForceStop()
 		<-d.Done()
+		stopSupplier(supplier, true)
 		return res, err
 	}
 	if e.dispatching != nil {
@@ -117,11 +110,22 @@ func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (re
 	res.interrupted, res.forced = await(d, e.interrupt)
 	res.elapsed = time.Since(start)
 	stopProgress(!res.interrupted)
+	stopSupplier(supplier, res.forced)
 
 	s := d.Stats()
 	res.counts = counts{Received: s.Received, Succeeded: s.Succeeded, Failed: s.Failed, Discarded: s.Discarded, InFlight: s.InFlight}
 	res.err = d.Err()
 	return res, nil
+}
+
+// stopSupplier stops the supplier, which owns the scheduler the dispatcher
+// borrowed, and waits until the scheduler's goroutines exited: after that no
+// handler runs any more, even one that a forced stop left running.
+func stopSupplier(supplier aggregate.SchedulerSupplier, force bool) {
+	if force {
+		supplier.ForceStop()
+	}
+	_ = supplier.StopGracefully(context.Background())
 }
 
 // await waits until d is done: the first interrupt starts a graceful stop,
