@@ -26,6 +26,11 @@ func startProgress(w io.Writer, total int64, done func() int64) (stop func(compl
 	if !ok || total <= progressMinRows || !term.IsTerminal(int(f.Fd())) {
 		return func(bool) {}
 	}
+	return drawProgress(w, total, done)
+}
+
+// drawProgress draws the bar on w whatever w is.
+func drawProgress(w io.Writer, total int64, done func() int64) (stop func(complete bool)) {
 	bar := progressbar.NewOptions64(total,
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetDescription("dispatching"),
