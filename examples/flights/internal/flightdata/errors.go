@@ -14,8 +14,8 @@ var (
 	// a real calendar minute.
 	ErrBadDate = errors.New("flightdata: bad date")
 	// ErrMissingField is wrapped when a JSON record lacks one of the five
-	// fields.
-	ErrMissingField = errors.New("flightdata: missing field")
+	// fields or holds null in it.
+	ErrMissingField = errors.New("flightdata: missing or null field")
 	// ErrNull is wrapped when a Parquet value of a required field is null.
 	ErrNull = errors.New("flightdata: null value")
 	// ErrOutOfRange is wrapped when delay or distance does not fit in 32 bits.
@@ -36,7 +36,8 @@ var (
 type RowError struct {
 	// File is the name of the input, as given to the decoder.
 	File string
-	// Row is the 1-based position of the row in the file.
+	// Row is the 1-based position of the row in the file; when the file's
+	// own structure is corrupt, the first row that could not be read.
 	Row int64
 	// Err is the cause; it wraps one of the package's sentinels or a
 	// decoder's error.

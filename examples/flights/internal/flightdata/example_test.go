@@ -28,5 +28,5 @@ func ExampleDecodeJSON() {
 	// 2001/01/01 00:47 DTW -> LAS 66 1750
 	// 2001/01/01 01:24 LAS -> OAK -5 407
 	// [DTW LAS OAK]
-	// flightdata: bad.json: row 1: missing field "delay"
+	// flightdata: bad.json: row 1: missing or null field "delay"
 }
