@@ -77,7 +77,7 @@ func TestTextSummary(t *testing.T) {
 	out := runWith(t, nil, nil)
 	require.Equal(t, exitOK, out.code, out.stderr)
 	for _, want := range []string{
-		"embedded flights-20k.json: 20,000 rows, 224 origin airports",
+		"embedded flights-20k.json: 20,000 rows, 224 airports",
 		"received 20,000, handled 20,000, failed 0, discarded 0, in flight 0",
 		"lost        0", "violations  0", "busiest 10 airports", "DFW       1,103",
 	} {

@@ -57,7 +57,7 @@ type summary struct {
 	Partial     bool          `json:"partial"`
 	Forced      bool          `json:"forced"`
 	Rows        int64         `json:"rows"`
-	Airports    int           `json:"airports"`
+	Airports    int           `json:"airports"` // origins and destinations
 	Parallelism int           `json:"parallelism"`
 	Pool        int           `json:"pool"`
 	HandlerCost time.Duration `json:"handler_cost_ns"`
@@ -138,7 +138,7 @@ func (s *summary) writeText(w io.Writer) error {
 		p("PARTIAL: interrupted and %s after %s of %s rows; these figures are not a complete run", how,
 			thousands(s.Exchanges.Received), thousands(s.Rows))
 	}
-	p("input\t%s: %s rows, %d origin airports", s.Input, thousands(s.Rows), s.Airports)
+	p("input\t%s: %s rows, %d airports", s.Input, thousands(s.Rows), s.Airports)
 	p("dispatcher\t%d groups, %d scheduler goroutines, handler cost %v", s.Parallelism, s.Pool, s.HandlerCost)
 	p("decode\t%.3f s", s.Decode.Seconds())
 	p("dispatch\t%.3f s\t%s exchanges/s", s.Dispatch.Seconds(), thousands(int64(s.PerSecond)))
