@@ -110,6 +110,22 @@ func TestNestedStops(t *testing.T) {
 	require.Equal(t, 2, inners)
 }
 
+// A panicking TakeUntil predicate still lets its item through before the
+// error (Reactor §1.10).
+func TestTakeUntilPanicEmitsTheItemFirst(t *testing.T) {
+	f := flux.Range(0, 5).TakeUntil(func(v int) bool {
+		if v == 2 {
+			panic("boom")
+		}
+		return false
+	})
+	var pe *flux.PanicError
+	testkit.Verify(t, f).ExpectNext(0, 1, 2).ExpectError().VerifyT()
+	got, err := flux.Collect(t.Context(), f)
+	require.Equal(t, []int{0, 1, 2}, got)
+	require.ErrorAs(t, err, &pe)
+}
+
 func TestErrorsFollowTheirItems(t *testing.T) {
 	f := flux.Create(func(ctx context.Context, s flux.Sink[int]) error {
 		_ = s.Next(1)

@@ -137,3 +137,35 @@ func TestPublishOnSchedulerDisposedMidway(t *testing.T) {
 		require.NotEmpty(t, dropped)
 	})
 }
+
+// A worker that rejects a later drain (its scheduler was disposed while the
+// drain was idle) ends the flow with ErrRejected; the item that could not be
+// delivered goes to the discard hook.
+func TestPublishOnRejectedWhileIdle(t *testing.T) {
+	s, err := schedulers.NewSingle("idle")
+	require.NoError(t, err)
+	var dropped []int
+	ctx := flux.WithDiscardHook(t.Context(), func(v int, reason error) {
+		require.ErrorIs(t, reason, schedulers.ErrRejected)
+		dropped = append(dropped, v)
+	})
+	in, got := make(chan int), make(chan int)
+	done := make(chan error, 1)
+	go func() {
+		done <- flux.FromChannel(in).PublishOn(s, 4).Subscribe(ctx, func(v int) error { got <- v; return nil })
+	}()
+	in <- 1
+	require.Equal(t, 1, <-got)
+	s.Dispose()
+	<-s.Done()
+	// The drain may still be finishing item 1 when the disposal cancels its
+	// task context; then the flow ends before item 2 is taken.
+	select {
+	case in <- 2:
+		require.ErrorIs(t, <-done, schedulers.ErrRejected)
+		require.Equal(t, []int{2}, dropped)
+	case err := <-done:
+		require.ErrorIs(t, err, schedulers.ErrRejected)
+		require.Empty(t, dropped)
+	}
+}

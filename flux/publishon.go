@@ -57,9 +57,14 @@ func (f Flux[T]) PublishOn(s schedulers.Scheduler, prefetch int) Flux[T] {
 		}
 		d.q = newPipe(prefetch, discarder[T](ctx))
 		_ = d.q.claim(d.schedule)
+		// The upstream's context ends when the drain does, so that an upstream
+		// waiting for its next item (not pushing) learns of an early end.
+		uctx, stop := context.WithCancelCause(ctx)
+		defer stop(nil)
+		d.stop = stop
 		d.schedule()
-		uerr := f.run(ctx, func(v T) error {
-			err := d.q.push(ctx, v)
+		uerr := f.run(uctx, func(v T) error {
+			err := d.q.push(uctx, v)
 			if err == errGone {
 				err = d.q.reason()
 				d.q.discard(v, err)
@@ -85,7 +90,8 @@ type drain[T any] struct {
 	worker schedulers.Worker
 	emit   func(T) error
 	batch  int
-	task   schedulers.Task // d.run, bound once so scheduling does not allocate
+	task   schedulers.Task         // d.run, bound once so scheduling does not allocate
+	stop   context.CancelCauseFunc // ends the upstream's context; nil when fused
 	once   sync.Once
 	done   chan struct{}
 	err    error // the terminal signal delivered; read after done is closed
@@ -95,6 +101,9 @@ func (d *drain[T]) finish(err error) {
 	d.once.Do(func() {
 		d.err = err
 		close(d.done)
+		if d.stop != nil {
+			d.stop(reasonOf(err))
+		}
 	})
 }
 
