@@ -28,7 +28,7 @@ type Flux[T any] struct {
 }
 
 // GroupedFlux is one group of GroupBy: the items whose key is Key, in arrival
-// order. Reactor: GroupedFlux<K, V>. Its Flux is unicast: a second Subscribe
+// order. Reactor: GroupedFlux<K, V> (GroupedFlux.java). Its Flux is unicast: a second Subscribe
 // gets an error wrapping ErrUnicastGroup.
 type GroupedFlux[T any] struct {
 	Key int
@@ -41,7 +41,7 @@ type GroupedFlux[T any] struct {
 type PanicError = panics.Error
 
 // Signal is the kind of end a subscription met, as passed to DoFinally.
-// Reactor: SignalType.ON_COMPLETE, ON_ERROR, CANCEL.
+// Reactor: SignalType.ON_COMPLETE, ON_ERROR, CANCEL (SignalType.java).
 type Signal int
 
 const (
@@ -54,6 +54,7 @@ const (
 	SignalCancel
 )
 
+// String returns "complete", "error", "cancel" or "Signal(n)".
 func (s Signal) String() string {
 	switch s {
 	case SignalComplete:

@@ -16,6 +16,8 @@ type groupOptions struct{ buffer int }
 
 // WithGroupBuffer sets the capacity of each group's queue (default
 // DefaultGroupBuffer); n < 1 makes GroupBy fail with ErrInvalidArgument.
+// Reactor: the prefetch of Flux#groupBy(Function, int), here a hard bound
+// per group rather than a shared request budget.
 func WithGroupBuffer(n int) GroupOption {
 	return func(o *groupOptions) { o.buffer = n }
 }

@@ -9,7 +9,7 @@ import (
 // the item, start no goroutine and allocate nothing per item.
 
 // Map emits fn(v) for each item v. A panic in fn ends the flow with
-// *PanicError. Reactor: Flux#map.
+// *PanicError. Reactor: Flux#map (FluxMap.java).
 func Map[T, R any](f Flux[T], fn func(T) R) Flux[R] {
 	if fn == nil {
 		return Error[R](invalid("Map", "nil function"))
@@ -25,7 +25,7 @@ func Map[T, R any](f Flux[T], fn func(T) R) Flux[R] {
 	}}
 }
 
-// Filter emits the items for which pred returns true. Reactor: Flux#filter.
+// Filter emits the items for which pred returns true. Reactor: Flux#filter (FluxFilter.java).
 func (f Flux[T]) Filter(pred func(T) bool) Flux[T] {
 	if pred == nil {
 		return Error[T](invalid("Filter", "nil predicate"))
@@ -42,7 +42,7 @@ func (f Flux[T]) Filter(pred func(T) bool) Flux[T] {
 }
 
 // DoOnNext calls fn with each item before passing it on. Reactor:
-// Flux#doOnNext.
+// Flux#doOnNext (FluxPeek.java).
 func (f Flux[T]) DoOnNext(fn func(T)) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("DoOnNext", "nil function"))
@@ -59,7 +59,8 @@ func (f Flux[T]) DoOnNext(fn func(T)) Flux[T] {
 
 // DoOnError calls fn with the error signal of the upstream (not with a
 // cancellation coming from downstream or from ctx) before passing it on. A
-// panic in fn is joined to the error. Reactor: Flux#doOnError.
+// panic in fn is joined to the error. Reactor: Flux#doOnError
+// (FluxPeek.java).
 func (f Flux[T]) DoOnError(fn func(error)) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("DoOnError", "nil function"))
@@ -75,7 +76,7 @@ func (f Flux[T]) DoOnError(fn func(error)) Flux[T] {
 
 // DoOnComplete calls fn when the upstream completes, before passing the
 // completion on; a panic in fn turns it into an error signal. Reactor:
-// Flux#doOnComplete.
+// Flux#doOnComplete (FluxPeek.java).
 func (f Flux[T]) DoOnComplete(fn func()) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("DoOnComplete", "nil function"))
@@ -97,7 +98,7 @@ func (f Flux[T]) DoOnComplete(fn func()) Flux[T] {
 // subscribe, fn runs just before the signal reaches the operators after
 // DoFinally; put DoFinally last to observe the end of the whole chain
 // (Reactor runs it after onComplete/onError reached the subscriber). A panic
-// in fn is joined to the signal. Reactor: Flux#doFinally.
+// in fn is joined to the signal. Reactor: Flux#doFinally (FluxDoFinally.java).
 func (f Flux[T]) DoFinally(fn func(Signal)) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("DoFinally", "nil function"))
@@ -110,7 +111,7 @@ func (f Flux[T]) DoFinally(fn func(Signal)) Flux[T] {
 
 // OnErrorResume replaces an error signal of the upstream by the Flux fn
 // returns for it (a cancellation is not resumed). Reactor:
-// Flux#onErrorResume.
+// Flux#onErrorResume (FluxOnErrorResume.java).
 func (f Flux[T]) OnErrorResume(fn func(error) Flux[T]) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("OnErrorResume", "nil function"))
@@ -130,7 +131,7 @@ func (f Flux[T]) OnErrorResume(fn func(error) Flux[T]) Flux[T] {
 
 // Take emits the first n items, then completes and cancels the upstream.
 // Take(0) completes without subscribing; n < 0 gives ErrInvalidArgument.
-// Reactor: Flux#take(long).
+// Reactor: Flux#take(long) (FluxTake.java).
 func (f Flux[T]) Take(n int) Flux[T] {
 	if n < 0 {
 		return Error[T](invalid("Take", "negative count"))
@@ -161,7 +162,7 @@ func (f Flux[T]) Take(n int) Flux[T] {
 }
 
 // Skip drops the first n items and emits the rest; n < 0 gives
-// ErrInvalidArgument. Reactor: Flux#skip(long).
+// ErrInvalidArgument. Reactor: Flux#skip(long) (FluxSkip.java).
 func (f Flux[T]) Skip(n int) Flux[T] {
 	if n < 0 {
 		return Error[T](invalid("Skip", "negative count"))
@@ -180,7 +181,8 @@ func (f Flux[T]) Skip(n int) Flux[T] {
 
 // TakeUntil emits items up to and including the first one for which pred
 // returns true, then completes and cancels the upstream. If pred panics, the
-// item is still emitted before the error. Reactor: Flux#takeUntil.
+// item is still emitted before the error. Reactor: Flux#takeUntil
+// (FluxTakeUntil.java).
 func (f Flux[T]) TakeUntil(pred func(T) bool) Flux[T] {
 	if pred == nil {
 		return Error[T](invalid("TakeUntil", "nil predicate"))
@@ -212,7 +214,8 @@ func (f Flux[T]) TakeUntil(pred func(T) bool) Flux[T] {
 }
 
 // Scan emits seed, then the running accumulation fn(acc, v) after each item.
-// Reactor: Flux#scan(A, BiFunction), which also emits the seed first.
+// Reactor: Flux#scan(A, BiFunction) (FluxScanSeed.java), which also emits
+// the seed first.
 func Scan[T, A any](f Flux[T], seed A, fn func(A, T) A) Flux[A] {
 	if fn == nil {
 		return Error[A](invalid("Scan", "nil function"))
@@ -235,7 +238,7 @@ func Scan[T, A any](f Flux[T], seed A, fn func(A, T) A) Flux[A] {
 
 // Reduce folds the items with fn starting from seed and emits the result
 // once the upstream completes (seed for an empty upstream). Reactor:
-// Flux#reduce(A, BiFunction).
+// Flux#reduce(A, BiFunction) (MonoReduceSeed.java).
 func Reduce[T, A any](f Flux[T], seed A, fn func(A, T) A) Flux[A] {
 	if fn == nil {
 		return Error[A](invalid("Reduce", "nil function"))
@@ -257,7 +260,7 @@ func Reduce[T, A any](f Flux[T], seed A, fn func(A, T) A) Flux[A] {
 // if it would be empty). Each slice is new and owned by the receiver. On an
 // error or cancellation the partial slice is passed to the discard hook
 // (WithDiscardHook[T]). n < 1 gives ErrInvalidArgument. Reactor:
-// Flux#buffer(int).
+// Flux#buffer(int) (FluxBuffer.java).
 func Buffer[T any](f Flux[T], n int) Flux[[]T] {
 	if n < 1 {
 		return Error[[]T](invalid("Buffer", "size below 1"))
@@ -291,7 +294,8 @@ func Buffer[T any](f Flux[T], n int) Flux[[]T] {
 // one inner at a time, in order: the next item is not pulled until the
 // current inner completed (Reactor's concatMap with prefetch 0). The inner
 // runs on the goroutine that delivered the item; its error ends the whole
-// flow (Reactor's IMMEDIATE error mode). Reactor: Flux#concatMap.
+// flow (Reactor's IMMEDIATE error mode). Reactor: Flux#concatMap
+// (FluxConcatMapNoPrefetch.java).
 func ConcatMap[T, R any](f Flux[T], fn func(T) Flux[R]) Flux[R] {
 	if fn == nil {
 		return Error[R](invalid("ConcatMap", "nil function"))

@@ -184,7 +184,8 @@ func (d *drain[T]) wait(ctx context.Context, s schedulers.Scheduler) error {
 // to the next asynchronous boundary) inside one task on s; the subscriber
 // waits for it. Rejection, or the scheduler terminating before the task ran,
 // gives an error wrapping schedulers.ErrRejected. Reactor: Flux#subscribeOn
-// (with requestOnSeparateThread false: there are no requests to move).
+// (FluxSubscribeOn.java), with requestOnSeparateThread false: there are no
+// requests to move.
 func (f Flux[T]) SubscribeOn(s schedulers.Scheduler) Flux[T] {
 	if s == nil {
 		return Error[T](invalid("SubscribeOn", "nil scheduler"))

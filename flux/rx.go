@@ -16,6 +16,7 @@ import (
 // drained until rxgo closes it, so rxgo's goroutines exit too; an Observable
 // whose channel ignores the context (rxgo.FromChannel over a channel nobody
 // closes) therefore keeps the subscription waiting until the channel closes.
+// Reactor: Flux.from(Publisher) (Flux.java).
 func FromObservable[T any](obs rxgo.Observable) Flux[T] {
 	if obs == nil {
 		return Error[T](invalid("FromObservable", "nil observable"))
@@ -56,7 +57,8 @@ func FromObservable[T any](obs rxgo.Observable) Flux[T] {
 // is observed: items as rxgo.Of(v), the error signal as rxgo.Error(err). The
 // subscription is bounded by ctx and by the context rxgo passes to the
 // producer (the observer's rxgo.WithContext); an observer that stops reading
-// must cancel one of them so the subscription can end.
+// must cancel one of them so the subscription can end. Reactor needs no
+// counterpart: a Flux is itself a Publisher.
 func (f Flux[T]) Observable(ctx context.Context) rxgo.Observable {
 	return rxgo.Defer([]rxgo.Producer{func(pctx context.Context, next chan<- rxgo.Item) {
 		sctx, cancel := context.WithCancelCause(pctx)

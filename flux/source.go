@@ -7,11 +7,12 @@ import (
 	"sync"
 )
 
-// Just emits vs in order, then completes. Reactor: Flux.just.
+// Just emits vs in order, then completes. Reactor: Flux.just (FluxArray.java).
 func Just[T any](vs ...T) Flux[T] { return FromSlice(vs) }
 
 // FromSlice emits the elements of s in order, then completes. The slice is
-// read at each subscription, not copied. Reactor: Flux.fromArray.
+// read at each subscription, not copied. Reactor: Flux.fromArray
+// (FluxArray.java).
 func FromSlice[T any](s []T) Flux[T] {
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
 		for _, v := range s {
@@ -27,7 +28,8 @@ func FromSlice[T any](s []T) Flux[T] {
 }
 
 // Range emits count consecutive ints starting at start. count < 0 gives an
-// error signal wrapping ErrInvalidArgument. Reactor: Flux.range.
+// error signal wrapping ErrInvalidArgument. Reactor: Flux.range
+// (FluxRange.java).
 func Range(start, count int) Flux[int] {
 	if count < 0 {
 		return Error[int](invalid("Range", "negative count"))
@@ -45,11 +47,12 @@ func Range(start, count int) Flux[int] {
 	}}
 }
 
-// Empty completes at once without items. Reactor: Flux.empty.
+// Empty completes at once without items; so does the zero Flux. Reactor:
+// Flux.empty (FluxEmpty.java).
 func Empty[T any]() Flux[T] { return Flux[T]{} }
 
 // Error fails at once with err (err nil: ErrInvalidArgument). Reactor:
-// Flux.error.
+// Flux.error (FluxError.java).
 func Error[T any](err error) Flux[T] {
 	if err == nil {
 		err = invalid("Error", "nil error")
@@ -58,7 +61,7 @@ func Error[T any](err error) Flux[T] {
 }
 
 // Defer calls fn at each subscription and subscribes the Flux it returns.
-// Reactor: Flux.defer.
+// A panic in fn becomes *PanicError. Reactor: Flux.defer (FluxDefer.java).
 func Defer[T any](fn func() Flux[T]) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("Defer", "nil function"))
@@ -98,7 +101,8 @@ func FromChannel[T any](ch <-chan T) Flux[T] {
 }
 
 // FromSeq emits the values of seq in order; a panic in seq becomes an error
-// signal carrying *PanicError. Reactor: Flux.fromIterable / fromStream.
+// signal carrying *PanicError. Reactor: Flux.fromIterable / fromStream
+// (FluxIterable.java, FluxStream.java).
 func FromSeq[T any](seq iter.Seq[T]) Flux[T] {
 	if seq == nil {
 		return Error[T](invalid("FromSeq", "nil sequence"))
@@ -117,7 +121,8 @@ func FromSeq[T any](seq iter.Seq[T]) Flux[T] {
 	}}
 }
 
-// Sink is the push side given to Create's function. Reactor: FluxSink.
+// Sink is the push side given to Create's function. Reactor: FluxSink
+// (FluxSink.java, FluxCreate.java).
 type Sink[T any] interface {
 	// Next delivers v downstream and returns once downstream took it, so it
 	// blocks while downstream buffers are full (backpressure). It returns a
@@ -164,7 +169,8 @@ func (s *sink[T]) close() error {
 // sink to other goroutines but must not return before they stopped using it:
 // Next fails after fn returned. If downstream stopped the flow, that is the
 // result whatever fn returns. A panic in fn becomes *PanicError. Reactor:
-// Flux.create (with the blocking of Next as the backpressure strategy).
+// Flux.create (FluxCreate.java), with the blocking of Next as the
+// backpressure strategy.
 func Create[T any](fn func(ctx context.Context, sink Sink[T]) error) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("Create", "nil function"))

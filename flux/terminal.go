@@ -12,7 +12,7 @@ import (
 // ends (the cause of ctx). An error returned by onNext, or its panic as
 // *PanicError, cancels the flow and is returned. Every goroutine the
 // subscription started has exited when Subscribe returns. Reactor:
-// Flux#subscribe(Consumer) followed by blockLast.
+// Flux#subscribe(Consumer) followed by blockLast (BlockingLastSubscriber.java).
 func (f Flux[T]) Subscribe(ctx context.Context, onNext func(T) error) error {
 	if onNext == nil {
 		return invalid("Subscribe", "nil function")
@@ -25,7 +25,7 @@ func (f Flux[T]) Subscribe(ctx context.Context, onNext func(T) error) error {
 
 // Collect subscribes f and returns its items in order, with the error that
 // ended the flow (the items received before it are returned too). Reactor:
-// Flux#collectList().block().
+// Flux#collectList().block() (MonoCollectList.java).
 func Collect[T any](ctx context.Context, f Flux[T]) ([]T, error) {
 	var out []T
 	err := f.Subscribe(ctx, func(v T) error {
@@ -45,7 +45,7 @@ var errBreak = errors.New("flux: iteration stopped")
 // each item over and waits until the body finished with it, so nothing is
 // pulled ahead. Breaking out of the loop (or a panic in the body) cancels
 // the subscription and waits for its goroutines to exit. Reactor:
-// Flux#toIterable / toStream.
+// Flux#toIterable / toStream (BlockingIterable.java).
 func (f Flux[T]) All(ctx context.Context) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		ctx, cancel := context.WithCancelCause(ctx)
