@@ -149,9 +149,9 @@ func callErr[A any](fn func(A) error, a A) (err error) {
 	return fn(a)
 }
 
-// observe subscribes f and classifies the end: cancelled is true when the
-// flow ended because emit returned an error or ctx ended.
-func (f Flux[T]) observe(ctx context.Context, emit func(T) error) (error, Signal) {
+// observe subscribes f and classifies its end: SignalCancel when emit
+// returned an error, an early stop passed, or ctx ended.
+func (f Flux[T]) observe(ctx context.Context, emit func(T) error) (Signal, error) {
 	down := false
 	err := f.run(ctx, func(v T) error {
 		if err := emit(v); err != nil {
@@ -162,11 +162,11 @@ func (f Flux[T]) observe(ctx context.Context, emit func(T) error) (error, Signal
 	})
 	switch {
 	case err == nil:
-		return nil, SignalComplete
+		return SignalComplete, nil
 	case down || isStop(err) || ctx.Err() != nil:
-		return err, SignalCancel
+		return SignalCancel, err
 	}
-	return err, SignalError
+	return SignalError, err
 }
 
 func call2Err[A, B any](fn func(A, B) error, a A, b B) (err error) {

@@ -58,7 +58,9 @@ func WithGroupBuffer(n int) GroupOption {
 func GroupBy[T any](f Flux[T], keyOf func(T) int, groups int, opts ...GroupOption) Flux[GroupedFlux[T]] {
 	o := groupOptions{buffer: DefaultGroupBuffer}
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	switch {
 	case keyOf == nil:

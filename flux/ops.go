@@ -66,7 +66,7 @@ func (f Flux[T]) DoOnError(fn func(error)) Flux[T] {
 		return Error[T](invalid("DoOnError", "nil function"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
-		err, sig := f.observe(ctx, emit)
+		sig, err := f.observe(ctx, emit)
 		if sig == SignalError {
 			return errorsJoin(err, callV(fn, err))
 		}
@@ -82,7 +82,7 @@ func (f Flux[T]) DoOnComplete(fn func()) Flux[T] {
 		return Error[T](invalid("DoOnComplete", "nil function"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
-		err, sig := f.observe(ctx, emit)
+		sig, err := f.observe(ctx, emit)
 		if sig == SignalComplete {
 			return call0(fn)
 		}
@@ -104,7 +104,7 @@ func (f Flux[T]) DoFinally(fn func(Signal)) Flux[T] {
 		return Error[T](invalid("DoFinally", "nil function"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
-		err, sig := f.observe(ctx, emit)
+		sig, err := f.observe(ctx, emit)
 		return errorsJoin(err, callV(fn, sig))
 	}}
 }
@@ -117,7 +117,7 @@ func (f Flux[T]) OnErrorResume(fn func(error) Flux[T]) Flux[T] {
 		return Error[T](invalid("OnErrorResume", "nil function"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
-		err, sig := f.observe(ctx, emit)
+		sig, err := f.observe(ctx, emit)
 		if sig != SignalError {
 			return err
 		}
