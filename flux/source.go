@@ -85,16 +85,27 @@ func FromChannel[T any](ch <-chan T) Flux[T] {
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
 		for {
-			select {
-			case <-ctx.Done():
+			if ctx.Err() != nil {
 				return context.Cause(ctx)
-			case v, ok := <-ch:
-				if !ok {
-					return nil
+			}
+			// A ready item is taken with a plain receive; the two-way select,
+			// several times dearer, only when the channel is empty.
+			var v T
+			var ok bool
+			select {
+			case v, ok = <-ch:
+			default:
+				select {
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				case v, ok = <-ch:
 				}
-				if err := emit(v); err != nil {
-					return err
-				}
+			}
+			if !ok {
+				return nil
+			}
+			if err := emit(v); err != nil {
+				return err
 			}
 		}
 	}}
