@@ -40,7 +40,9 @@ origin airport, then checks the per-airport state against a sequential fold.`)
 	fs.IntVar(&c.pool, "pool", schedulers.DefaultPoolSize, "scheduler `goroutines`")
 	fs.DurationVar(&c.handlerCost, "handler-cost", 0, "CPU time burnt per exchange, e.g. 2us")
 	fs.BoolVar(&c.json, "json", false, "print the summary as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return c, err
+	} else if err != nil {
 		return c, errUsage
 	}
 	var problem string

@@ -21,6 +21,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -57,7 +58,9 @@ type env struct {
 func run(args []string, e env) int {
 	stdout, stderr, interrupt := e.stdout, e.stderr, e.interrupt
 	cfg, err := parseFlags(args, stderr)
-	if err != nil {
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK // -help asked for the usage: not a failure
+	} else if err != nil {
 		return exitUsage
 	}
 	start := time.Now()

@@ -164,7 +164,15 @@ func TestBadInput(t *testing.T) {
 		for _, want := range tc.want {
 			assert.Contains(t, out.stderr, want)
 		}
+		assert.Equal(t, 1, strings.Count(out.stderr, "flightdata:"), "one package prefix: %s", out.stderr)
 	}
+}
+
+func TestHelpIsNotAFailure(t *testing.T) {
+	out := runWith(t, []string{"-help"}, nil)
+	assert.Equal(t, exitOK, out.code)
+	assert.Contains(t, out.stderr, "usage: flights")
+	assert.Empty(t, out.stdout)
 }
 
 func TestUsage(t *testing.T) {

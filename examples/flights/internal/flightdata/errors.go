@@ -56,5 +56,15 @@ func (e *RowError) Unwrap() error { return e.Err }
 // fileError prefixes err with the package and the file name, for failures
 // that concern the whole file rather than one row.
 func fileError(file string, err error) error {
+	if msg := err.Error(); strings.HasPrefix(msg, "flightdata: ") {
+		// Our own sentinel: keep one package prefix, in front.
+		return fmt.Errorf("flightdata: %s: %s%w", file, strings.TrimPrefix(msg, "flightdata: "), silent{err})
+	}
 	return fmt.Errorf("flightdata: %s: %w", file, err)
 }
+
+// silent wraps an error for errors.Is/As without adding to the message.
+type silent struct{ err error }
+
+func (s silent) Error() string { return "" }
+func (s silent) Unwrap() error { return s.err }
