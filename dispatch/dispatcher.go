@@ -443,12 +443,7 @@ func (d *Dispatcher[T]) finish(o Outcome, took time.Duration, err error) {
 	if err == nil {
 		return
 	}
-	level := slog.LevelError
-	if o == OutcomeCancelled {
-		level = slog.LevelWarn // the force's doing, not the handler's
-	}
-	d.opts.logger.LogAttrs(context.Background(), level, "dispatch: exchange failed",
-		slog.String("dispatcher", d.name), slog.String("outcome", o.String()), slog.Any("error", err))
+	logFailure(d.opts.logger, d.name, o, err)
 	if d.opts.policy == StopOnError && o != OutcomeCancelled {
 		d.record(err)
 		d.Quiesce()
@@ -456,6 +451,16 @@ func (d *Dispatcher[T]) finish(o Outcome, took time.Duration, err error) {
 			d.opts.failed(err)
 		}
 	}
+}
+
+// logFailure logs the failure of one exchange of dispatcher name.
+func logFailure(l *slog.Logger, name string, o Outcome, err error) {
+	level := slog.LevelError
+	if o == OutcomeCancelled {
+		level = slog.LevelWarn // the force's doing, not the handler's
+	}
+	l.LogAttrs(context.Background(), level, "dispatch: exchange failed",
+		slog.String("dispatcher", name), slog.String("outcome", o.String()), slog.Any("error", err))
 }
 
 // dropped is the discard hook of the pipeline: an admitted exchange dropped

@@ -14,7 +14,8 @@ var (
 	// for every exchange dropped by ForceStop.
 	ErrForceStopped = errors.New("dispatch: force stopped")
 	// ErrInvalidGroupKey fails one exchange whose WithGroupKey function returned
-	// a key outside [0, parallelism) or panicked; the dispatcher goes on.
+	// a key outside [0, parallelism) or panicked, or (in a MainDispatcher)
+	// whose AggregateID panicked; the dispatcher goes on.
 	ErrInvalidGroupKey = errors.New("dispatch: invalid group key")
 	// ErrIllegalState is returned by a lifecycle method called in a state that
 	// does not allow it; the message names the component and its state.

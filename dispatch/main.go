@@ -8,6 +8,7 @@ import (
 
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/flux"
+	"github.com/aggflow/aggflow/internal/panics"
 )
 
 // errChildStopped is the reason given for an exchange routed to a child that
@@ -48,7 +49,7 @@ type MainDispatcher[T aggregate.IDCapable] struct {
 	opts     options
 	lifecycle
 
-	received, discarded atomic.Int64
+	received, failed, discarded atomic.Int64
 }
 
 // NewMain returns a MainDispatcher named name with one child per named
@@ -120,6 +121,7 @@ func (m *MainDispatcher[T]) Stats() Stats {
 		s.Failed += cs.Failed
 		s.Discarded += cs.Discarded
 	}
+	s.Failed += m.failed.Load()
 	s.Discarded += m.discarded.Load()
 	s.Received = m.received.Load() // last: every final count was received first
 	s.InFlight = s.Received - s.Succeeded - s.Failed - s.Discarded
@@ -286,12 +288,24 @@ func (m *MainDispatcher[T]) run(ctx context.Context) {
 	}
 }
 
-// route hands x to its child, waiting while the child's channel is full.
+// route hands x to its child, waiting while the child's channel is full. An
+// exchange whose AggregateID panics (a nil pointer, say) fails alone, as a
+// Dispatcher's invalid group key does; the router goes on.
 func (m *MainDispatcher[T]) route(ctx context.Context, x T) error {
 	m.received.Add(1)
-	i, ok := m.routes[aggregate.Materialize(x.AggregateID())]
+	named, err := m.namedOf(x)
+	if err != nil {
+		m.failed.Add(1)
+		m.opts.observer.Finished(OutcomeError, 0, err)
+		logFailure(m.opts.logger, m.name, OutcomeError, err)
+		if m.opts.policy == StopOnError {
+			m.fail(err)
+		}
+		return nil
+	}
+	i, ok := m.routes[named]
 	if !ok {
-		m.drop(x, fmt.Errorf("%w: %v", ErrUnknownAggregate, aggregate.Materialize(x.AggregateID())))
+		m.drop(x, fmt.Errorf("%w: %v", ErrUnknownAggregate, named))
 		return nil
 	}
 	select {
@@ -304,6 +318,17 @@ func (m *MainDispatcher[T]) route(ctx context.Context, x T) error {
 		m.drop(x, context.Cause(ctx))
 		return context.Cause(ctx)
 	}
+}
+
+// namedOf returns the named aggregate x is routed by, recovering a panic of
+// x.AggregateID into an ErrInvalidGroupKey error.
+func (m *MainDispatcher[T]) namedOf(x T) (named aggregate.MaterializedNamedAggregate, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: main dispatcher %q: AggregateID panicked: %w", ErrInvalidGroupKey, m.name, panics.New(v))
+		}
+	}()
+	return aggregate.Materialize(x.AggregateID()), nil
 }
 
 // drop accounts for an exchange the router received and did not hand over.

@@ -272,3 +272,43 @@ func TestNewMainValidates(t *testing.T) {
 	_, err = dispatch.NewMain("m", []aggregate.NamedAggregate{orders}, src, testkit.Perform, sup, dispatch.WithParallelism(0))
 	assert.True(t, errors.Is(err, dispatch.ErrInvalidParallelism))
 }
+
+// panickyID is an exchange whose AggregateID panics when bad, as a nil
+// pointer exchange does.
+type panickyID struct {
+	id  string
+	bad bool
+}
+
+func (p panickyID) AggregateID() aggregate.ID {
+	if p.bad {
+		panic("no id")
+	}
+	return aggregate.NewID(orders, p.id)
+}
+
+func TestMainAggregateIDPanicFailsOneExchange(t *testing.T) {
+	xs := make([]panickyID, 100)
+	for i := range xs {
+		xs[i] = panickyID{id: itoa(i % 7), bad: i == 50}
+	}
+	var handled atomic.Int64
+	obs := &countingObserver{}
+	sup, err := aggregate.NewSchedulerSupplier("s", aggregate.WithParallelism(2))
+	require.NoError(t, err)
+	m, err := dispatch.NewMain("main", []aggregate.NamedAggregate{orders}, flux.FromSlice(xs),
+		func(context.Context, panickyID) error { handled.Add(1); return nil }, sup,
+		quiet, dispatch.WithParallelism(4), dispatch.WithObserver(obs))
+	require.NoError(t, err)
+	require.NoError(t, m.Prepare(t.Context()))
+	require.NoError(t, m.Start())
+	<-m.Done()
+
+	assert.NoError(t, m.Err(), "the source did not fail")
+	assert.Equal(t, dispatch.Stats{Received: 100, Succeeded: 99, Failed: 1}, m.Stats())
+	assert.EqualValues(t, 99, handled.Load(), "the exchanges after the bad one are routed too")
+	require.EqualValues(t, 1, obs.finished[dispatch.OutcomeError].Load())
+	assert.ErrorIs(t, obs.errs[0], dispatch.ErrInvalidGroupKey)
+	var pe *dispatch.PanicError
+	assert.ErrorAs(t, obs.errs[0], &pe)
+}
