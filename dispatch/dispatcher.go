@@ -96,6 +96,7 @@ func New[T any](name string, named aggregate.NamedAggregate, source flux.Flux[T]
 		named: aggregate.Materialize(named), source: source, handler: handler, opts: o,
 		lifecycle: newLifecycle("dispatcher", name), timed: o.observer != Observer(nopObserver{}),
 	}
+	d.opts.observer = guard(o.observer, o.logger, name)
 	var err error
 	if d.keyOf, err = groupKeyOf[T](o); err != nil {
 		return nil, fmt.Errorf("dispatcher %q: %w", name, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -221,4 +222,95 @@ func TestBoundedMemory(t *testing.T) {
 		s := d.Stats()
 		assert.Equal(t, dispatch.Stats{Received: pulled, Failed: 2, Discarded: pulled - 2}, s)
 	})
+}
+
+// panickingObserver panics in the method named by where, every time.
+type panickingObserver struct {
+	countingObserver
+	where string
+}
+
+func (p *panickingObserver) Admitted() {
+	p.countingObserver.Admitted()
+	p.maybe("Admitted")
+}
+
+func (p *panickingObserver) Started(wait time.Duration) {
+	p.countingObserver.Started(wait)
+	p.maybe("Started")
+}
+
+func (p *panickingObserver) Finished(o dispatch.Outcome, took time.Duration, err error) {
+	p.countingObserver.Finished(o, took, err)
+	p.maybe("Finished")
+}
+
+func (p *panickingObserver) Discarded(reason error) {
+	p.countingObserver.Discarded(reason)
+	p.maybe("Discarded")
+}
+
+func (p *panickingObserver) maybe(method string) {
+	if p.where == method {
+		panic("observer " + method)
+	}
+}
+
+// logCounter is a slog.Handler counting the records with a given message.
+type logCounter struct {
+	msg string
+	n   atomic.Int64
+}
+
+func (l *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler      { return l }
+func (l *logCounter) WithGroup(string) slog.Handler           { return l }
+func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == l.msg {
+		l.n.Add(1)
+	}
+	return nil
+}
+
+func TestObserverPanicIsRecovered(t *testing.T) {
+	xs := make([]testkit.Exchange, 100)
+	for i := range xs {
+		xs[i] = testkit.Exchange{ID: aggregate.NewID(orders, itoa(i%10)), Seq: i / 10}
+	}
+	for _, where := range []string{"Admitted", "Started", "Finished", "Discarded"} {
+		t.Run(where, func(t *testing.T) {
+			obs := &panickingObserver{where: where}
+			logs := &logCounter{msg: "dispatch: observer panicked"}
+			var handled atomic.Int64
+			first := make(chan struct{})
+			d, err := dispatch.New("orders", orders, flux.FromSlice(xs), func(ctx context.Context, _ testkit.Exchange) error {
+				if handled.Add(1) == 1 && where == "Discarded" {
+					// Hold the only group until ForceStop drops the rest.
+					close(first)
+					<-ctx.Done()
+					return ctx.Err()
+				}
+				return nil
+			}, dispatch.WithParallelism(1), dispatch.WithObserver(obs), dispatch.WithLogger(slog.New(logs)))
+			require.NoError(t, err)
+			require.NoError(t, d.Prepare(t.Context()))
+			require.NoError(t, d.Start())
+			if where == "Discarded" {
+				<-first
+				d.ForceStop()
+			}
+			<-d.Done()
+			assert.NoError(t, d.Err())
+			s := d.Stats()
+			assert.Zero(t, s.InFlight)
+			if where == "Discarded" {
+				assert.Positive(t, s.Discarded)
+				assert.Equal(t, s.Discarded, logs.n.Load(), "each panic is logged")
+				return
+			}
+			assert.Equal(t, dispatch.Stats{Received: 100, Succeeded: 100}, s)
+			assert.EqualValues(t, 100, handled.Load())
+			assert.EqualValues(t, 100, logs.n.Load(), "each panic is logged")
+		})
+	}
 }

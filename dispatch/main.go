@@ -76,6 +76,7 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 	if m.opts.scheduler != nil || m.opts.supplier != nil {
 		return nil, fmt.Errorf("%w: main dispatcher %q: its children take their schedulers from its supplier", ErrInvalidOption, name)
 	}
+	m.opts.observer = guard(m.opts.observer, m.opts.logger, name)
 	var err error
 	if m.discard, err = typed[func(T, error)](m.opts.discardHook, "WithDiscardHook"); err != nil {
 		return nil, fmt.Errorf("main dispatcher %q: %w", name, err)

@@ -2,8 +2,11 @@ package dispatch
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"time"
+
+	"github.com/aggflow/aggflow/internal/panics"
 )
 
 // State is a lifecycle state of a Dispatcher, MainDispatcher or Composite. It
@@ -78,7 +81,8 @@ type Stats struct {
 // WowMetrics / wow.operation timer, reduced to an interface). Its methods are
 // called concurrently from many goroutines, inline on the hot path: they must
 // be fast and must not block. The group key is never passed, so that metric
-// cardinality stays bounded (Wow AD-25).
+// cardinality stays bounded (Wow AD-25). A panic of a method is recovered
+// and logged; the exchange is accounted for as if the method had returned.
 type Observer interface {
 	// Admitted is called once per exchange accepted into a group.
 	Admitted()
@@ -101,6 +105,52 @@ func (nopObserver) Admitted()                              {}
 func (nopObserver) Started(time.Duration)                  {}
 func (nopObserver) Finished(Outcome, time.Duration, error) {}
 func (nopObserver) Discarded(error)                        {}
+
+// guardedObserver recovers and logs a panic of the Observer it wraps, so
+// that user code never breaks a pipeline nor loses an exchange: the
+// accounting goes on as if the call had returned. Each method has a single
+// deferred call, which the compiler open-codes: no cost without a panic.
+type guardedObserver struct {
+	obs    Observer
+	logger *slog.Logger
+	name   string
+}
+
+// guard wraps obs, except the default one, which cannot panic.
+func guard(obs Observer, logger *slog.Logger, name string) Observer {
+	if obs == Observer(nopObserver{}) {
+		return obs
+	}
+	return guardedObserver{obs: obs, logger: logger, name: name}
+}
+
+func (g guardedObserver) Admitted() {
+	defer g.recovered("Admitted")
+	g.obs.Admitted()
+}
+
+func (g guardedObserver) Started(wait time.Duration) {
+	defer g.recovered("Started")
+	g.obs.Started(wait)
+}
+
+func (g guardedObserver) Finished(o Outcome, took time.Duration, err error) {
+	defer g.recovered("Finished")
+	g.obs.Finished(o, took, err)
+}
+
+func (g guardedObserver) Discarded(reason error) {
+	defer g.recovered("Discarded")
+	g.obs.Discarded(reason)
+}
+
+// recovered is deferred by each method: it must call recover itself.
+func (g guardedObserver) recovered(method string) {
+	if v := recover(); v != nil {
+		g.logger.Error("dispatch: observer panicked", slog.String("dispatcher", g.name),
+			slog.String("method", method), slog.Any("error", panics.New(v)))
+	}
+}
 
 // ErrorPolicy says what a handler's failure does to the dispatcher.
 type ErrorPolicy int
