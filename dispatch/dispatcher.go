@@ -406,11 +406,8 @@ func (d *Dispatcher[T]) handle(ctx context.Context, it item[T]) {
 		start = time.Now()
 		d.opts.observer.Started(start.Sub(it.admitted))
 	}
-	err, panicked := d.call(ctx, it.x)
-	var took time.Duration
-	if !start.IsZero() {
-		took = time.Since(start)
-	}
+	err, panicked := d.call(ctx, it.x, start)
+	took := since(start)
 	switch {
 	case err == nil:
 		d.finish(OutcomeSuccess, took, nil)
@@ -423,14 +420,34 @@ func (d *Dispatcher[T]) handle(ctx context.Context, it item[T]) {
 	}
 }
 
-// call runs the handler, recovering a panic into *PanicError.
-func (d *Dispatcher[T]) call(ctx context.Context, x T) (err error, panicked bool) {
+// since returns the time elapsed since start, 0 when start is zero (no
+// Observer wants durations).
+func since(start time.Time) time.Duration {
+	if start.IsZero() {
+		return 0
+	}
+	return time.Since(start)
+}
+
+// call runs the handler, recovering a panic into *PanicError. A handler that
+// calls runtime.Goexit (t.FailNow in a test's handler) never returns: the
+// exchange is accounted for here as OutcomePanic, with an error wrapping
+// schedulers.ErrGoexit, before the goroutine unwinds.
+func (d *Dispatcher[T]) call(ctx context.Context, x T, start time.Time) (err error, panicked bool) {
+	returned := false
 	defer func() {
+		if returned {
+			return
+		}
 		if v := recover(); v != nil {
 			err, panicked = panics.New(v), true
+			return
 		}
+		d.finish(OutcomePanic, since(start), fmt.Errorf("dispatch: dispatcher %q: handler: %w", d.name, panics.New(schedulers.ErrGoexit)))
 	}()
-	return d.handler(ctx, x), false
+	err = d.handler(ctx, x)
+	returned = true
+	return err, false
 }
 
 // finish accounts for an exchange that ended with an outcome.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -313,4 +314,41 @@ func TestObserverPanicIsRecovered(t *testing.T) {
 			assert.EqualValues(t, 100, logs.n.Load(), "each panic is logged")
 		})
 	}
+}
+
+// finishedSignal is an Observer that sends each failure's outcome and error.
+type finishedSignal struct {
+	*countingObserver
+	failures chan error
+	outcomes chan dispatch.Outcome
+}
+
+func (f finishedSignal) Finished(o dispatch.Outcome, _ time.Duration, err error) {
+	if err != nil {
+		f.outcomes <- o
+		f.failures <- err
+	}
+}
+
+func TestHandlerGoexitFailsTheExchange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := finishedSignal{countingObserver: &countingObserver{}, failures: make(chan error, 1), outcomes: make(chan dispatch.Outcome, 1)}
+		var calls atomic.Int64
+		d := started(t, flux.FromSlice(exchanges(20, 4)), func(context.Context, testkit.Exchange) error {
+			if calls.Add(1) == 6 {
+				runtime.Goexit() // what t.FailNow does in a handler
+			}
+			return nil
+		}, dispatch.WithParallelism(4), dispatch.WithScheduler(newParallel(t, 2)), dispatch.WithObserver(obs))
+		assert.Equal(t, dispatch.OutcomePanic, <-obs.outcomes)
+		err := <-obs.failures
+		assert.ErrorIs(t, err, schedulers.ErrGoexit)
+		var pe *dispatch.PanicError
+		assert.ErrorAs(t, err, &pe)
+		d.ForceStop()
+		<-d.Done()
+		s := d.Stats()
+		assert.EqualValues(t, 1, s.Failed)
+		assert.Zero(t, s.InFlight, "every exchange ends once: %+v", s)
+	})
 }
