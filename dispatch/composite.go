@@ -34,6 +34,9 @@ type Composite struct {
 	children []Component
 	entered  int // children whose Prepare was called
 	forced   bool
+
+	doneOnce sync.Once
+	done     chan struct{} // closed by the goroutine closeDone starts
 }
 
 // NewComposite returns a Composite named name that owns supplier and builds
@@ -47,7 +50,33 @@ func NewComposite(name string, supplier aggregate.SchedulerSupplier, children ..
 	if slices.ContainsFunc(children, func(f ChildFactory) bool { return f == nil }) {
 		return nil, fmt.Errorf("%w: composite %q has a nil child factory", ErrInvalidArgument, name)
 	}
-	return &Composite{name: name, supplier: supplier, factories: slices.Clone(children)}, nil
+	return &Composite{name: name, supplier: supplier, factories: slices.Clone(children), done: make(chan struct{})}, nil
+}
+
+// Done is closed once the Composite is stopped and every goroutine it owns
+// has exited: every child that has a Done method has closed it, and the
+// supplier's schedulers have exited. It is the thing to wait on after a
+// ForceStop or a StopGracefully cut short by its ctx (which closes it only
+// once a later stop reaches the supplier, or a ForceStop). A Composite
+// stopped before Prepare closes it at once.
+func (c *Composite) Done() <-chan struct{} { return c.done }
+
+// closeDone starts, once, the goroutine that closes done when the children
+// and the supplier are done. Call it once the supplier's stop has begun, so
+// that waiting for the supplier does not begin it before the children
+// drained.
+func (c *Composite) closeDone() {
+	c.doneOnce.Do(func() {
+		c.mu.Lock()
+		children := c.children
+		c.mu.Unlock()
+		go func() {
+			awaitDone(children)
+			// After ForceStop, returns once the schedulers' goroutines exited.
+			_ = c.supplier.StopGracefully(context.Background())
+			close(c.done)
+		}()
+	})
 }
 
 // Name returns the name given to NewComposite.
@@ -168,14 +197,16 @@ func (c *Composite) Start() error {
 	return nil
 }
 
-// Quiesce closes the intake of every prepared child, in order. Prompt and
-// idempotent; a no-op after ForceStop.
+// Quiesce closes the intake of every prepared child, in order. From
+// StateNew it stops the Composite at once, and its supplier, which lent
+// nothing, in the background (Done says when). Prompt and idempotent; a no-op after ForceStop.
 func (c *Composite) Quiesce() {
 	c.mu.Lock()
 	if c.forced {
 		c.mu.Unlock()
 		return
 	}
+	unprepared := c.state == StateNew
 	switch c.state {
 	case StateNew:
 		c.state = StateStopped
@@ -183,6 +214,10 @@ func (c *Composite) Quiesce() {
 		c.state = StateStopping
 	}
 	c.mu.Unlock()
+	if unprepared {
+		c.closeDone() // it lent nothing: the supplier's stop ends at once
+		return
+	}
 	for _, child := range c.prepared() {
 		child.Quiesce()
 	}
@@ -212,6 +247,7 @@ func (c *Composite) StopGracefully(ctx context.Context) error {
 	c.state = StateStopped
 	c.mu.Unlock()
 	if !forced {
+		c.closeDone() // the supplier's stop begins below
 		if err := c.supplier.StopGracefully(ctx); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -238,4 +274,5 @@ func (c *Composite) ForceStop() {
 	c.mu.Unlock()
 	forceAll(children)
 	c.supplier.ForceStop()
+	c.closeDone()
 }

@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 
@@ -122,9 +123,10 @@ func TestCompositeForceThenGraceful(t *testing.T) {
 	f.composite.ForceStop()
 	f.composite.ForceStop()
 	require.NoError(t, f.composite.StopGracefully(t.Context()))
+	<-f.composite.Done()
 	calls := f.log.get()
 	assert.Equal(t, []string{"force:state", "force:domain", "supplier:force"}, calls[6:9])
-	assert.NotContains(t, calls, "supplier:graceful")
+	assert.Equal(t, 1, countOf(calls, "supplier:graceful"), "only Done's wait for the forced supplier")
 	assert.NotContains(t, calls, "quiesce:domain", "Wow: no quiesce after a force")
 	assert.ErrorIs(t, f.composite.Prepare(t.Context()), dispatch.ErrStopped)
 }
@@ -141,7 +143,11 @@ func TestCompositeForceDuringGraceful(t *testing.T) {
 		synctest.Wait() // the domain child drains
 		f.composite.ForceStop()
 		require.NoError(t, <-errc)
-		assert.NotContains(t, f.log.get(), "supplier:graceful")
+		<-f.composite.Done()
+		log := f.log.get()
+		// Done waits for the forced supplier with its StopGracefully, which
+		// then only waits; the force came first.
+		assert.Equal(t, []string{"supplier:force", "supplier:graceful"}, log[len(log)-2:])
 	})
 }
 
@@ -185,7 +191,9 @@ func TestCompositeQuiesceBeforePrepare(t *testing.T) {
 	f.composite.Quiesce()
 	assert.Equal(t, dispatch.StateStopped, f.composite.State())
 	require.NoError(t, f.composite.StopGracefully(t.Context()))
-	assert.Equal(t, []string{"supplier:graceful"}, f.log.get())
+	<-f.composite.Done()
+	assert.NotEmpty(t, f.log.get())
+	assert.Subset(t, []string{"supplier:graceful"}, f.log.get(), "nothing to force")
 }
 
 func TestNewCompositeInvalid(t *testing.T) {
@@ -206,8 +214,12 @@ func TestCompositeInRuntime(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, rt.Start(t.Context()))
 	require.NoError(t, rt.StopGracefully(t.Context()))
+	<-rt.Done()
 	calls := f.log.get()
-	assert.Equal(t, []string{"stop:other", "quiesce:domain", "quiesce:state", "stop:state", "stop:domain", "supplier:graceful"}, calls[len(calls)-6:])
+	// The supplier's StopGracefully is called twice: to stop it, and by
+	// Done's wait for it; both after the children stopped.
+	assert.Equal(t, []string{"stop:other", "quiesce:domain", "quiesce:state", "stop:state", "stop:domain", "supplier:graceful", "supplier:graceful"},
+		calls[len(calls)-7:])
 }
 
 // ForceStop racing Prepare: the child prepared meanwhile is forced again,
@@ -216,10 +228,24 @@ func TestCompositeForceDuringPrepare(t *testing.T) {
 	f := newCompositeFixture(t, nil)
 	f.children[0].onPrepare = f.composite.ForceStop
 	require.ErrorIs(t, f.composite.Prepare(t.Context()), dispatch.ErrStopped)
+	<-f.composite.Done()
+	calls := f.log.get()
+	assert.Equal(t, 1, countOf(calls, "supplier:graceful"), "Done's wait, at any time after the force")
 	assert.Equal(t, []string{
 		"build:domain", "build:state", "prepare:domain",
 		"force:state", "force:domain", "supplier:force",
 		"force:state", "force:domain", // compensation
-	}, f.log.get())
+	}, slices.DeleteFunc(calls, func(c string) bool { return c == "supplier:graceful" }))
 	assert.NotContains(t, f.log.get(), "prepare:state")
+}
+
+// countOf returns how many times call occurs in calls.
+func countOf(calls []string, call string) int {
+	n := 0
+	for _, c := range calls {
+		if c == call {
+			n++
+		}
+	}
+	return n
 }

@@ -74,3 +74,13 @@ func (l *lifecycle) await(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
+
+// awaitDone waits until every component of cs that has a Done method has
+// closed it: the goroutines they own have exited.
+func awaitDone(cs []Component) {
+	for _, c := range cs {
+		if d, ok := c.(interface{ Done() <-chan struct{} }); ok {
+			<-d.Done()
+		}
+	}
+}

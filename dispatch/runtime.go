@@ -32,16 +32,18 @@ func WithShutdownTimeout(d time.Duration) RuntimeOption {
 // ordering (RuntimeComponentGroup.kt). It is one-shot: once stopped, it cannot
 // be started again; build a new one.
 //
-// All methods are safe for concurrent use. The Runtime starts no goroutine.
+// All methods are safe for concurrent use. The Runtime starts one goroutine,
+// when its stop sequence ends, that waits for the components' Done (see
+// Done).
 type Runtime struct {
 	components []Component
 	timeout    time.Duration
 
 	mu        sync.Mutex
 	state     runtimeState
-	entered   int                     // components whose Prepare was called
 	started   chan struct{}           // closed when Start has returned
 	stopped   chan struct{}           // closed when the stop sequence ended
+	done      chan struct{}           // closed when, after that, every component's Done closed
 	stopErr   error                   // the result of the stop sequence
 	interrupt context.CancelCauseFunc // cuts a graceful stop short (ForceStop)
 	forced    bool
@@ -83,12 +85,13 @@ func NewRuntime(components []Component, opts ...RuntimeOption) (*Runtime, error)
 		timeout:    o.timeout,
 		started:    make(chan struct{}),
 		stopped:    make(chan struct{}),
+		done:       make(chan struct{}),
 	}, nil
 }
 
 // Start prepares every component in order (a readiness barrier: no component
 // starts before all are prepared), then starts them in order. ctx is passed to
-// each Prepare. If a step fails, the components whose Prepare was called are
+// each Prepare. If a step fails, every component (prepared or not) is
 // force-stopped in reverse order and the error is returned; the Runtime is then
 // stopped. Start may be called once: after a stop began it returns ErrStopped,
 // a second call returns ErrIllegalState. Wow: WowRuntime.start().
@@ -116,8 +119,8 @@ func (r *Runtime) Start(ctx context.Context) error {
 		return nil
 	case r.state == runtimeStarting:
 		r.state = runtimeStopped
-		forceAll(r.components[:r.entered])
-		close(r.stopped)
+		forceAll(r.components) // the ones never prepared too: they end stopped
+		r.closeStopped()
 		return err
 	case r.forced:
 		// ForceStop raced a Prepare or Start: force once more, so that a
@@ -135,7 +138,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 // takes over.
 func (r *Runtime) startAll(ctx context.Context) error {
 	for i, c := range r.components {
-		if !r.enter(i) {
+		if !r.enter() {
 			return nil
 		}
 		if err := c.Prepare(ctx); err != nil {
@@ -143,7 +146,7 @@ func (r *Runtime) startAll(ctx context.Context) error {
 		}
 	}
 	for i, c := range r.components {
-		if !r.enter(i) {
+		if !r.enter() {
 			return nil
 		}
 		if err := c.Start(); err != nil {
@@ -153,15 +156,14 @@ func (r *Runtime) startAll(ctx context.Context) error {
 	return nil
 }
 
-// enter records that component i is about to be prepared (or started) and
-// reports whether Start may go on: false once a stop took over.
-func (r *Runtime) enter(i int) bool {
+// enter reports whether Start may go on to prepare (or start) the next
+// component: false once a stop took over.
+func (r *Runtime) enter() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.state != runtimeStarting {
 		return false
 	}
-	r.entered = max(r.entered, i+1)
 	return true
 }
 
@@ -173,15 +175,18 @@ func forceAll(cs []Component) {
 	}
 }
 
-// StopGracefully quiesces every prepared component in order, then stops each
-// gracefully in reverse order, all under one deadline: the shutdown timeout
+// StopGracefully quiesces every component in order (one that Start never
+// prepared goes straight to stopped), then stops each gracefully in reverse
+// order, all under one deadline: the shutdown timeout
 // (WithShutdownTimeout) or ctx, whichever ends first. When the deadline
 // expires, every component is force-stopped in reverse order and the result
 // wraps ErrShutdownTimeout (and ctx's error when ctx ended first). Errors of
-// components are joined. Before Start it only marks the Runtime stopped. A
+// components are joined. Before Start it quiesces the components, which
+// stops them at once, and returns nil. A
 // concurrent or later call waits for the same result (or its own ctx); a
 // ForceStop during the stop makes it return nil unless a component failed.
-// Called during Start, it waits until Start returns. Wow:
+// Called during Start, it waits until Start returns. It does not wait for
+// the goroutines of components force-stopped at the deadline: Done does. Wow:
 // WowRuntime.stopGracefully() with its global deadline (S-1.14.5).
 func (r *Runtime) StopGracefully(ctx context.Context) error {
 	r.mu.Lock()
@@ -189,7 +194,11 @@ func (r *Runtime) StopGracefully(ctx context.Context) error {
 	case runtimeNew:
 		r.state = runtimeStopped
 		close(r.started)
-		close(r.stopped)
+		// Nothing was prepared: quiescing stops each component at once.
+		for _, c := range r.components {
+			c.Quiesce()
+		}
+		r.closeStopped()
 		r.mu.Unlock()
 		return nil
 	case runtimeStarting, runtimeRunning:
@@ -223,7 +232,7 @@ func (r *Runtime) StopGracefully(ctx context.Context) error {
 	}
 	r.state = runtimeStopped
 	r.stopErr = err
-	close(r.stopped)
+	r.closeStopped()
 	return err
 }
 
@@ -235,14 +244,14 @@ func (r *Runtime) stopAll(ctx context.Context) (complete bool, err error) {
 	case <-ctx.Done():
 		return false, nil
 	}
-	r.mu.Lock()
-	prepared := r.components[:r.entered]
-	r.mu.Unlock()
-	for _, c := range prepared {
+	// Start has returned: the components it did not reach were never
+	// prepared; their Quiesce stops them at once, so that every component
+	// ends stopped.
+	for _, c := range r.components {
 		c.Quiesce()
 	}
 	var errs []error
-	for i, c := range slices.Backward(prepared) {
+	for i, c := range slices.Backward(r.components) {
 		err := c.StopGracefully(ctx)
 		if ctx.Err() != nil {
 			return false, errors.Join(errs...)
@@ -272,7 +281,7 @@ func (r *Runtime) ForceStop() {
 	case runtimeStarting, runtimeRunning:
 		// A Start in progress notices at its next step.
 		r.state = runtimeStopped
-		close(r.stopped)
+		r.closeStopped()
 	case runtimeStopping:
 		// Cut the graceful sequence short before its components return, so
 		// that it does not go on to the next one; it closes stopped.
@@ -281,7 +290,21 @@ func (r *Runtime) ForceStop() {
 	forceAll(r.components)
 }
 
-// Done is closed once the Runtime is stopped: the stop sequence (graceful or
-// forced) has ended. Components may still be winding down after a force; each
-// has its own Done.
-func (r *Runtime) Done() <-chan struct{} { return r.stopped }
+// Done is closed once the Runtime is stopped (the stop sequence, graceful or
+// forced, has ended) and then every component that has a Done method
+// (Dispatcher, MainDispatcher, Composite) has closed it: the goroutines of
+// the components have exited, handlers that ignore their context included.
+// It is what to wait on after ForceStop or a timed-out StopGracefully, which
+// both return without waiting for those goroutines. A component without Done
+// is not waited for.
+func (r *Runtime) Done() <-chan struct{} { return r.done }
+
+// closeStopped ends the stop sequence and starts the goroutine that closes
+// done once the components are done. r.mu is held.
+func (r *Runtime) closeStopped() {
+	close(r.stopped)
+	go func() {
+		awaitDone(r.components)
+		close(r.done)
+	}()
+}

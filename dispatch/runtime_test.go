@@ -10,7 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/flux"
+	"github.com/aggflow/aggflow/testkit"
 )
 
 func newRuntime(t *testing.T, cs []*fakeComponent, opts ...dispatch.RuntimeOption) *dispatch.Runtime {
@@ -54,7 +57,7 @@ func TestRuntimeInvalidArguments(t *testing.T) {
 	assert.ErrorIs(t, err, dispatch.ErrInvalidOption)
 }
 
-func TestRuntimePrepareFailureForcesPreparedInReverse(t *testing.T) {
+func TestRuntimePrepareFailureForcesAllInReverse(t *testing.T) {
 	log := &callLog{}
 	cs := threeFakes(log)
 	boom := errors.New("boom")
@@ -62,7 +65,8 @@ func TestRuntimePrepareFailureForcesPreparedInReverse(t *testing.T) {
 	rt := newRuntime(t, cs)
 	err := rt.Start(t.Context())
 	require.ErrorIs(t, err, boom)
-	assert.Equal(t, []string{"prepare:a", "prepare:b", "force:b", "force:a"}, log.get())
+	assert.Equal(t, []string{"prepare:a", "prepare:b", "force:c", "force:b", "force:a"}, log.get(),
+		"c, never prepared, is stopped too")
 	<-rt.Done()
 	assert.ErrorIs(t, rt.Start(t.Context()), dispatch.ErrStopped)
 }
@@ -93,7 +97,8 @@ func TestRuntimeStopBeforeStart(t *testing.T) {
 	require.NoError(t, rt.StopGracefully(t.Context()))
 	<-rt.Done()
 	assert.ErrorIs(t, rt.Start(t.Context()), dispatch.ErrStopped)
-	assert.Empty(t, log.get(), "no component was touched")
+	assert.Equal(t, []string{"quiesce:a", "quiesce:b", "quiesce:c"}, log.get(),
+		"quiescing a component never prepared stops it")
 }
 
 func TestRuntimeForceStopBeforeStart(t *testing.T) {
@@ -207,8 +212,30 @@ func TestRuntimeGracefulDuringStart(t *testing.T) {
 		require.NoError(t, <-errc)
 		assert.Equal(t, []string{
 			"prepare:a", "prepare:b",
-			"quiesce:a", "quiesce:b", "stop:b", "stop:a", // c was never prepared
+			"quiesce:a", "quiesce:b", "quiesce:c", "stop:c", "stop:b", "stop:a", // c was never prepared
 		}, log.get())
+	})
+}
+
+func TestRuntimeGracefulDuringStartStopsUnpreparedDispatcher(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		first := newFake("a", &callLog{})
+		d, err := dispatch.New("orders", orders, flux.FromSlice(exchanges(3, 1)),
+			func(context.Context, testkit.Exchange) error { return nil }, quiet)
+		require.NoError(t, err)
+		var rt *dispatch.Runtime
+		errc := make(chan error, 1)
+		first.onPrepare = func() {
+			go func() { errc <- rt.StopGracefully(t.Context()) }()
+			synctest.Wait()
+		}
+		rt, err = dispatch.NewRuntime([]dispatch.Component{first, d})
+		require.NoError(t, err)
+		require.ErrorIs(t, rt.Start(t.Context()), dispatch.ErrStopped)
+		require.NoError(t, <-errc)
+		<-rt.Done()
+		assert.Equal(t, dispatch.StateStopped, d.State(), "never prepared, yet stopped")
+		assert.True(t, isClosed(d.Done()))
 	})
 }
 
@@ -219,4 +246,42 @@ func TestEnumNames(t *testing.T) {
 	assert.Equal(t, "Outcome(-1)", dispatch.Outcome(-1).String())
 	assert.Equal(t, "StopOnError", dispatch.StopOnError.String())
 	assert.Equal(t, "ErrorPolicy(2)", dispatch.ErrorPolicy(2).String())
+}
+
+func TestRuntimeDoneWaitsForComponentsAfterTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sup, err := aggregate.NewSchedulerSupplier("s", aggregate.WithParallelism(2))
+		require.NoError(t, err)
+		release := make(chan struct{})
+		comp, err := dispatch.NewComposite("comp", sup, func(s aggregate.SchedulerSupplier) (dispatch.Component, error) {
+			return dispatch.New("orders", orders, flux.FromSlice(exchanges(4, 2)), func(context.Context, testkit.Exchange) error {
+				<-release // ignores its context
+				return nil
+			}, quiet, dispatch.WithSchedulerSupplier(s))
+		})
+		require.NoError(t, err)
+		rt, err := dispatch.NewRuntime([]dispatch.Component{comp}, dispatch.WithShutdownTimeout(time.Second))
+		require.NoError(t, err)
+		require.NoError(t, rt.Start(t.Context()))
+		synctest.Wait()
+		require.ErrorIs(t, rt.StopGracefully(t.Context()), dispatch.ErrShutdownTimeout)
+		synctest.Wait()
+		assert.False(t, isClosed(comp.Done()), "a handler still runs")
+		assert.False(t, isClosed(rt.Done()), "a handler still runs")
+		close(release)
+		<-comp.Done()
+		<-rt.Done()
+	})
+}
+
+func TestCompositeStoppedBeforePrepareIsDone(t *testing.T) {
+	sup, err := aggregate.NewSchedulerSupplier("s")
+	require.NoError(t, err)
+	comp, err := dispatch.NewComposite("comp", sup)
+	require.NoError(t, err)
+	comp.Quiesce()
+	<-comp.Done()
+	assert.Equal(t, dispatch.StateStopped, comp.State())
+	_, err = sup.GetOrInitialize(orders)
+	assert.ErrorIs(t, err, aggregate.ErrStopped, "the supplier is stopped with it")
 }
