@@ -50,7 +50,7 @@ type SchedulerSupplier interface {
 type SchedulerFactory func(name string, parallelism int) (schedulers.Scheduler, error)
 
 // Option configures NewSchedulerSupplier; options apply in order, the last
-// one of a kind wins. They stand for the constructor parameters of Wow's
+// one of a kind wins; a nil Option is ignored. They stand for the constructor parameters of Wow's
 // DefaultAggregateSchedulerSupplier(name, parallelism).
 type Option func(*options)
 
@@ -102,6 +102,9 @@ func newParallel(name string, parallelism int) (schedulers.Scheduler, error) {
 func NewSchedulerSupplier(name string, opts ...Option) (SchedulerSupplier, error) {
 	o := options{parallelism: schedulers.DefaultPoolSize}
 	for _, opt := range opts {
+		if opt == nil {
+			continue // ignored, as schedulers does
+		}
 		opt(&o)
 	}
 	if name == "" {

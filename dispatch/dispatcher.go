@@ -78,17 +78,14 @@ type item[T any] struct {
 // ErrNoGroupKey. Wow: AggregateDispatcher's constructor.
 func New[T any](name string, named aggregate.NamedAggregate, source flux.Flux[T],
 	handler Handler[T], opts ...Option) (*Dispatcher[T], error) {
-	o := defaultOptions()
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := newOptions(opts)
 	switch {
 	case name == "" || named == nil || handler == nil:
 		return nil, fmt.Errorf("%w: a dispatcher needs a name, a named aggregate and a handler", ErrInvalidArgument)
 	case o.parallelism < 1:
 		return nil, fmt.Errorf("%w: dispatcher %q: got %d", ErrInvalidParallelism, name, o.parallelism)
 	case len(o.invalid) > 0:
-		return nil, fmt.Errorf("dispatcher %q: %w", name, errors.Join(o.invalid...))
+		return nil, fmt.Errorf("dispatch: dispatcher %q: %w", name, errors.Join(o.invalid...))
 	case o.scheduler != nil && o.supplier != nil:
 		return nil, fmt.Errorf("%w: dispatcher %q: WithScheduler and WithSchedulerSupplier exclude each other", ErrInvalidOption, name)
 	}
@@ -99,10 +96,10 @@ func New[T any](name string, named aggregate.NamedAggregate, source flux.Flux[T]
 	d.opts.observer = guard(o.observer, o.logger, name)
 	var err error
 	if d.keyOf, err = groupKeyOf[T](o); err != nil {
-		return nil, fmt.Errorf("dispatcher %q: %w", name, err)
+		return nil, fmt.Errorf("dispatch: dispatcher %q: %w", name, err)
 	}
 	if d.discard, err = typed[func(T, error)](o.discardHook, "WithDiscardHook"); err != nil {
-		return nil, fmt.Errorf("dispatcher %q: %w", name, err)
+		return nil, fmt.Errorf("dispatch: dispatcher %q: %w", name, err)
 	}
 	return d, nil
 }

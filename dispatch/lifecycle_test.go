@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -244,4 +245,55 @@ func TestOwnedSchedulerIsDisposed(t *testing.T) {
 		}
 		<-d.Done()
 	}
+}
+
+func TestConstructorsIgnoreNilOptions(t *testing.T) {
+	h := func(context.Context, testkit.Exchange) error { return nil }
+	_, err := dispatch.New("d", orders, flux.Empty[testkit.Exchange](), h, nil, quiet)
+	assert.NoError(t, err)
+	_, err = dispatch.NewRuntime(nil, nil)
+	assert.NoError(t, err)
+	sup, err := aggregate.NewSchedulerSupplier("s", nil)
+	require.NoError(t, err)
+	_, err = dispatch.NewMain("m", []aggregate.NamedAggregate{orders}, flux.Empty[testkit.Exchange](), h, sup, nil)
+	assert.NoError(t, err)
+	sup.ForceStop()
+}
+
+func TestConstructorErrorsStartWithThePackage(t *testing.T) {
+	h := func(context.Context, testkit.Exchange) error { return nil }
+	_, err := dispatch.New("d", orders, flux.Empty[testkit.Exchange](), h, dispatch.WithGroupBuffer(0))
+	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
+	assert.True(t, strings.HasPrefix(err.Error(), `dispatch: dispatcher "d": `), err.Error())
+	_, err = dispatch.New("d", orders, flux.Empty[testkit.Exchange](), h, dispatch.WithDiscardHook(func(int, error) {}))
+	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
+	assert.True(t, strings.HasPrefix(err.Error(), `dispatch: dispatcher "d": `), err.Error())
+
+	sup, err := aggregate.NewSchedulerSupplier("s")
+	require.NoError(t, err)
+	defer sup.ForceStop()
+	_, err = dispatch.NewMain("m", []aggregate.NamedAggregate{orders}, flux.Empty[testkit.Exchange](), h, sup,
+		dispatch.WithDiscardHook(func(int, error) {}))
+	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
+	assert.True(t, strings.HasPrefix(err.Error(), `dispatch: main dispatcher "m": `), err.Error())
+	// Without named aggregates there is no child to check the options.
+	_, err = dispatch.NewMain("m", nil, flux.Empty[testkit.Exchange](), h, sup, dispatch.WithParallelism(0))
+	assert.ErrorIs(t, err, dispatch.ErrInvalidParallelism)
+	_, err = dispatch.NewMain("m", nil, flux.Empty[testkit.Exchange](), h, sup, dispatch.WithGroupBuffer(0))
+	assert.ErrorIs(t, err, dispatch.ErrInvalidOption)
+}
+
+func TestZeroMailbox(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mb dispatch.Mailbox[int]
+		go func() {
+			synctest.Wait() // the Flux waits for a push
+			assert.NoError(t, mb.Push(1))
+			assert.NoError(t, mb.Push(2))
+			mb.Close()
+		}()
+		xs, err := flux.Collect(t.Context(), mb.Flux())
+		require.NoError(t, err)
+		assert.Equal(t, []int{1, 2}, xs)
+	})
 }

@@ -24,18 +24,28 @@ import (
 // the same trade-off between a bounded sink that blocks or errors and
 // Sinks.many().unicast().onBackpressureBuffer() with an unbounded queue.
 //
-// All methods are safe for concurrent use. The Mailbox starts no goroutine.
+// The zero value is an empty, open Mailbox, as NewMailbox returns. All
+// methods are safe for concurrent use. The Mailbox starts no goroutine.
 type Mailbox[T any] struct {
 	mu     sync.Mutex
 	queue  []T
 	head   int
 	closed bool
-	wake   chan struct{} // signalled on Push and Close; one waiter
+	wake   chan struct{} // signalled on Push and Close; one waiter; made on first use
 }
 
 // NewMailbox returns an empty, open Mailbox.
 func NewMailbox[T any]() *Mailbox[T] {
-	return &Mailbox[T]{wake: make(chan struct{}, 1)}
+	return &Mailbox[T]{}
+}
+
+// wakeLocked returns the wake channel, making it on first use so that the
+// zero value works. m.mu is held.
+func (m *Mailbox[T]) wakeLocked() chan struct{} {
+	if m.wake == nil {
+		m.wake = make(chan struct{}, 1)
+	}
+	return m.wake
 }
 
 // Push appends x. It never blocks; after Close it returns an error wrapping
@@ -47,8 +57,9 @@ func (m *Mailbox[T]) Push(x T) error {
 		return fmt.Errorf("%w: mailbox closed", ErrStopped)
 	}
 	m.queue = append(m.queue, x)
+	wake := m.wakeLocked()
 	m.mu.Unlock()
-	m.signal()
+	signal(wake)
 	return nil
 }
 
@@ -57,8 +68,9 @@ func (m *Mailbox[T]) Push(x T) error {
 func (m *Mailbox[T]) Close() {
 	m.mu.Lock()
 	m.closed = true
+	wake := m.wakeLocked()
 	m.mu.Unlock()
-	m.signal()
+	signal(wake)
 }
 
 // Len returns the number of queued exchanges.
@@ -68,9 +80,9 @@ func (m *Mailbox[T]) Len() int {
 	return len(m.queue) - m.head
 }
 
-func (m *Mailbox[T]) signal() {
+func signal(wake chan struct{}) {
 	select {
-	case m.wake <- struct{}{}:
+	case wake <- struct{}{}:
 	default:
 	}
 }
@@ -96,12 +108,13 @@ func (m *Mailbox[T]) pop(ctx context.Context) (x T, ok bool, err error) {
 			return x, true, nil
 		}
 		closed := m.closed
+		wake := m.wakeLocked()
 		m.mu.Unlock()
 		if closed {
 			return x, false, nil
 		}
 		select {
-		case <-m.wake:
+		case <-wake:
 		case <-ctx.Done():
 			return x, false, context.Cause(ctx)
 		}

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -66,20 +67,23 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 		return nil, fmt.Errorf("%w: a main dispatcher needs a name, a handler and a supplier", ErrInvalidArgument)
 	}
 	m := &MainDispatcher[T]{
-		source: source, supplier: supplier, opts: defaultOptions(),
+		source: source, supplier: supplier, opts: newOptions(opts),
 		routes:    make(map[aggregate.MaterializedNamedAggregate]int, len(named)),
 		lifecycle: newLifecycle("main dispatcher", name),
 	}
-	for _, opt := range opts {
-		opt(&m.opts)
-	}
-	if m.opts.scheduler != nil || m.opts.supplier != nil {
+	switch {
+	case m.opts.scheduler != nil || m.opts.supplier != nil:
 		return nil, fmt.Errorf("%w: main dispatcher %q: its children take their schedulers from its supplier", ErrInvalidOption, name)
+	case m.opts.parallelism < 1:
+		// Checked here too: without named aggregates no child checks it.
+		return nil, fmt.Errorf("%w: main dispatcher %q: got %d", ErrInvalidParallelism, name, m.opts.parallelism)
+	case len(m.opts.invalid) > 0:
+		return nil, fmt.Errorf("dispatch: main dispatcher %q: %w", name, errors.Join(m.opts.invalid...))
 	}
 	m.opts.observer = guard(m.opts.observer, m.opts.logger, name)
 	var err error
 	if m.discard, err = typed[func(T, error)](m.opts.discardHook, "WithDiscardHook"); err != nil {
-		return nil, fmt.Errorf("main dispatcher %q: %w", name, err)
+		return nil, fmt.Errorf("dispatch: main dispatcher %q: %w", name, err)
 	}
 	childOpts := append(slices.Clone(opts), WithSchedulerSupplier(aggregate.Borrow(supplier)), withFailureHook(m.fail))
 	if m.opts.groupKey == nil {
@@ -95,7 +99,7 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 		inbox := make(chan T, m.opts.groupBuffer)
 		child, err := New(name+"-"+key.Aggregate, key, flux.FromChannel(inbox), handler, childOpts...)
 		if err != nil {
-			return nil, fmt.Errorf("main dispatcher %q: %w", name, err)
+			return nil, fmt.Errorf("dispatch: main dispatcher %q: %w", name, err)
 		}
 		m.routes[key] = len(m.children)
 		m.children = append(m.children, child)

@@ -15,7 +15,8 @@ const DefaultGroupBuffer = flux.DefaultGroupBuffer
 
 // Option configures New and NewMain. It is not generic: the typed options
 // (WithDiscardHook, WithGroupKey) are checked against the exchange type by
-// the constructor, which returns ErrInvalidOption on a mismatch.
+// the constructor, which returns ErrInvalidOption on a mismatch. A nil
+// Option is ignored.
 type Option func(*options)
 
 type options struct {
@@ -32,13 +33,21 @@ type options struct {
 	invalid     []error
 }
 
-func defaultOptions() options {
-	return options{
+// newOptions applies opts, in order, to the defaults; a nil Option is
+// ignored.
+func newOptions(opts []Option) options {
+	o := options{
 		parallelism: aggregate.DefaultParallelism,
 		groupBuffer: DefaultGroupBuffer,
 		observer:    nopObserver{},
 		logger:      slog.Default(),
 	}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
 }
 
 func (o *options) reject(format string, args ...any) {

@@ -13,7 +13,7 @@ import (
 // wow.shutdown-timeout default (WowProperties.kt).
 const DefaultShutdownTimeout = 60 * time.Second
 
-// RuntimeOption configures NewRuntime.
+// RuntimeOption configures NewRuntime. A nil RuntimeOption is ignored.
 type RuntimeOption func(*runtimeOptions)
 
 type runtimeOptions struct {
@@ -65,7 +65,9 @@ const (
 func NewRuntime(components []Component, opts ...RuntimeOption) (*Runtime, error) {
 	o := runtimeOptions{timeout: DefaultShutdownTimeout}
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	if o.timeout <= 0 {
 		return nil, fmt.Errorf("%w: shutdown timeout %v is not positive", ErrInvalidOption, o.timeout)

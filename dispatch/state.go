@@ -93,8 +93,12 @@ type Observer interface {
 	// handler's running time (0 for an exchange refused before a handler) and
 	// its error (nil on success).
 	Finished(o Outcome, handling time.Duration, err error)
-	// Discarded is called once per admitted exchange dropped without being
-	// handled, with the reason (wrapping ErrForceStopped or ErrUnknownAggregate).
+	// Discarded is called once per exchange received and dropped without
+	// being handled: admitted ones, and ones refused at the intake. The
+	// reason wraps ErrForceStopped (dropped by ForceStop), ErrStopped (emitted
+	// by the source after the intake closed, or routed to a stopped child),
+	// ErrUnknownAggregate (a MainDispatcher has no child for it) or
+	// schedulers.ErrRejected (the scheduler refused the group's work).
 	Discarded(reason error)
 }
 
