@@ -98,9 +98,10 @@ func TestCompositePrepareFailureStopsTheSequence(t *testing.T) {
 	f.children[0].prepareErr = boom
 	require.ErrorIs(t, f.composite.Prepare(t.Context()), boom)
 	f.composite.ForceStop()
+	<-f.composite.Done() // its wait for the supplier is the last call
 	assert.Equal(t, []string{
 		"build:domain", "build:state", "prepare:domain",
-		"force:state", "force:domain", "supplier:force",
+		"force:state", "force:domain", "supplier:force", "supplier:graceful",
 	}, f.log.get())
 }
 
