@@ -64,7 +64,7 @@ func TestDispatcherHandlesEverything(t *testing.T) {
 	calls := rec.Calls()
 	assert.NoError(t, testkit.PerKeyFIFO(calls))
 	assert.NoError(t, testkit.GroupSerial(calls))
-	assert.NoError(t, testkit.NoLoss(d.Stats(), calls))
+	assert.NoError(t, testkit.NoLoss(int64(len(xs)), d.Stats(), calls))
 	assert.Equal(t, dispatch.Stats{Received: 1000, Succeeded: 1000}, d.Stats())
 }
 

@@ -102,3 +102,9 @@ func isClosed(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+// counted returns src counting what it emits, for testkit.NoLoss.
+func counted[T any](src flux.Flux[T]) (flux.Flux[T], *atomic.Int64) {
+	var n atomic.Int64
+	return src.DoOnNext(func(T) { n.Add(1) }), &n
+}

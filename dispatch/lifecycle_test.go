@@ -135,7 +135,8 @@ func TestForceStopDiscardsQueuedAndCancelsRunning(t *testing.T) {
 				causes = append(causes, context.Cause(ctx)) // serial: one scheduler goroutine
 				return err
 			})
-		d := started(t, flux.FromSlice(blocking(100, 20)), rec.Handle,
+		source, emitted := counted(flux.FromSlice(blocking(100, 20)))
+		d := started(t, source, rec.Handle,
 			dispatch.WithParallelism(p), dispatch.WithGroupBuffer(buffer), dispatch.WithObserver(obs),
 			dispatch.WithScheduler(newParallel(t, 1)),
 			dispatch.WithDiscardHook(func(x testkit.Exchange, reason error) {
@@ -158,7 +159,7 @@ func TestForceStopDiscardsQueuedAndCancelsRunning(t *testing.T) {
 		assert.True(t, every(obs.reasons, dispatch.ErrForceStopped))
 		assert.Len(t, discarded, int(s.Discarded))
 		assert.Equal(t, []error{dispatch.ErrForceStopped}, causes, "the handler's ctx is cancelled with ErrForceStopped")
-		require.NoError(t, testkit.NoLoss(s, rec.Calls()))
+		require.NoError(t, testkit.NoLoss(emitted.Load(), s, rec.Calls()))
 		assert.NoError(t, d.Err(), "a force is not an error")
 	})
 }

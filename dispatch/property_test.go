@@ -56,7 +56,8 @@ func runWorkload(rt *rapid.T, p, pool, buffer int, w testkit.Workload) {
 			return testkit.Perform(ctx, x)
 		})
 	var hooked, refused atomic.Int64
-	d, err := dispatch.New("property", orders, flux.FromSlice(w.Exchanges), rec.Handle, quiet,
+	source, emitted := counted(flux.FromSlice(w.Exchanges))
+	d, err := dispatch.New("property", orders, source, rec.Handle, quiet,
 		dispatch.WithParallelism(p), dispatch.WithGroupBuffer(buffer), dispatch.WithScheduler(sched),
 		dispatch.WithDiscardHook(func(_ testkit.Exchange, reason error) {
 			hooked.Add(1)
@@ -107,14 +108,14 @@ func runWorkload(rt *rapid.T, p, pool, buffer int, w testkit.Workload) {
 	if err := sched.DisposeGracefully(ctx); err != nil {
 		rt.Fatal(err)
 	}
-	checkRun(rt, d.Stats(), rec.Calls(), hooked.Load(), refused.Load(), w)
+	checkRun(rt, emitted.Load(), d.Stats(), rec.Calls(), hooked.Load(), refused.Load(), w)
 }
 
-func checkRun(rt *rapid.T, s dispatch.Stats, calls []testkit.Call, hooked, refused int64, w testkit.Workload) {
+func checkRun(rt *rapid.T, emitted int64, s dispatch.Stats, calls []testkit.Call, hooked, refused int64, w testkit.Workload) {
 	for _, check := range []func() error{
 		func() error { return testkit.PerKeyFIFO(calls) },
 		func() error { return testkit.GroupSerial(calls) },
-		func() error { return testkit.NoLoss(s, calls) },
+		func() error { return testkit.NoLoss(emitted, s, calls) },
 	} {
 		if err := check(); err != nil {
 			rt.Fatal(err)
@@ -166,7 +167,8 @@ func runMain(rt *rapid.T, p, buffer int, w testkit.Workload) {
 		return testkit.Tag{Key: x.ID.String(), Seq: x.Seq, Group: child*p + x.ID.Mod(p)}
 	}, testkit.Perform)
 	var hooked, unknown atomic.Int64
-	m, err := dispatch.NewMain("property", []aggregate.NamedAggregate{orders, invoices}, flux.FromSlice(w.Exchanges),
+	source, emitted := counted(flux.FromSlice(w.Exchanges))
+	m, err := dispatch.NewMain("property", []aggregate.NamedAggregate{orders, invoices}, source,
 		rec.Handle, sup, quiet, dispatch.WithParallelism(p), dispatch.WithGroupBuffer(buffer),
 		dispatch.WithDiscardHook(func(x testkit.Exchange, reason error) {
 			hooked.Add(1)
@@ -205,7 +207,7 @@ func runMain(rt *rapid.T, p, buffer int, w testkit.Workload) {
 	<-m.Done()
 	s := m.Stats()
 	calls := rec.Calls()
-	for _, err := range []error{testkit.PerKeyFIFO(calls), testkit.GroupSerial(calls), testkit.NoLoss(s, calls)} {
+	for _, err := range []error{testkit.PerKeyFIFO(calls), testkit.GroupSerial(calls), testkit.NoLoss(emitted.Load(), s, calls)} {
 		if err != nil {
 			rt.Fatal(err)
 		}

@@ -119,7 +119,7 @@ func maxConcurrency(t *testing.T, xs []testkit.Exchange, opts ...dispatch.Option
 	d := started(t, flux.FromSlice(xs), rec.Handle, opts...)
 	<-d.Done()
 	require.NoError(t, testkit.PerKeyFIFO(rec.Calls()))
-	require.NoError(t, testkit.NoLoss(d.Stats(), rec.Calls()))
+	require.NoError(t, testkit.NoLoss(int64(len(xs)), d.Stats(), rec.Calls()))
 	return c.max.Load()
 }
 
