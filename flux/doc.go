@@ -32,8 +32,8 @@
 // flow ends with its cause. An error returned by onNext, a satisfied Take, or
 // breaking out of a range loop over All cancels the upstream. Every
 // goroutine and task a subscription starts is joined before Subscribe
-// returns, on every exit path, rxgo's included (FromObservable cancels and
-// drains). Items already pulled and then dropped by a cancellation are given
+// returns, on every exit path; rxgo's goroutines behind FromObservable are
+// cancelled, not joined, and exit on their own (see FromObservable). Items already pulled and then dropped by a cancellation are given
 // to the discard hook installed with WithDiscardHook, so nothing is lost
 // silently. A panic in any function handed to this package ends the flow
 // with an error carrying *PanicError; the process survives.
