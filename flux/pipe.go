@@ -28,6 +28,7 @@ type pipe[T any] struct {
 	notify  func()
 	wake    chan struct{} // notify of a blocking consumer
 	space   chan struct{}
+	dead    <-chan struct{} // closed once no consumer can run any more; nil: never
 	discard func(T, error)
 }
 
@@ -42,6 +43,10 @@ const (
 // errGone is push's answer when the consumer cancelled: the item was not
 // taken, and the caller decides what becomes of it.
 var errGone = errors.New("flux: queue cancelled")
+
+// errDead is push's answer when dead closed while it waited for room: the
+// consumer will never free a slot, the item was not taken.
+var errDead = errors.New("flux: queue consumer dead")
 
 func newPipe[T any](capacity int, discard func(T, error)) *pipe[T] {
 	return &pipe[T]{
@@ -76,8 +81,9 @@ func (p *pipe[T]) claim(notify func()) error {
 }
 
 // push appends v, blocking while the ring is full. It returns errGone
-// (v not taken) once the consumer cancelled, or the cause of ctx (v passed to
-// the discard hook) if ctx ends while it waits.
+// (v not taken) once the consumer cancelled, errDead (v not taken) if dead
+// closes while it waits, or the cause of ctx (v passed to the discard hook)
+// if ctx ends while it waits.
 func (p *pipe[T]) push(ctx context.Context, v T) error {
 	p.mu.Lock()
 	for !p.gone && p.n == len(p.ring) {
@@ -85,6 +91,8 @@ func (p *pipe[T]) push(ctx context.Context, v T) error {
 		p.mu.Unlock()
 		select {
 		case <-p.space:
+		case <-p.dead:
+			return errDead
 		case <-ctx.Done():
 			err := context.Cause(ctx)
 			p.discard(v, err)

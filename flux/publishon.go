@@ -28,9 +28,10 @@ import (
 // per item and a group holds at most its buffer, the item being handled
 // included; prefetch then only bounds the batch per run.
 //
-// If the worker rejects (the scheduler is disposed) or the scheduler is
-// disposed while the subscription waits, the queued items go to the discard
-// hook and the flow fails with an error wrapping schedulers.ErrRejected.
+// If the worker rejects (the scheduler is disposed) or the scheduler
+// terminates while the subscription waits (for the drain, or in the upstream
+// for room in the queue), the queued items go to the discard hook and the
+// flow fails with an error wrapping schedulers.ErrRejected.
 // Cancellation (ctx, or the downstream returning an error) discards the
 // queue too. s nil or prefetch < 1 gives ErrInvalidArgument.
 func (f Flux[T]) PublishOn(s schedulers.Scheduler, prefetch int) Flux[T] {
@@ -56,6 +57,9 @@ func (f Flux[T]) PublishOn(s schedulers.Scheduler, prefetch int) Flux[T] {
 			return d.wait(ctx, s)
 		}
 		d.q = newPipe(prefetch, discarder[T](ctx))
+		// The drain task may be dropped by Dispose while the upstream waits
+		// for room, and wait is only reached once the upstream returned.
+		d.q.dead = s.Done()
 		_ = d.q.claim(d.schedule)
 		// The upstream's context ends when the drain does, so that an upstream
 		// waiting for its next item (not pushing) learns of an early end.
@@ -65,6 +69,10 @@ func (f Flux[T]) PublishOn(s schedulers.Scheduler, prefetch int) Flux[T] {
 		d.schedule()
 		uerr := f.run(uctx, func(v T) error {
 			err := d.q.push(uctx, v)
+			if err == errDead {
+				d.terminated(s)
+				err = errGone
+			}
 			if err == errGone {
 				err = d.q.reason()
 				d.q.discard(v, err)
@@ -171,12 +179,18 @@ func (d *drain[T]) wait(ctx context.Context, s schedulers.Scheduler) error {
 			cancelled = nil
 			d.q.cancel(context.Cause(ctx), false)
 		case <-s.Done():
-			select {
-			case <-d.done:
-			default:
-				d.abort(fmt.Errorf("flux: PublishOn: scheduler %s terminated: %w", s.Name(), schedulers.ErrRejected), false)
-			}
+			d.terminated(s)
 		}
+	}
+}
+
+// terminated ends the flow, unless the drain already did, once the
+// scheduler has terminated: no drain can run again.
+func (d *drain[T]) terminated(s schedulers.Scheduler) {
+	select {
+	case <-d.done:
+	default:
+		d.abort(fmt.Errorf("flux: PublishOn: scheduler %s terminated: %w", s.Name(), schedulers.ErrRejected), false)
 	}
 }
 

@@ -1,0 +1,72 @@
+package flux_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+
+	"github.com/aggflow/aggflow/flux"
+	"github.com/aggflow/aggflow/schedulers"
+	"github.com/stretchr/testify/require"
+)
+
+// occupied returns a one-goroutine scheduler whose goroutine is held by a
+// task until the scheduler is disposed, so that tasks scheduled on it stay
+// queued. Call it inside a bubble.
+func occupied(t *testing.T) schedulers.Scheduler {
+	s, err := schedulers.NewParallel(t.Name(), 1)
+	require.NoError(t, err)
+	started := make(chan struct{})
+	require.NoError(t, s.Schedule(func(ctx context.Context) { close(started); <-ctx.Done() }))
+	<-started
+	return s
+}
+
+// Disposing the scheduler drops PublishOn's queued drain task; an upstream
+// waiting for room in the full queue learns of it, the queue and the item it
+// held are discarded, and the flow fails with ErrRejected.
+func TestPublishOnDisposedWhileUpstreamWaitsForRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := occupied(t)
+		var discarded []int
+		ctx := flux.WithDiscardHook(context.Background(), func(v int, err error) {
+			require.ErrorIs(t, err, schedulers.ErrRejected)
+			discarded = append(discarded, v)
+		})
+		type result struct {
+			got []int
+			err error
+		}
+		res := make(chan result, 1)
+		go func() {
+			got, err := flux.Collect(ctx, flux.Range(0, 100).PublishOn(s, 2))
+			res <- result{got, err}
+		}()
+		synctest.Wait() // 0 and 1 queued, the drain task queued, 2 waits for room
+		s.Dispose()
+		<-s.Done()
+		r := <-res
+		require.ErrorIs(t, r.err, schedulers.ErrRejected)
+		require.Empty(t, r.got)
+		require.Equal(t, []int{0, 1, 2}, discarded)
+	})
+}
+
+// The same with PublishOn fused with a group of GroupBy: the router waits
+// for room in the group's queue.
+func TestPublishOnFusedDisposedWhileRouterWaitsForRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := occupied(t)
+		res := make(chan error, 1)
+		go func() {
+			_, err := flux.Collect(context.Background(), flux.FlatMap(
+				flux.GroupBy(flux.Range(0, 100), func(int) int { return 0 }, 1, flux.WithGroupBuffer(2)),
+				func(g flux.GroupedFlux[int]) flux.Flux[int] { return g.PublishOn(s, 2) }, 1))
+			res <- err
+		}()
+		synctest.Wait()
+		s.Dispose()
+		<-s.Done()
+		require.ErrorIs(t, <-res, schedulers.ErrRejected)
+	})
+}
