@@ -3,9 +3,11 @@ package flux
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/schedulers"
 )
 
 // Flux is a cold, typed sequence of 0..N items followed by completion or an
@@ -107,6 +109,14 @@ func ctxDone(ctx context.Context) error {
 	default:
 		return nil
 	}
+}
+
+// goexitError is the error that ends a flow whose downstream called
+// runtime.Goexit (t.FailNow in a handler under test, for instance) on a
+// goroutine or task of ours: a *PanicError wrapping schedulers.ErrGoexit, as
+// the schedulers report it.
+func goexitError(op string) error {
+	return fmt.Errorf("flux: %s: %w", op, panics.New(schedulers.ErrGoexit))
 }
 
 // catch turns a panic into *PanicError in *err; use as `defer catch(&err)`.

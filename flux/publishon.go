@@ -129,27 +129,42 @@ func (d *drain[T]) abort(err error, release bool) {
 	d.finish(err)
 }
 
+// run is the drain task. A panic or a runtime.Goexit of the downstream
+// aborts the flow, which would otherwise wait for a terminal signal that no
+// drain will deliver; on a Goexit the goroutine then dies, as it must.
 func (d *drain[T]) run(tctx context.Context) {
 	release := false // the item delivered last still holds its slot
+	returned := false
 	defer func() {
-		if v := recover(); v != nil {
+		switch v := recover(); {
+		case v != nil:
 			d.abort(panics.New(v), release)
+		case !returned:
+			d.abort(goexitError("PublishOn"), release)
 		}
 	}()
+	d.deliver(tctx, &release)
+	returned = true
+}
+
+// deliver moves up to a batch of items to the downstream, then goes idle,
+// schedules itself again or ends the flow. *release tells whether the item
+// delivered last still holds its slot.
+func (d *drain[T]) deliver(tctx context.Context, release *bool) {
 	for n := 0; ; n++ {
 		if tctx.Err() != nil {
-			d.abort(fmt.Errorf("flux: PublishOn: %w: %w", schedulers.ErrRejected, context.Cause(tctx)), release)
+			d.abort(fmt.Errorf("flux: PublishOn: %w: %w", schedulers.ErrRejected, context.Cause(tctx)), *release)
 			return
 		}
 		if n == d.batch {
-			if release {
+			if *release {
 				d.q.release()
 			}
 			d.schedule()
 			return
 		}
-		v, st, err := d.q.take(release)
-		release = false
+		v, st, err := d.q.take(*release)
+		*release = false
 		switch st {
 		case pollEmpty:
 			return
@@ -161,7 +176,7 @@ func (d *drain[T]) run(tctx context.Context) {
 			d.abort(err, true)
 			return
 		}
-		release = true
+		*release = true
 	}
 }
 

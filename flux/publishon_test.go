@@ -2,6 +2,7 @@ package flux_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"testing/synctest"
 
@@ -68,5 +69,32 @@ func TestPublishOnFusedDisposedWhileRouterWaitsForRoom(t *testing.T) {
 		s.Dispose()
 		<-s.Done()
 		require.ErrorIs(t, <-res, schedulers.ErrRejected)
+	})
+}
+
+// A downstream that calls runtime.Goexit (t.FailNow in a handler) inside the
+// drain task ends the subscription with a *PanicError wrapping
+// schedulers.ErrGoexit; the scheduler carries on.
+func TestPublishOnDownstreamGoexit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hooked := make(chan *schedulers.PanicError, 1)
+		s, err := schedulers.NewParallel(t.Name(), 1, schedulers.WithPanicHook(func(p *schedulers.PanicError) { hooked <- p }))
+		require.NoError(t, err)
+		defer func() { require.NoError(t, s.DisposeGracefully(t.Context())) }()
+		var got []int
+		err = flux.Range(0, 10).PublishOn(s, 4).Subscribe(t.Context(), func(v int) error {
+			if v == 2 {
+				runtime.Goexit()
+			}
+			got = append(got, v)
+			return nil
+		})
+		require.ErrorIs(t, err, schedulers.ErrGoexit)
+		var pe *flux.PanicError
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, []int{0, 1}, got)
+		require.ErrorIs(t, <-hooked, schedulers.ErrGoexit)
+		_, err = flux.Collect(t.Context(), flux.Range(0, 3).PublishOn(s, 1))
+		require.NoError(t, err, "the scheduler survives the Goexit")
 	})
 }
