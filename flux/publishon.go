@@ -222,7 +222,14 @@ func (f Flux[T]) SubscribeOn(s schedulers.Scheduler) Flux[T] {
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
 		res := make(chan error, 1)
 		err := s.Schedule(func(context.Context) {
+			returned := false
+			defer func() {
+				if !returned { // runtime.Goexit in the flow: answer before dying
+					res <- goexitError("SubscribeOn")
+				}
+			}()
 			res <- runCaught(f, ctx, emit)
+			returned = true
 		})
 		if err != nil {
 			return fmt.Errorf("flux: SubscribeOn: %w", err)

@@ -98,3 +98,19 @@ func TestPublishOnDownstreamGoexit(t *testing.T) {
 		require.NoError(t, err, "the scheduler survives the Goexit")
 	})
 }
+
+// The same for SubscribeOn: a runtime.Goexit inside its task ends the flow.
+func TestSubscribeOnGoexit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := schedulers.NewParallel(t.Name(), 1, schedulers.WithPanicHook(func(*schedulers.PanicError) {}))
+		require.NoError(t, err)
+		defer func() { require.NoError(t, s.DisposeGracefully(t.Context())) }()
+		err = flux.Range(0, 10).SubscribeOn(s).Subscribe(t.Context(), func(v int) error {
+			if v == 2 {
+				runtime.Goexit()
+			}
+			return nil
+		})
+		require.ErrorIs(t, err, schedulers.ErrGoexit)
+	})
+}
