@@ -238,6 +238,15 @@ func (p *pipe[T]) cancel(reason error, release bool) {
 	}
 }
 
+// abandon is for a subscriber that fails before it could consume: it claims
+// the pipe and cancels it with reason, discarding what is queued. A pipe
+// already claimed by another subscriber is left alone.
+func (p *pipe[T]) abandon(reason error) {
+	if p.claim(func() {}) == nil {
+		p.cancel(reason, false)
+	}
+}
+
 // consume delivers the pipe to emit on the calling goroutine: the group
 // flux of GroupBy when not fused with PublishOn.
 func (p *pipe[T]) consume(ctx context.Context, emit func(T) error) error {

@@ -44,7 +44,14 @@ func (f Flux[T]) PublishOn(s schedulers.Scheduler, prefetch int) Flux[T] {
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
 		w, err := s.NewWorker()
 		if err != nil {
-			return fmt.Errorf("flux: PublishOn: %w", err)
+			err = fmt.Errorf("flux: PublishOn: %w", err)
+			if f.group != nil {
+				// Nobody else will take this group: its queued items (and,
+				// after an upstream completion, GroupBy has returned) would
+				// otherwise be neither delivered nor discarded.
+				f.group.abandon(err)
+			}
+			return err
 		}
 		defer w.Dispose()
 		d := &drain[T]{q: f.group, worker: w, emit: emit, batch: prefetch, done: make(chan struct{})}

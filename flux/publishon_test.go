@@ -3,6 +3,7 @@ package flux_test
 import (
 	"context"
 	"runtime"
+	"sync"
 	"testing"
 	"testing/synctest"
 
@@ -112,5 +113,32 @@ func TestSubscribeOnGoexit(t *testing.T) {
 			return nil
 		})
 		require.ErrorIs(t, err, schedulers.ErrGoexit)
+	})
+}
+
+// A group whose PublishOn cannot get a worker (its scheduler is already
+// disposed) is abandoned: the items GroupBy queued for it go to the discard
+// hook, even when the upstream has completed and GroupBy has returned.
+func TestPublishOnFusedRejectedAtSubscribeDiscardsTheGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := schedulers.NewParallel(t.Name(), 1)
+		require.NoError(t, err)
+		s.Dispose()
+		var mu sync.Mutex
+		var discarded []int
+		var reasons []error
+		ctx := flux.WithDiscardHook(t.Context(), func(v int, reason error) {
+			mu.Lock()
+			defer mu.Unlock()
+			discarded, reasons = append(discarded, v), append(reasons, reason)
+		})
+		_, err = flux.Collect(ctx, flux.FlatMap(
+			flux.GroupBy(flux.Range(0, 3), func(int) int { return 0 }, 1, flux.WithGroupBuffer(8)),
+			func(g flux.GroupedFlux[int]) flux.Flux[int] { return g.PublishOn(s, 8) }, 1))
+		require.ErrorIs(t, err, schedulers.ErrRejected)
+		require.ElementsMatch(t, []int{0, 1, 2}, discarded, "every pulled item is discarded")
+		for _, r := range reasons {
+			require.ErrorIs(t, r, schedulers.ErrRejected)
+		}
 	})
 }
