@@ -85,7 +85,7 @@ func New[T any](name string, named aggregate.NamedAggregate, source flux.Flux[T]
 	case o.parallelism < 1:
 		return nil, fmt.Errorf("%w: dispatcher %q: got %d", ErrInvalidParallelism, name, o.parallelism)
 	case len(o.invalid) > 0:
-		return nil, fmt.Errorf("dispatch: dispatcher %q: %w", name, errors.Join(o.invalid...))
+		return nil, naming("dispatcher", name, errors.Join(o.invalid...))
 	case o.scheduler != nil && o.supplier != nil:
 		return nil, fmt.Errorf("%w: dispatcher %q: WithScheduler and WithSchedulerSupplier exclude each other", ErrInvalidOption, name)
 	}
@@ -96,12 +96,18 @@ func New[T any](name string, named aggregate.NamedAggregate, source flux.Flux[T]
 	d.opts.observer = guard(o.observer, o.logger, name)
 	var err error
 	if d.keyOf, err = groupKeyOf[T](o); err != nil {
-		return nil, fmt.Errorf("dispatch: dispatcher %q: %w", name, err)
+		return nil, naming("dispatcher", name, err)
 	}
 	if d.discard, err = typed[func(T, error)](o.discardHook, "WithDiscardHook"); err != nil {
-		return nil, fmt.Errorf("dispatch: dispatcher %q: %w", name, err)
+		return nil, naming("dispatcher", name, err)
 	}
 	return d, nil
+}
+
+// naming adds the component (kind and name) to one of this package's errors,
+// whose message already starts with "dispatch: ", keeping that prefix first.
+func naming(kind, name string, err error) error {
+	return fmt.Errorf("%w (%s %q)", err, kind, name)
 }
 
 // typed returns opt as F: nil when unset, ErrInvalidOption when set for

@@ -261,14 +261,24 @@ func TestConstructorsIgnoreNilOptions(t *testing.T) {
 	sup.ForceStop()
 }
 
+// prefixedOnce: the message starts with the package name, once, and names
+// the component.
+func prefixedOnce(t *testing.T, err error, names string) {
+	t.Helper()
+	msg := err.Error()
+	assert.True(t, strings.HasPrefix(msg, "dispatch: "), msg)
+	assert.Equal(t, 1, strings.Count(msg, "dispatch: "), msg)
+	assert.Contains(t, msg, names)
+}
+
 func TestConstructorErrorsStartWithThePackage(t *testing.T) {
 	h := func(context.Context, testkit.Exchange) error { return nil }
 	_, err := dispatch.New("d", orders, flux.Empty[testkit.Exchange](), h, dispatch.WithGroupBuffer(0))
 	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
-	assert.True(t, strings.HasPrefix(err.Error(), `dispatch: dispatcher "d": `), err.Error())
+	prefixedOnce(t, err, `(dispatcher "d")`)
 	_, err = dispatch.New("d", orders, flux.Empty[testkit.Exchange](), h, dispatch.WithDiscardHook(func(int, error) {}))
 	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
-	assert.True(t, strings.HasPrefix(err.Error(), `dispatch: dispatcher "d": `), err.Error())
+	prefixedOnce(t, err, `(dispatcher "d")`)
 
 	sup, err := aggregate.NewSchedulerSupplier("s")
 	require.NoError(t, err)
@@ -276,7 +286,7 @@ func TestConstructorErrorsStartWithThePackage(t *testing.T) {
 	_, err = dispatch.NewMain("m", []aggregate.NamedAggregate{orders}, flux.Empty[testkit.Exchange](), h, sup,
 		dispatch.WithDiscardHook(func(int, error) {}))
 	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
-	assert.True(t, strings.HasPrefix(err.Error(), `dispatch: main dispatcher "m": `), err.Error())
+	prefixedOnce(t, err, `(main dispatcher "m")`)
 	// Without named aggregates there is no child to check the options.
 	_, err = dispatch.NewMain("m", nil, flux.Empty[testkit.Exchange](), h, sup, dispatch.WithParallelism(0))
 	assert.ErrorIs(t, err, dispatch.ErrInvalidParallelism)

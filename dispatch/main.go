@@ -78,12 +78,12 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 		// Checked here too: without named aggregates no child checks it.
 		return nil, fmt.Errorf("%w: main dispatcher %q: got %d", ErrInvalidParallelism, name, m.opts.parallelism)
 	case len(m.opts.invalid) > 0:
-		return nil, fmt.Errorf("dispatch: main dispatcher %q: %w", name, errors.Join(m.opts.invalid...))
+		return nil, naming("main dispatcher", name, errors.Join(m.opts.invalid...))
 	}
 	m.opts.observer = guard(m.opts.observer, m.opts.logger, name)
 	var err error
 	if m.discard, err = typed[func(T, error)](m.opts.discardHook, "WithDiscardHook"); err != nil {
-		return nil, fmt.Errorf("dispatch: main dispatcher %q: %w", name, err)
+		return nil, naming("main dispatcher", name, err)
 	}
 	childOpts := append(slices.Clone(opts), WithSchedulerSupplier(aggregate.Borrow(supplier)), withFailureHook(m.fail))
 	if m.opts.groupKey == nil {
@@ -99,7 +99,7 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 		inbox := make(chan T, m.opts.groupBuffer)
 		child, err := New(name+"-"+key.Aggregate, key, flux.FromChannel(inbox), handler, childOpts...)
 		if err != nil {
-			return nil, fmt.Errorf("dispatch: main dispatcher %q: %w", name, err)
+			return nil, naming("main dispatcher", name, err)
 		}
 		m.routes[key] = len(m.children)
 		m.children = append(m.children, child)
@@ -153,7 +153,7 @@ func (m *MainDispatcher[T]) Prepare(ctx context.Context) error {
 	for _, c := range m.children {
 		if err := c.Prepare(ctx); err != nil {
 			m.ForceStop()
-			return fmt.Errorf("dispatch: main dispatcher %q: %w", m.name, err)
+			return naming("main dispatcher", m.name, err)
 		}
 	}
 	m.mu.Lock()
@@ -179,7 +179,7 @@ func (m *MainDispatcher[T]) Start() error {
 	}
 	for _, c := range m.children {
 		if err := c.Start(); err != nil {
-			return fmt.Errorf("dispatch: main dispatcher %q: %w", m.name, err)
+			return naming("main dispatcher", m.name, err)
 		}
 	}
 	m.state = StateRunning
