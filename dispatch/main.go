@@ -237,9 +237,12 @@ func (m *MainDispatcher[T]) ForceStop() {
 	}
 	m.forced = true
 	m.valve.shut()
-	if m.state == StateNew {
+	switch {
+	case m.state == StateNew:
 		m.stopUnpreparedLocked()
 		return
+	case m.runCancel == nil:
+		return // stopped before Prepare (Quiesce from NEW): nothing runs
 	}
 	m.state = StateStopped
 	m.runCancel(ErrForceStopped)

@@ -236,6 +236,9 @@ func TestMainLifecycle(t *testing.T) {
 		<-m.Done()
 		assert.Equal(t, []string{"supplier:force"}, log.get())
 		assert.ErrorIs(t, m.Prepare(t.Context()), dispatch.ErrIllegalState)
+		m.ForceStop() // after the stop that came first: a no-op, not a crash
+		m.Quiesce()
+		assert.Equal(t, dispatch.StateStopped, m.State())
 	}
 }
 
