@@ -23,6 +23,11 @@ type PanicError = panics.Error
 // Handler handles one exchange. ctx is cancelled, with cause ErrForceStopped,
 // by ForceStop. A returned error or a panic is the exchange's failure, handled
 // by the ErrorPolicy; it never stops the other exchanges under Continue.
+// A handler must not call runtime.Goexit (t.FailNow, require.* in a test's
+// handler): nothing can stop it from unwinding the goroutine that runs the
+// group, so that exchange fails (OutcomePanic, schedulers.ErrGoexit) and the
+// whole pipeline breaks: the admitted exchanges not yet started are
+// discarded with the breaking error and Err() reports it.
 type Handler[T any] func(ctx context.Context, exchange T) error
 
 // Dispatcher handles the exchanges of one named aggregate, emitted by a
@@ -285,8 +290,11 @@ func (d *Dispatcher[T]) run(ctx context.Context, sched schedulers.Scheduler, own
 	// After a force, a pipeline error is its consequence (a scheduler
 	// disposed by its owner right after, for one), not a failure.
 	broken := err != nil && !forced
-	if broken && d.err == nil {
-		d.err = err
+	if broken {
+		err = fmt.Errorf("dispatch: dispatcher %q: pipeline broke: %w", d.name, err)
+		if d.err == nil {
+			d.err = err
+		}
 	}
 	d.mu.Unlock()
 	if broken {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -345,10 +346,12 @@ func TestHandlerGoexitFailsTheExchange(t *testing.T) {
 		assert.ErrorIs(t, err, schedulers.ErrGoexit)
 		var pe *dispatch.PanicError
 		assert.ErrorAs(t, err, &pe)
-		d.ForceStop()
+		// Nothing stops a Goexit: the pipeline breaks on its own.
 		<-d.Done()
 		s := d.Stats()
 		assert.EqualValues(t, 1, s.Failed)
 		assert.Zero(t, s.InFlight, "every exchange ends once: %+v", s)
+		require.ErrorIs(t, d.Err(), schedulers.ErrGoexit)
+		assert.True(t, strings.HasPrefix(d.Err().Error(), `dispatch: dispatcher "orders": pipeline broke: `), d.Err().Error())
 	})
 }

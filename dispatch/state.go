@@ -97,8 +97,9 @@ type Observer interface {
 	// being handled: admitted ones, and ones refused at the intake. The
 	// reason wraps ErrForceStopped (dropped by ForceStop), ErrStopped (emitted
 	// by the source after the intake closed, or routed to a stopped child),
-	// ErrUnknownAggregate (a MainDispatcher has no child for it) or
-	// schedulers.ErrRejected (the scheduler refused the group's work).
+	// ErrUnknownAggregate (a MainDispatcher has no child for it),
+	// schedulers.ErrRejected (the scheduler refused the group's work), or the
+	// error that broke the pipeline (a handler that called runtime.Goexit).
 	Discarded(reason error)
 }
 
