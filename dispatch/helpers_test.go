@@ -26,13 +26,15 @@ func (c *countingSource) flux(n int, next func(i int) testkit.Exchange) flux.Flu
 	return flux.Create(func(_ context.Context, sink flux.Sink[testkit.Exchange]) error {
 		c.subscribed.Store(true)
 		for i := 0; n < 0 || i < n; i++ {
-			c.pulled.Add(1) // before Next: Next blocks while the router holds it
 			if err := sink.Next(next(i)); err != nil {
-				c.pulled.Add(-1)
 				return err
 			}
 		}
 		return nil
+	}).DoOnNext(func(testkit.Exchange) {
+		// Counted as it is handed downstream, before the router may block
+		// on it: an exchange the consumer refuses was still handed over.
+		c.pulled.Add(1)
 	})
 }
 
