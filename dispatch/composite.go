@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/aggflow/aggflow/aggregate"
 )
@@ -36,7 +37,10 @@ type Composite struct {
 	forced   bool
 
 	doneOnce sync.Once
-	done     chan struct{} // closed by the goroutine closeDone starts
+	// supplierStopped: a graceful stop of the supplier returned, so Done
+	// need not wait for it again.
+	supplierStopped atomic.Bool
+	done            chan struct{} // closed by the goroutine closeDone starts
 }
 
 // NewComposite returns a Composite named name that owns supplier and builds
@@ -72,8 +76,11 @@ func (c *Composite) closeDone() {
 		c.mu.Unlock()
 		go func() {
 			awaitDone(children)
-			// After ForceStop, returns once the schedulers' goroutines exited.
-			_ = c.supplier.StopGracefully(context.Background())
+			if !c.supplierStopped.Load() {
+				// After ForceStop, or a graceful stop cut short: returns
+				// once the schedulers' goroutines exited.
+				_ = c.supplier.StopGracefully(context.Background())
+			}
 			close(c.done)
 		}()
 	})
@@ -247,11 +254,14 @@ func (c *Composite) StopGracefully(ctx context.Context) error {
 	c.state = StateStopped
 	c.mu.Unlock()
 	if !forced {
-		c.closeDone() // the supplier's stop begins below
-		if err := c.supplier.StopGracefully(ctx); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
+		err := c.supplier.StopGracefully(ctx)
+		if err != nil && ctx.Err() != nil {
+			c.closeDone() // Done waits for the rest of the supplier's stop
+			return ctx.Err()
+		}
+		c.supplierStopped.Store(true) // its schedulers have exited
+		c.closeDone()
+		if err != nil {
 			errs = append(errs, fmt.Errorf("dispatch: composite %q failed to stop its supplier: %w", c.name, err))
 		}
 	}

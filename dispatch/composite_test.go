@@ -88,7 +88,8 @@ func TestCompositeBuildFailurePreparesNothing(t *testing.T) {
 	f := newCompositeFixture(t, boom)
 	require.ErrorIs(t, f.composite.Prepare(t.Context()), boom)
 	f.composite.ForceStop()
-	assert.Equal(t, []string{"build:domain", "build:state", "supplier:force"}, f.log.get())
+	<-f.composite.Done()
+	assert.Equal(t, []string{"build:domain", "build:state", "supplier:force", "supplier:graceful"}, f.log.get())
 }
 
 // CED-01: a failing first child keeps the second from being prepared.
@@ -169,7 +170,8 @@ func TestCompositeGracefulResumesAfterContext(t *testing.T) {
 func TestCompositeForceBeforePrepare(t *testing.T) {
 	f := newCompositeFixture(t, nil)
 	f.composite.ForceStop()
-	assert.Equal(t, []string{"supplier:force"}, f.log.get())
+	<-f.composite.Done() // Done waits for the supplier through its graceful stop
+	assert.Equal(t, []string{"supplier:force", "supplier:graceful"}, f.log.get())
 	assert.ErrorIs(t, f.composite.Prepare(t.Context()), dispatch.ErrStopped)
 	assert.NoError(t, f.composite.Start(), "a no-op once stopped")
 }
@@ -217,10 +219,10 @@ func TestCompositeInRuntime(t *testing.T) {
 	require.NoError(t, rt.StopGracefully(t.Context()))
 	<-rt.Done()
 	calls := f.log.get()
-	// The supplier's StopGracefully is called twice: to stop it, and by
-	// Done's wait for it; both after the children stopped.
-	assert.Equal(t, []string{"stop:other", "quiesce:domain", "quiesce:state", "stop:state", "stop:domain", "supplier:graceful", "supplier:graceful"},
-		calls[len(calls)-7:])
+	// The supplier is stopped once, after the children stopped; Done does
+	// not need to wait for it again.
+	assert.Equal(t, []string{"stop:other", "quiesce:domain", "quiesce:state", "stop:state", "stop:domain", "supplier:graceful"},
+		calls[len(calls)-6:])
 }
 
 // ForceStop racing Prepare: the child prepared meanwhile is forced again,
