@@ -23,18 +23,9 @@ func benchAggflow(b *testing.B, p int, h *benchHandler) benchRun {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := dispatch.New("bench", benchNamed, flux.FromChannel(in),
+	d := started(b, flux.FromChannel(in),
 		func(_ context.Context, x benchExchange) error { h.handle(x); return nil },
 		dispatch.WithParallelism(p), dispatch.WithScheduler(sched), dispatch.WithGroupBuffer(benchBuffer))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := d.Prepare(b.Context()); err != nil {
-		b.Fatal(err)
-	}
-	if err := d.Start(); err != nil {
-		b.Fatal(err)
-	}
 	return benchRun{
 		push: func(x benchExchange) { in <- x },
 		stop: func() {

@@ -37,17 +37,8 @@ func benchAllocs[T any](b *testing.B, next func(i int) T, opts ...dispatch.Optio
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := dispatch.New("alloc", orders, flux.FromChannel(in), func(context.Context, T) error { return nil },
+	d := started(b, flux.FromChannel(in), func(context.Context, T) error { return nil },
 		append([]dispatch.Option{dispatch.WithParallelism(64), dispatch.WithScheduler(sched)}, opts...)...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := d.Prepare(b.Context()); err != nil {
-		b.Fatal(err)
-	}
-	if err := d.Start(); err != nil {
-		b.Fatal(err)
-	}
 	i := 0
 	for b.Loop() {
 		in <- next(i)

@@ -86,7 +86,7 @@ func every(errs []error, target error) bool {
 }
 
 // started returns a dispatcher that is prepared and started.
-func started[T any](t *testing.T, source flux.Flux[T], h dispatch.Handler[T], opts ...dispatch.Option) *dispatch.Dispatcher[T] {
+func started[T any](t testing.TB, source flux.Flux[T], h dispatch.Handler[T], opts ...dispatch.Option) *dispatch.Dispatcher[T] {
 	t.Helper()
 	d, err := dispatch.New("orders", orders, source, h, append([]dispatch.Option{quiet}, opts...)...)
 	require.NoError(t, err)
