@@ -286,3 +286,6 @@ func (c *Composite) ForceStop() {
 	c.supplier.ForceStop()
 	c.closeDone()
 }
+
+// Err returns nil: a Composite's failures are returned by its methods.
+func (c *Composite) Err() error { return nil }

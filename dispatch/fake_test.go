@@ -40,10 +40,12 @@ type fakeComponent struct {
 
 	forceOnce sync.Once
 	forced    chan struct{}
+	doneOnce  sync.Once
+	done      chan struct{}
 }
 
 func newFake(name string, log *callLog) *fakeComponent {
-	return &fakeComponent{name: name, log: log, forced: make(chan struct{})}
+	return &fakeComponent{name: name, log: log, forced: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (f *fakeComponent) Prepare(context.Context) error {
@@ -59,15 +61,22 @@ func (f *fakeComponent) Start() error {
 	return f.startErr
 }
 
-func (f *fakeComponent) Quiesce() { f.log.add("quiesce:" + f.name) }
+func (f *fakeComponent) Quiesce() {
+	f.log.add("quiesce:" + f.name)
+	if f.hold == nil {
+		f.end()
+	}
+}
 
 func (f *fakeComponent) StopGracefully(ctx context.Context) error {
 	f.log.add("stop:" + f.name)
 	if f.hold == nil {
+		f.end()
 		return f.stopErr
 	}
 	select {
 	case <-f.hold:
+		f.end()
 		return f.stopErr
 	case <-f.forced:
 		return nil
@@ -76,9 +85,12 @@ func (f *fakeComponent) StopGracefully(ctx context.Context) error {
 	}
 }
 
+func (f *fakeComponent) end() { f.doneOnce.Do(func() { close(f.done) }) }
+
 func (f *fakeComponent) ForceStop() {
 	f.log.add("force:" + f.name)
 	f.forceOnce.Do(func() { close(f.forced) })
+	f.end()
 }
 
 // fakeSupplier is an aggregate.SchedulerSupplier that logs its stops as
@@ -98,3 +110,10 @@ func (s *fakeSupplier) StopGracefully(context.Context) error {
 }
 
 func (s *fakeSupplier) ForceStop() { s.log.add("supplier:force") }
+
+func (f *fakeComponent) Name() string { return f.name }
+
+// Done is closed once a stop returned without its ctx ending, or by ForceStop.
+func (f *fakeComponent) Done() <-chan struct{} { return f.done }
+
+func (f *fakeComponent) Err() error { return nil }

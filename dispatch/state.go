@@ -1,39 +1,12 @@
 package dispatch
 
 import (
-	"context"
 	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/aggflow/aggflow/internal/panics"
 )
-
-// State is a lifecycle state of a Dispatcher, MainDispatcher or Composite. It
-// mirrors the State enum of Wow's AggregateDispatcher (AggregateDispatcher.kt):
-// NEW -> PREPARED -> RUNNING -> STOPPING -> STOPPED.
-type State int32
-
-const (
-	// StateNew is the state after construction: nothing subscribed.
-	StateNew State = iota
-	// StatePrepared is the state after Prepare: resources resolved, nothing
-	// pulled from the source yet.
-	StatePrepared
-	// StateRunning is the state after Start: exchanges flow.
-	StateRunning
-	// StateStopping is the state after Quiesce: intake closed, admitted
-	// exchanges draining.
-	StateStopping
-	// StateStopped is the terminal state: the pipeline ended (drained, forced,
-	// or the source terminated).
-	StateStopped
-)
-
-// String returns the upper-case Wow name of the state ("RUNNING").
-func (s State) String() string {
-	return enumName(s, "State", "NEW", "PREPARED", "RUNNING", "STOPPING", "STOPPED")
-}
 
 // enumName returns names[e], or "Type(e)" for a value out of range.
 func enumName[E ~int | ~int32](e E, typ string, names ...string) string {
@@ -173,21 +146,4 @@ const (
 // String returns "Continue" or "StopOnError".
 func (p ErrorPolicy) String() string {
 	return enumName(p, "ErrorPolicy", "Continue", "StopOnError")
-}
-
-// Component is anything with the runtime lifecycle: Dispatcher, MainDispatcher,
-// Composite, or a user's own. It mirrors Wow's RuntimeComponent
-// (RuntimeComponent.kt). Contract, which Runtime and Composite rely on:
-// construction starts nothing; Prepare readies the component without
-// processing; Start opens processing; Quiesce closes intake promptly without
-// blocking and is idempotent; StopGracefully lets admitted work finish and
-// returns nil when done or ctx.Err() when ctx ends first (the stop goes on);
-// ForceStop is prompt, non-blocking, idempotent, safe before Prepare and safe
-// concurrently with every other method.
-type Component interface {
-	Prepare(ctx context.Context) error
-	Start() error
-	Quiesce()
-	StopGracefully(ctx context.Context) error
-	ForceStop()
 }

@@ -1,0 +1,108 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	lc "github.com/aggflow/aggflow/internal/lifecycle"
+)
+
+// State is a lifecycle state of a Dispatcher, MainDispatcher or Runtime. It
+// mirrors the State enum of Wow's AggregateDispatcher (AggregateDispatcher.kt):
+// NEW -> PREPARED -> RUNNING -> STOPPING -> STOPPED. States only move
+// forward: there is no restart.
+type State = lc.State
+
+const (
+	// StateNew is the state after construction: nothing subscribed, no
+	// goroutine.
+	StateNew = lc.New
+	// StatePrepared is the state after Prepare: resources resolved, nothing
+	// pulled from the source yet.
+	StatePrepared = lc.Prepared
+	// StateRunning is the state after Start: exchanges flow.
+	StateRunning = lc.Running
+	// StateStopping is the state after Quiesce: intake closed, admitted
+	// exchanges draining.
+	StateStopping = lc.Stopping
+	// StateStopped is the logical end: nothing more is admitted or handled.
+	// Done closes once, in addition, every goroutine owned has exited.
+	StateStopped = lc.Stopped
+)
+
+// Component is anything with the runtime lifecycle: Dispatcher,
+// MainDispatcher, Runtime, or a user's own. It mirrors Wow's
+// RuntimeComponent (RuntimeComponent.kt). The contract, which Runtime relies
+// on, is the one of docs/lifecycle.md:
+//
+//   - construction starts nothing; Prepare readies the component without
+//     processing; Start opens processing;
+//   - Quiesce closes the intake promptly, without blocking, idempotently;
+//   - StopGracefully quiesces, lets admitted work finish and returns nil (or
+//     Err()) once every goroutine owned has exited, or an error wrapping
+//     ctx's when ctx ends first (the stop goes on);
+//   - ForceStop drops what has not started, cancels what runs and returns at
+//     once; it is idempotent, safe before Prepare and concurrently with every
+//     other method;
+//   - Done closes when the component is stopped and every goroutine it owns
+//     has exited; Err is the first error, meaningful once Done is closed.
+type Component interface {
+	Name() string
+	Prepare(ctx context.Context) error
+	Start() error
+	Quiesce()
+	StopGracefully(ctx context.Context) error
+	ForceStop()
+	Done() <-chan struct{}
+	Err() error
+}
+
+// run is the one-call lifecycle shared by Dispatcher, MainDispatcher and
+// Runtime: prepare, start, wait until done; when ctx ends, stop gracefully
+// within timeout, then force. It returns the component's first error, or the
+// error of a stop that had to be forced (wrapping ErrShutdownTimeout). It
+// does not wait for goroutines stuck in user code after the force: Done
+// tells when they exited.
+func run(ctx context.Context, c Component, timeout time.Duration) error {
+	if err := c.Prepare(ctx); err != nil {
+		c.ForceStop()
+		return err
+	}
+	if err := c.Start(); err != nil {
+		c.ForceStop()
+		return err
+	}
+	select {
+	case <-c.Done():
+		return c.Err()
+	case <-ctx.Done():
+	}
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	err := c.StopGracefully(stopCtx)
+	if stopCtx.Err() == nil || isDone(c) {
+		return err
+	}
+	c.ForceStop()
+	return errors.Join(fmt.Errorf("%w: %s %q forced after %v", ErrShutdownTimeout, kindOf(c), c.Name(), timeout), err)
+}
+
+// isDone reports whether c's Done is closed.
+func isDone(c Component) bool {
+	select {
+	case <-c.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// kindOf names the kind of a component in errors.
+func kindOf(c Component) string {
+	if k, ok := c.(interface{ Kind() string }); ok {
+		return k.Kind()
+	}
+	return "component"
+}

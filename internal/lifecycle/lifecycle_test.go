@@ -1,0 +1,158 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"pgregory.net/rapid"
+
+	"github.com/aggflow/aggflow/internal/lifecycle"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var errIllegal = errors.New("test: illegal")
+
+func newCore(final func()) *lifecycle.Core {
+	c := new(lifecycle.Core)
+	c.Init("thing", "t", lifecycle.New, errIllegal, final)
+	return c
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestForwardTransitions(t *testing.T) {
+	c := newCore(nil)
+	require.NoError(t, c.Enter("prepare", lifecycle.New))
+	assert.True(t, c.Advance(lifecycle.New, lifecycle.Prepared))
+	c.Release()
+	assert.Equal(t, lifecycle.Prepared, c.State())
+	err := c.Enter("prepare", lifecycle.New)
+	require.ErrorIs(t, err, errIllegal)
+	assert.EqualError(t, err, `test: illegal: thing "t" cannot prepare from state PREPARED`)
+	assert.True(t, c.Advance(lifecycle.Prepared, lifecycle.Running))
+	from, first := c.Quiesce()
+	assert.Equal(t, lifecycle.Running, from)
+	assert.True(t, first)
+	_, first = c.Quiesce()
+	assert.False(t, first)
+	assert.False(t, closed(c.Done()))
+	c.Stop()
+	assert.True(t, closed(c.Stopped()))
+	assert.True(t, closed(c.Done()))
+	assert.Equal(t, "STOPPED", c.State().String())
+	assert.Equal(t, "State(9)", lifecycle.State(9).String())
+}
+
+func TestDoneWaitsForHoldsAndFinalizes(t *testing.T) {
+	finals := 0
+	c := newCore(func() { finals++ })
+	require.True(t, c.Hold())
+	c.Stop()
+	assert.True(t, closed(c.Stopped()), "the logical end does not wait for holds")
+	assert.False(t, closed(c.Done()), "the physical end does")
+	assert.Equal(t, 0, finals)
+	c.Release()
+	assert.True(t, closed(c.Done()))
+	assert.Equal(t, 1, finals)
+	assert.False(t, c.Hold(), "no hold after the physical end")
+}
+
+func TestForceDuringEnterRefusesAdvance(t *testing.T) {
+	c := newCore(nil)
+	require.NoError(t, c.Enter("prepare", lifecycle.New))
+	from, first := c.Force()
+	assert.Equal(t, lifecycle.New, from)
+	assert.True(t, first)
+	assert.False(t, c.Advance(lifecycle.New, lifecycle.Prepared), "a force taken over a prepare")
+	assert.False(t, closed(c.Done()), "Done waits for the prepare to leave")
+	c.Release()
+	assert.True(t, closed(c.Done()))
+	_, first = c.Force()
+	assert.False(t, first)
+	assert.True(t, c.Forced())
+}
+
+func TestRecordKeepsTheFirst(t *testing.T) {
+	c := newCore(nil)
+	c.Record(nil)
+	c.Record(errors.New("first"))
+	c.Record(errors.New("second"))
+	assert.EqualError(t, c.Err(), "first")
+}
+
+func TestAwait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCore(nil)
+		c.Record(errors.New("boom"))
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		err := c.Await(ctx, func(err error) error { return errors.Join(errors.New("still running"), err) })
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.ErrorContains(t, err, "still running")
+		go func() {
+			time.Sleep(time.Minute)
+			c.Stop()
+		}()
+		assert.EqualError(t, c.Await(t.Context(), nil), "boom")
+	})
+}
+
+// TestConcurrentStops: from several goroutines, any mix of Quiesce, Force,
+// Stop, Hold/Release and Enter/Advance ends with Done closed exactly once,
+// the finalizer run once, and the state STOPPED.
+func TestConcurrentStops(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		finals := 0
+		var mu sync.Mutex
+		c := newCore(func() { mu.Lock(); finals++; mu.Unlock() })
+		ops := rapid.SliceOfN(rapid.IntRange(0, 4), 1, 12).Draw(rt, "ops")
+		var wg sync.WaitGroup
+		for _, op := range ops {
+			wg.Go(func() {
+				switch op {
+				case 0:
+					c.Quiesce()
+				case 1:
+					c.Force()
+				case 2:
+					c.Stop()
+				case 3:
+					if c.Hold() {
+						c.Release()
+					}
+				case 4:
+					if c.Enter("prepare", lifecycle.New) == nil {
+						c.Advance(lifecycle.New, lifecycle.Prepared)
+						c.Release()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		c.Stop()
+		<-c.Done()
+		mu.Lock()
+		defer mu.Unlock()
+		if finals != 1 {
+			rt.Fatalf("finalizer ran %d times", finals)
+		}
+		if c.State() != lifecycle.Stopped {
+			rt.Fatalf("state %v", c.State())
+		}
+	})
+}
