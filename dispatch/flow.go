@@ -1,0 +1,120 @@
+package dispatch
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+// flow is the state one intake shares with the lanes it feeds: the gate
+// (shut, forced), the counters, the pending budget and the drained signal.
+// A Dispatcher has one flow for its lanes; a MainDispatcher one for all its
+// children's.
+//
+// Counting protocol: the intake adds to received before it looks at shut,
+// and every path that ends an exchange adds to a final counter before it
+// looks at shut. So once shut is set, whoever brings the in-flight count to
+// zero sees it, and drained closes exactly when the intake is shut and no
+// admitted exchange is left.
+type flow struct {
+	shut, forced atomic.Bool
+
+	received, succeeded, failed, discarded atomic.Int64
+
+	budget budget
+
+	drainedOnce atomic.Bool
+	drained     chan struct{}
+	onDrained   func() // called once, right after drained closed
+}
+
+func newFlow(maxPending int, onDrained func()) *flow {
+	f := &flow{drained: make(chan struct{}), onDrained: onDrained}
+	f.budget.init(int64(maxPending))
+	return f
+}
+
+// stats returns a snapshot in which the identity of Stats holds: the final
+// counters are read before received.
+func (f *flow) stats() Stats {
+	s := Stats{Succeeded: f.succeeded.Load(), Failed: f.failed.Load(), Discarded: f.discarded.Load()}
+	s.Received = f.received.Load()
+	s.InFlight = s.Received - s.Succeeded - s.Failed - s.Discarded
+	return s
+}
+
+// inFlight is received minus the final counters, read in the same order as
+// stats.
+func (f *flow) inFlight() int64 {
+	done := f.succeeded.Load() + f.failed.Load() + f.discarded.Load()
+	return f.received.Load() - done
+}
+
+// close shuts the intake: nothing is admitted from now on.
+func (f *flow) close() {
+	f.shut.Store(true)
+	f.check()
+}
+
+// check closes drained once the intake is shut and nothing is in flight.
+// Call it after every change that may have ended the last exchange.
+func (f *flow) check() {
+	if !f.shut.Load() || f.inFlight() != 0 || f.drainedOnce.Swap(true) {
+		return
+	}
+	close(f.drained)
+	if f.onDrained != nil {
+		f.onDrained()
+	}
+}
+
+// budget bounds the exchanges admitted and not finished. acquire counts one
+// first and then, if that went over the limit, waits for room on a channel
+// (so that testing/synctest sees the wait); release gives units back and
+// wakes a waiter. A waiter announces itself before it looks again, and a
+// releaser subtracts before it looks for waiters, so no wake-up is lost.
+type budget struct {
+	max     int64
+	pending atomic.Int64
+	waiters atomic.Int32
+	room    chan struct{}
+}
+
+func (b *budget) init(max int64) {
+	b.max, b.room = max, make(chan struct{}, 1)
+}
+
+// acquire takes one unit, waiting while the budget is used up; it returns
+// ctx's cause, holding no unit, if ctx ends first.
+func (b *budget) acquire(ctx context.Context) error {
+	if b.pending.Add(1) <= b.max {
+		return nil
+	}
+	for {
+		b.waiters.Add(1)
+		if b.pending.Load() <= b.max {
+			b.waiters.Add(-1)
+			return nil
+		}
+		select {
+		case <-b.room:
+			b.waiters.Add(-1)
+		case <-ctx.Done():
+			b.waiters.Add(-1)
+			b.release(1)
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// release gives n units back.
+func (b *budget) release(n int64) {
+	if n == 0 {
+		return
+	}
+	if b.pending.Add(-n) <= b.max && b.waiters.Load() > 0 {
+		select {
+		case b.room <- struct{}{}:
+		default:
+		}
+	}
+}
