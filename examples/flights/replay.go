@@ -83,9 +83,9 @@ func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (re
 	}
 	res := replayed{latency: &observer{}}
 	d, err := dispatch.New("flights", airportAggregate, source, handle,
-		dispatch.WithParallelism(cfg.parallelism),
-		dispatch.WithSchedulerSupplier(supplier),
-		dispatch.WithObserver(res.latency))
+		dispatch.WithParallelism[departure](cfg.parallelism),
+		dispatch.WithSchedulerSupplier[departure](supplier),
+		dispatch.WithObserver[departure](res.latency))
 	if err != nil {
 		return res, err
 	}
