@@ -62,9 +62,9 @@ type engine[T any] struct {
 	policy  ErrorPolicy
 	onFail  func(error) // under StopOnError: record and quiesce the owner
 
-	ctx      context.Context // the handlers' context
-	cancel   context.CancelCauseFunc
-	watching atomic.Bool // the scheduler's task context is watched
+	ctx       context.Context // the handlers' context
+	cancel    context.CancelCauseFunc
+	watching  atomic.Bool // the scheduler's task context is watched
 	stopWatch atomic.Pointer[func() bool]
 }
 
