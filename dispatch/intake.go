@@ -145,7 +145,7 @@ func (in *intake[T]) subscribe() {
 	if err != nil && in.srcCtx.Err() == nil {
 		in.Record(fmt.Errorf("dispatch: %s %q: source failed: %w", in.Kind(), in.Name(), err))
 	}
-	in.closeIntake()
+	in.closeIntake(StateRunning)
 }
 
 // runSource subscribes the source, recovering a panic that escaped it.
@@ -188,10 +188,12 @@ func (in *intake[T]) emit(x T) error {
 func (in *intake[T]) unrouted(x T, err error) {
 	if errors.Is(err, ErrUnknownAggregate) {
 		in.report.dropped(x, err)
+		in.f.check()
 		return
 	}
 	in.f.failed.Add(1)
 	in.report.failure(x, OutcomeError, 0, err)
+	in.f.check() // a stop may have come since the gate
 }
 
 // refusal is the reason given to an exchange refused at the intake.
@@ -247,14 +249,16 @@ func (in *intake[T]) Emit(ctx context.Context, x T) error {
 // dispatcher stops. Prompt, non-blocking, idempotent. Wow:
 // AggregateDispatcher.quiesce.
 func (in *intake[T]) Quiesce() {
-	if _, first := in.Core.Quiesce(); first {
-		in.closeIntake()
+	if from, first := in.Core.Quiesce(); first {
+		in.closeIntake(from)
 	}
 }
 
-// closeIntake shuts the intake and cancels the source.
-func (in *intake[T]) closeIntake() {
-	if in.State() >= StatePrepared && in.srcCancel != nil {
+// closeIntake shuts the intake and, if Prepare had completed when the stop
+// began (from), cancels the source: before that, Prepare may still be
+// writing the contexts, and the source was never subscribed.
+func (in *intake[T]) closeIntake(from State) {
+	if from >= StatePrepared {
 		in.srcCancel(errIntakeClosed)
 	}
 	in.f.close()
@@ -322,14 +326,17 @@ func (in *intake[T]) describe() string {
 // Prepare and concurrently with any method. Wow:
 // AggregateDispatcher.forceStop.
 func (in *intake[T]) ForceStop() {
-	if _, first := in.Force(); !first {
+	from, first := in.Force()
+	if !first {
 		return
 	}
 	in.f.forced.Store(true)
-	for _, e := range in.all() {
-		e.cancel(ErrForceStopped)
+	if from >= StatePrepared {
+		for _, e := range in.all() {
+			e.cancel(ErrForceStopped)
+		}
 	}
-	in.closeIntake()
+	in.closeIntake(from)
 	for _, e := range in.engines {
 		e.sweep()
 	}

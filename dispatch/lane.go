@@ -114,10 +114,11 @@ func (e *engine[T]) schedule(l *lane[T]) {
 	}
 }
 
-// rejected reports that the scheduler refused work: it is being disposed
-// under the dispatcher. What is queued is discarded; the owner stops.
+// rejected reports that the scheduler refused work, or ended: it is being
+// disposed under the dispatcher. What is queued is discarded; the owner
+// stops. Once the intake is shut this is the owner's own disposal.
 func (e *engine[T]) rejected(err error) {
-	if e.f.forced.Load() {
+	if e.f.shut.Load() {
 		return
 	}
 	err = fmt.Errorf("dispatch: dispatcher %q: scheduler refused work: %w", e.name, err)
@@ -146,6 +147,7 @@ func (e *engine[T]) watch(taskCtx context.Context) {
 	}
 	stop := context.AfterFunc(taskCtx, func() {
 		e.cancel(context.Cause(taskCtx))
+		e.rejected(context.Cause(taskCtx))
 		e.sweep()
 	})
 	e.stopWatch.Store(&stop)
