@@ -125,7 +125,7 @@ func run() error {
 	}
 	meta := bench.Meta{
 		Date: time.Now().UTC().Format("2006-01-02"), GoVersion: runtime.Version(), CPU: cpuModel(),
-		Command: "go -C bench run ./cmd/streaming " + strings.Join(os.Args[1:], " "), GOMAXPROCS: runtime.GOMAXPROCS(0),
+		Command: shellLine(append([]string{"go", "-C", "bench", "run", "./cmd/streaming"}, os.Args[1:]...)), GOMAXPROCS: runtime.GOMAXPROCS(0),
 		N: *n, NBlocking: *nBlock, Reps: *reps, Note: *note,
 	}
 	if meta.NBlocking == 0 {
@@ -216,6 +216,18 @@ func cpuModel() string {
 		}
 	}
 	return runtime.GOARCH
+}
+
+// shellLine joins args into a line a POSIX shell reads back as args.
+func shellLine(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = a
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
+			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(q, " ")
 }
 
 func slicesContains(v []string, s string) bool {
