@@ -8,7 +8,6 @@ import (
 
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/dispatch"
-	"github.com/aggflow/aggflow/flux"
 )
 
 var benchAggregate = aggregate.MaterializedNamedAggregate{Context: "bench", Aggregate: "account"}
@@ -21,28 +20,22 @@ func (x Exchange) AggregateID() aggregate.ID {
 
 var aggflowImpl = Impl{
 	Name: "aggflow",
-	What: "dispatch.New with defaults but WithParallelism(P): owned NewParallel(DefaultPoolSize) scheduler, default group buffer; the producer is the source (flux.Create), so the intake runs on its goroutine",
+	What: "dispatch.New with defaults but WithParallelism(P): owned NewParallel(DefaultPoolSize) scheduler, default pending budget; the producer is the source (a dispatch.Source), so the intake runs on its goroutine",
 	Run: func(r *Run) (int64, error) {
-		source := flux.Create(func(_ context.Context, sink flux.Sink[Exchange]) error {
-			return r.Produce(func(x Exchange) bool { return sink.Next(x) == nil })
+		source := producer(func(_ context.Context, emit func(Exchange) error) error {
+			return r.Produce(func(x Exchange) bool { return emit(x) == nil })
 		})
 		handler := func(_ context.Context, x Exchange) error {
 			r.Handle(&x)
 			return nil
 		}
-		d, err := dispatch.New("bench", benchAggregate, source, handler, dispatch.WithParallelism(r.P))
+		d, err := dispatch.New("bench", benchAggregate, source, handler, dispatch.WithParallelism[Exchange](r.P))
 		if err != nil {
 			return 0, err
 		}
-		if err := d.Prepare(context.Background()); err != nil {
+		if err := d.Run(context.Background()); err != nil {
 			return 0, err
 		}
-		if err := d.Start(); err != nil {
-			d.ForceStop()
-			<-d.Done()
-			return 0, err
-		}
-		<-d.Done()
 		s := d.Stats()
 		if err := d.Err(); err != nil {
 			return s.Succeeded, err
@@ -53,3 +46,9 @@ var aggflowImpl = Impl{
 		return s.Succeeded, nil
 	},
 }
+
+// producer is a dispatch.Source made of a function: the producer's loop
+// calls emit for each exchange, on its own goroutine.
+type producer func(ctx context.Context, emit func(Exchange) error) error
+
+func (p producer) Subscribe(ctx context.Context, emit func(Exchange) error) error { return p(ctx, emit) }
