@@ -51,4 +51,6 @@ var aggflowImpl = Impl{
 // calls emit for each exchange, on its own goroutine.
 type producer func(ctx context.Context, emit func(Exchange) error) error
 
-func (p producer) Subscribe(ctx context.Context, emit func(Exchange) error) error { return p(ctx, emit) }
+func (p producer) Subscribe(ctx context.Context, emit func(Exchange) error) error {
+	return p(ctx, emit)
+}
