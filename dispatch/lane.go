@@ -46,11 +46,12 @@ type lane[T any] struct {
 // scheduler that runs them, and the handler with its accounting. Its flow
 // (gate, counters, budget) may be shared with other engines of one intake.
 type engine[T any] struct {
-	name  string // the dispatcher's, for errors and logs
-	named aggregate.MaterializedNamedAggregate
-	f     *flow
-	lanes []atomic.Pointer[lane[T]]
-	sched schedulers.Scheduler
+	name   string // the dispatcher's, for errors and logs
+	named  aggregate.MaterializedNamedAggregate
+	f      *flow
+	lanes  []atomic.Pointer[lane[T]]
+	chunks queue.Chunks[item[T]]
+	sched  schedulers.Scheduler
 
 	handler Handler[T]
 	idOf    func(T) aggregate.ID // nil when exchanges are keyed by a function
@@ -82,6 +83,7 @@ func (e *engine[T]) lane(g int) *lane[T] {
 		return l
 	}
 	l := &lane[T]{group: g, e: e}
+	l.q.Chunks = &e.chunks
 	l.task = l.run
 	e.lanes[g].Store(l)
 	return l

@@ -2,7 +2,10 @@
 // that a dispatcher's lane is built on.
 package queue
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // chunkLen is the number of items per chunk: large enough that a chunk
 // change (one pointer hop, at most one allocation) is rare, small enough
@@ -18,7 +21,9 @@ type chunk[T any] struct {
 // time, lock-free: a Push is a slot write and one atomic add, a Peek/Pop
 // pair a slot read and, once per run of available items, an atomic load.
 // Items live in linked chunks of 32; the consumer hands the chunk it left
-// back to the producer, so a queue that does not grow does not allocate.
+// back to the producer, so a queue that does not grow does not allocate,
+// and further chunks go through Chunks, a pool that queues of one item type
+// may share, so that a queue growing and shrinking does not allocate either.
 //
 // Roles: Push, and Len, belong to the producer; Peek and Pop to the
 // consumer; Len may be called by either. A role may move to another
@@ -37,6 +42,27 @@ type SPSC[T any] struct {
 	popped  atomic.Uint64
 	// the chunk the consumer left last, for the producer's next one
 	spare atomic.Pointer[chunk[T]]
+	// Chunks, when not nil, recycles the chunks the spare cannot hold.
+	Chunks *Chunks[T]
+}
+
+// Chunks is a pool of chunks for queues of one item type; safe for
+// concurrent use; the zero value is ready.
+type Chunks[T any] struct{ pool sync.Pool }
+
+func (p *Chunks[T]) get() *chunk[T] {
+	if p != nil {
+		if c, ok := p.pool.Get().(*chunk[T]); ok {
+			return c
+		}
+	}
+	return new(chunk[T])
+}
+
+func (p *Chunks[T]) put(c *chunk[T]) {
+	if p != nil {
+		p.pool.Put(c)
+	}
 }
 
 // Push appends v. Producer only.
@@ -45,10 +71,9 @@ func (q *SPSC[T]) Push(v T) {
 	if c == nil || q.tailPos == chunkLen {
 		n := q.spare.Swap(nil)
 		if n == nil {
-			n = new(chunk[T])
-		} else {
-			n.next.Store(nil)
+			n = q.Chunks.get()
 		}
+		n.next.Store(nil)
 		if c == nil {
 			q.head = n // published to the consumer by the add below
 		} else {
@@ -73,7 +98,9 @@ func (q *SPSC[T]) Peek() (v *T, ok bool) {
 	if q.headPos == chunkLen {
 		old := q.head
 		q.head, q.headPos = old.next.Load(), 0
-		q.spare.Store(old)
+		if !q.spare.CompareAndSwap(nil, old) {
+			q.Chunks.put(old)
+		}
 	}
 	return &q.head.items[q.headPos], true
 }
