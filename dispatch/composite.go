@@ -17,8 +17,8 @@ type ChildFactory func(supplier aggregate.SchedulerSupplier) (Component, error)
 
 // Composite runs several child components that share one scheduler supplier,
 // which the Composite owns: Wow's CompositeEventDispatcher
-// (CompositeEventDispatcher.kt). Each child gets aggregate.Borrow(supplier),
-// so a child's own stop never closes the shared supplier; the Composite stops
+// (CompositeEventDispatcher.kt). Each child gets the supplier as an
+// aggregate.SchedulerSupplier, which cannot stop it; the Composite stops
 // it once, after every child. Prepare, Start and Quiesce visit the children
 // in the given order; StopGracefully and ForceStop visit them in reverse.
 //
@@ -27,7 +27,7 @@ type ChildFactory func(supplier aggregate.SchedulerSupplier) (Component, error)
 // is prepared (Wow S-1.13.4).
 type Composite struct {
 	name      string
-	supplier  aggregate.SchedulerSupplier
+	supplier  ownedSupplier
 	factories []ChildFactory
 
 	mu       sync.Mutex
@@ -47,7 +47,7 @@ type Composite struct {
 // one child per factory. An empty name, a nil supplier or a nil factory
 // returns ErrInvalidArgument. On success the Composite owns supplier: its
 // stops stop the supplier.
-func NewComposite(name string, supplier aggregate.SchedulerSupplier, children ...ChildFactory) (*Composite, error) {
+func NewComposite(name string, supplier ownedSupplier, children ...ChildFactory) (*Composite, error) {
 	if name == "" || supplier == nil {
 		return nil, fmt.Errorf("%w: composite needs a name and a supplier", ErrInvalidArgument)
 	}
@@ -111,7 +111,7 @@ func (c *Composite) Prepare(ctx context.Context) error {
 	c.state = StatePrepared
 	c.mu.Unlock()
 
-	borrowed := aggregate.Borrow(c.supplier)
+	var borrowed aggregate.SchedulerSupplier = c.supplier
 	children := make([]Component, len(c.factories))
 	for i, f := range c.factories {
 		child, err := f(borrowed)

@@ -32,7 +32,7 @@ var errChildStopped = fmt.Errorf("%w: child dispatcher stopped", ErrStopped)
 // Ownership: the MainDispatcher owns the supplier, like Wow's
 // MainDispatcher subclasses (stopManagedGracefully / forceStopManaged): the
 // children borrow it, and it is stopped once, after every child stopped (on
-// ForceStop, at once). Pass aggregate.Borrow(s) to keep ownership of s.
+// ForceStop, at once).
 //
 // Lifecycle as Dispatcher's: Prepare prepares the children in order, Start
 // starts them in order and then opens the intake, Quiesce closes the intake
@@ -42,7 +42,7 @@ var errChildStopped = fmt.Errorf("%w: child dispatcher stopped", ErrStopped)
 // concurrent use.
 type MainDispatcher[T aggregate.IDCapable] struct {
 	source   flux.Flux[T]
-	supplier aggregate.SchedulerSupplier
+	supplier ownedSupplier
 	children []*Dispatcher[T]
 	inboxes  []chan T
 	routes   map[aggregate.MaterializedNamedAggregate]int
@@ -51,6 +51,13 @@ type MainDispatcher[T aggregate.IDCapable] struct {
 	lifecycle
 
 	received, failed, discarded atomic.Int64
+}
+
+// ownedSupplier is a supplier its holder stops: an *aggregate.Supplier.
+type ownedSupplier interface {
+	aggregate.SchedulerSupplier
+	StopGracefully(ctx context.Context) error
+	ForceStop()
 }
 
 // NewMain returns a MainDispatcher named name with one child per named
@@ -62,7 +69,7 @@ type MainDispatcher[T aggregate.IDCapable] struct {
 // named aggregate listed twice returns ErrInvalidArgument; other errors are
 // New's. Wow: MainDispatcher's constructor and newAggregateDispatcher.
 func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregate, source flux.Flux[T],
-	handler Handler[T], supplier aggregate.SchedulerSupplier, opts ...Option) (*MainDispatcher[T], error) {
+	handler Handler[T], supplier ownedSupplier, opts ...Option) (*MainDispatcher[T], error) {
 	if name == "" || handler == nil || supplier == nil {
 		return nil, fmt.Errorf("%w: a main dispatcher needs a name, a handler and a supplier", ErrInvalidArgument)
 	}
@@ -85,7 +92,7 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 	if m.discard, err = typed[func(T, error)](m.opts.discardHook, "WithDiscardHook"); err != nil {
 		return nil, naming("main dispatcher", name, err)
 	}
-	childOpts := append(slices.Clone(opts), WithSchedulerSupplier(aggregate.Borrow(supplier)), withFailureHook(m.fail))
+	childOpts := append(slices.Clone(opts), WithSchedulerSupplier(supplier), withFailureHook(m.fail))
 	if m.opts.groupKey == nil {
 		// T's method is reachable without an interface here: no allocation.
 		p := m.opts.parallelism
