@@ -3,8 +3,8 @@
 // time, in order, while different aggregates are handled concurrently on
 // their aggregate type's scheduler. It ports the dispatcher layer of the
 // Kotlin framework Wow: AggregateDispatcher (Dispatcher), MainDispatcher,
-// CompositeEventDispatcher (Composite) and WowRuntime (Runtime), on the
-// Reactor-style operators of package flux.
+// CompositeEventDispatcher (a Runtime that owns a supplier, WithOwned) and
+// WowRuntime (Runtime), on the Reactor-style operators of package flux.
 //
 // # Data flow of a Dispatcher
 //
@@ -58,7 +58,7 @@
 //
 // # Lifecycle
 //
-// Dispatcher, MainDispatcher and Composite follow Wow's RuntimeComponent
+// Dispatcher, MainDispatcher and Runtime follow Wow's RuntimeComponent
 // (Component): NEW -Prepare-> PREPARED -Start-> RUNNING -Quiesce-> STOPPING
 // -> STOPPED, with ForceStop from anywhere. Construction starts nothing;
 // Prepare subscribes with the intake closed (nothing is pulled before
@@ -67,7 +67,7 @@
 // handlers' context. Every exchange the source emits ends exactly once:
 // Stats().Received == Succeeded + Failed + Discarded + InFlight, InFlight 0
 // after Done. A Runtime runs components as one unit: prepare all, start all,
-// stop in reverse under one deadline.
+// stop in reverse, then what it owns, under one deadline.
 //
 // # Deviations from Wow
 //
