@@ -3,7 +3,7 @@
 // time, in order, while different aggregates are handled concurrently on
 // their aggregate type's scheduler. It ports the dispatcher layer of the
 // Kotlin framework Wow: AggregateDispatcher (Dispatcher), MainDispatcher,
-// WowRuntime (Runtime), and CompositeEventDispatcher (a Runtime that owns a
+// WowRuntime (Runtime), and CompositeEventDispatcher (a Runtime that owns, WithOwned, a
 // scheduler supplier its components borrow). Its engine is native; the flux
 // chain GroupBy -> PublishOn -> ConcatMap has the same semantics and serves
 // as the reference the engine is tested against.
@@ -76,7 +76,7 @@
 // handlers' context. Every exchange the source emits ends exactly once:
 // Stats().Received == Succeeded + Failed + Discarded + InFlight, InFlight 0
 // after Done. A Runtime runs components as one unit: prepare all, start all,
-// stop in reverse under one deadline.
+// stop in reverse, then what it owns, under one deadline.
 //
 // # Deviations from Wow
 //

@@ -254,7 +254,7 @@ func TestConstructorsIgnoreNilOptions(t *testing.T) {
 	h := func(context.Context, testkit.Exchange) error { return nil }
 	_, err := dispatch.New("d", orders, flux.Empty[testkit.Exchange](), h, nil, quiet)
 	assert.NoError(t, err)
-	_, err = dispatch.NewRuntime(nil, nil)
+	_, err = dispatch.NewRuntime("rt", nil, nil)
 	assert.NoError(t, err)
 	sup, err := aggregate.NewSchedulerSupplier("s", nil)
 	require.NoError(t, err)

@@ -39,7 +39,7 @@ func mixed(n, ids int, named ...aggregate.MaterializedNamedAggregate) []testkit.
 
 // countingSupplier is a real supplier whose factory counts the schedulers it
 // made, by name.
-func countingSupplier(t *testing.T) (aggregate.SchedulerSupplier, *sync.Map) {
+func countingSupplier(t *testing.T) (*aggregate.Supplier, *sync.Map) {
 	t.Helper()
 	var names sync.Map
 	sup, err := aggregate.NewSchedulerSupplier("main", aggregate.WithParallelism(2), aggregate.WithSchedulerFactory(
@@ -51,7 +51,11 @@ func countingSupplier(t *testing.T) (aggregate.SchedulerSupplier, *sync.Map) {
 	return sup, &names
 }
 
-func newMain(t *testing.T, source flux.Flux[testkit.Exchange], h dispatch.Handler[testkit.Exchange], sup aggregate.SchedulerSupplier,
+func newMain(t *testing.T, source flux.Flux[testkit.Exchange], h dispatch.Handler[testkit.Exchange], sup interface {
+	aggregate.SchedulerSupplier
+	StopGracefully(context.Context) error
+	ForceStop()
+},
 	opts ...dispatch.Option) *dispatch.MainDispatcher[testkit.Exchange] {
 	t.Helper()
 	m, err := dispatch.NewMain("events", []aggregate.NamedAggregate{orders, invoices}, source, h, sup, append([]dispatch.Option{quiet}, opts...)...)

@@ -121,7 +121,7 @@ func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (re
 // stopSupplier stops the supplier, which owns the scheduler the dispatcher
 // borrowed, and waits until the scheduler's goroutines exited: after that no
 // handler runs any more, even one that a forced stop left running.
-func stopSupplier(supplier aggregate.SchedulerSupplier, force bool) {
+func stopSupplier(supplier *aggregate.Supplier, force bool) {
 	if force {
 		supplier.ForceStop()
 	}
