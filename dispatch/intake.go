@@ -19,7 +19,7 @@ import (
 // goroutine that runs it. The intake runs on the source's goroutine (or on
 // Emit's caller): gate, route, budget, lane; no hop in between.
 type intake[T any] struct {
-	lifecycle.Core
+	life lifecycle.Core // a named field: its transitions are not the user's
 	f       *flow
 	engines []*engine[T]
 	report  *engine[T] // reports what fails or is refused before a lane
@@ -36,11 +36,11 @@ type intake[T any] struct {
 
 func (in *intake[T]) init(kind, name string, source Source[T], cfg *config[T], engines []*engine[T], report *engine[T]) {
 	in.source, in.engines, in.report, in.timeout = source, engines, report, cfg.stopTimeout
-	in.f = newFlow(cfg.maxPending, in.Stop)
+	in.f = newFlow(cfg.maxPending, in.life.Stop)
 	for _, e := range in.all() {
 		e.f, e.onFail = in.f, in.fail
 	}
-	in.Core.Init(kind, name, lifecycle.New, ErrIllegalState, in.end)
+	in.life.Init(kind, name, lifecycle.New, ErrIllegalState, in.end)
 }
 
 // all returns the engines and the reporting one, each once.
@@ -51,6 +51,21 @@ func (in *intake[T]) all() []*engine[T] {
 	return append(slices.Clip(in.engines), in.report)
 }
 
+// Name returns the name given to the constructor.
+func (in *intake[T]) Name() string { return in.life.Name() }
+
+// State returns the current lifecycle state.
+func (in *intake[T]) State() State { return in.life.State() }
+
+// Done is closed once the dispatcher stopped and every goroutine it owns
+// exited: its source's, an owned scheduler's, and every handler returned.
+func (in *intake[T]) Done() <-chan struct{} { return in.life.Done() }
+
+// Err returns the first failure: the source's error, a scheduler that
+// refused work, or the first handler failure under StopOnError.
+// Meaningful once Done is closed.
+func (in *intake[T]) Err() error { return in.life.Err() }
+
 // Stats returns the counters. The identity Received == Succeeded + Failed +
 // Discarded + InFlight holds in every snapshot; InFlight is 0 once Done is
 // closed.
@@ -60,13 +75,13 @@ func (in *intake[T]) Stats() Stats { return in.f.stats() }
 // supplier) gives each engine its scheduler, and may return one scheduler
 // the intake owns.
 func (in *intake[T]) prepare(ctx context.Context, resolve func() (owned schedulers.Scheduler, err error)) error {
-	if err := in.Enter("prepare", StateNew); err != nil {
+	if err := in.life.Enter("prepare", StateNew); err != nil {
 		return err
 	}
-	defer in.Release()
+	defer in.life.Release()
 	owned, err := resolve()
 	if err != nil {
-		return naming(in.Kind(), in.Name(), err)
+		return naming(in.life.Kind(), in.Name(), err)
 	}
 	in.owned = owned
 	base := context.WithValue(context.WithoutCancel(ctx), selfKey{}, selfOf(ctx, in))
@@ -74,11 +89,11 @@ func (in *intake[T]) prepare(ctx context.Context, resolve func() (owned schedule
 		e.ctx, e.cancel = context.WithCancelCause(base)
 	}
 	in.srcCtx, in.srcCancel = context.WithCancelCause(base)
-	if !in.Advance(StateNew, StatePrepared) {
+	if !in.life.Advance(StateNew, StatePrepared) {
 		if owned != nil {
 			owned.Dispose()
 		}
-		return fmt.Errorf("%w: %s %q was stopped while preparing", ErrStopped, in.Kind(), in.Name())
+		return fmt.Errorf("%w: %s %q was stopped while preparing", ErrStopped, in.life.Kind(), in.Name())
 	}
 	return nil
 }
@@ -104,16 +119,16 @@ func getScheduler(s aggregate.SchedulerSupplier, named aggregate.NamedAggregate)
 // stopped, and returns ErrIllegalState from StateNew and StateStopping.
 // Wow: AggregateDispatcher.start.
 func (in *intake[T]) Start() error {
-	if !in.Hold() {
+	if !in.life.Hold() {
 		return nil // stopped and done
 	}
-	if !in.Advance(StatePrepared, StateRunning) {
-		defer in.Release()
+	if !in.life.Advance(StatePrepared, StateRunning) {
+		defer in.life.Release()
 		switch in.State() {
 		case StateRunning, StateStopped:
 			return nil
 		}
-		return in.Refuse("start")
+		return in.life.Refuse("start")
 	}
 	go in.own() // takes over the hold
 	return nil
@@ -122,7 +137,7 @@ func (in *intake[T]) Start() error {
 // own is the intake's goroutine: it runs the source, then waits until every
 // admitted exchange ended and disposes an owned scheduler.
 func (in *intake[T]) own() {
-	defer in.Release()
+	defer in.life.Release()
 	if in.source != nil {
 		in.subscribe()
 	}
@@ -130,7 +145,7 @@ func (in *intake[T]) own() {
 	if in.owned == nil {
 		return
 	}
-	if in.Forced() {
+	if in.life.Forced() {
 		in.owned.Dispose()
 	} else {
 		_ = in.owned.DisposeGracefully(context.Background()) // nothing is queued any more
@@ -143,7 +158,7 @@ func (in *intake[T]) own() {
 func (in *intake[T]) subscribe() {
 	err := in.runSource()
 	if err != nil && in.srcCtx.Err() == nil {
-		in.Record(fmt.Errorf("dispatch: %s %q: source failed: %w", in.Kind(), in.Name(), err))
+		in.life.Record(fmt.Errorf("dispatch: %s %q: source failed: %w", in.life.Kind(), in.Name(), err))
 	}
 	in.closeIntake(StateRunning)
 }
@@ -215,10 +230,10 @@ func (in *intake[T]) refusal() error {
 // order of admission. With a source it returns ErrIllegalState.
 func (in *intake[T]) Emit(ctx context.Context, x T) error {
 	if in.source != nil {
-		return fmt.Errorf("%w: %s %q has a source: Emit is for a nil source", ErrIllegalState, in.Kind(), in.Name())
+		return fmt.Errorf("%w: %s %q has a source: Emit is for a nil source", ErrIllegalState, in.life.Kind(), in.Name())
 	}
 	if st := in.State(); st != StateRunning {
-		return fmt.Errorf("%w: %s %q is %v", ErrStopped, in.Kind(), in.Name(), st)
+		return fmt.Errorf("%w: %s %q is %v", ErrStopped, in.life.Kind(), in.Name(), st)
 	}
 	f := in.f
 	if err := f.budget.acquire(ctx); err != nil {
@@ -231,7 +246,7 @@ func (in *intake[T]) Emit(ctx context.Context, x T) error {
 		f.received.Add(-1)
 		f.budget.release(1)
 		f.check()
-		return fmt.Errorf("%w: %s %q: intake closed", ErrStopped, in.Kind(), in.Name())
+		return fmt.Errorf("%w: %s %q: intake closed", ErrStopped, in.life.Kind(), in.Name())
 	}
 	e, g, err := in.route(x)
 	if err != nil {
@@ -249,7 +264,7 @@ func (in *intake[T]) Emit(ctx context.Context, x T) error {
 // dispatcher stops. Prompt, non-blocking, idempotent. Wow:
 // AggregateDispatcher.quiesce.
 func (in *intake[T]) Quiesce() {
-	if from, first := in.Core.Quiesce(); first {
+	if from, first := in.life.Quiesce(); first {
 		in.closeIntake(from)
 	}
 }
@@ -267,7 +282,7 @@ func (in *intake[T]) closeIntake(from State) {
 // fail is the engines' report of a failure that stops the dispatcher: the
 // first handler failure under StopOnError, a scheduler refusing work.
 func (in *intake[T]) fail(err error) {
-	in.Record(err)
+	in.life.Record(err)
 	in.Quiesce()
 }
 
@@ -290,14 +305,14 @@ func (in *intake[T]) StopGracefully(ctx context.Context) error {
 	in.Quiesce()
 	if isSelf(ctx, in) {
 		return fmt.Errorf("%w: %s %q: StopGracefully called from its own handler cannot wait for itself; the stop has begun",
-			ErrIllegalState, in.Kind(), in.Name())
+			ErrIllegalState, in.life.Kind(), in.Name())
 	}
-	return in.Await(ctx, in.stillRunning)
+	return in.life.Await(ctx, in.stillRunning)
 }
 
 // stillRunning names what keeps the dispatcher from its end.
 func (in *intake[T]) stillRunning(err error) error {
-	return fmt.Errorf("dispatch: %s %q not stopped: %s: %w", in.Kind(), in.Name(), in.describe(), err)
+	return fmt.Errorf("dispatch: %s %q not stopped: %s: %w", in.life.Kind(), in.Name(), in.describe(), err)
 }
 
 // describe says what is left.
@@ -326,7 +341,7 @@ func (in *intake[T]) describe() string {
 // Prepare and concurrently with any method. Wow:
 // AggregateDispatcher.forceStop.
 func (in *intake[T]) ForceStop() {
-	from, first := in.Force()
+	from, first := in.life.Force()
 	if !first {
 		return
 	}
