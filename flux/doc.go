@@ -21,7 +21,8 @@
 //   - The source runs on the subscribing goroutine, unless SubscribeOn moves
 //     it into a task on a scheduler.
 //   - PublishOn moves delivery to one Worker of a scheduler; FlatMap runs
-//     each inner on a goroutine of its own; GroupBy delivers each group on the
+//     each inner on a goroutine of its own; GroupBy hands its groups
+//     downstream on a goroutine of its own and delivers each group on the
 //     goroutine (or worker) that subscribes to it.
 //   - Whatever the goroutine, items reach a given subscriber serially, never
 //     concurrently, and in order (FlatMap interleaves its inners).
@@ -67,7 +68,9 @@
 // # Differences from Reactor
 //
 // GroupBy has a fixed key space [0, groups) and bounded group queues; a
-// group emitted while the main flow is cancelled is cancelled too. ConcatMap
+// group emitted while the main flow is cancelled is cancelled too; the groups
+// not yet handed downstream when the upstream fails are handed out, with
+// their items and the error, instead of being dropped. ConcatMap
 // always has prefetch 0. PublishOn's drain yields its goroutine after each
 // batch, so pipelines sharing a scheduler are served fairly. DoFinally runs
 // just before the terminal signal reaches the operators after it (a terminal

@@ -3,6 +3,8 @@ package flux
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 )
 
 // DefaultGroupBuffer is the default capacity of each group's queue in
@@ -27,10 +29,25 @@ func WithGroupBuffer(n int) GroupOption {
 // GroupedFlux; later items of k are queued for it. Reactor: Flux#groupBy
 // (FluxGroupBy.java), with a fixed key space and bounded queues.
 //
-// Threading: the upstream runs on the subscriber's goroutine (the router);
-// each group is delivered on the goroutine that subscribes it, or on the
-// worker of a PublishOn applied directly to the group flux, which then drains
-// the group's queue in place (no second queue). A group flux is unicast.
+// Threading: the upstream runs on the subscriber's goroutine (the router),
+// which pushes each item into its group's queue. The groups are handed
+// downstream, in the order they were opened, by a second goroutine of the
+// subscription (the deliverer), so a downstream that runs a group to its end
+// before taking the next (ConcatMap) or that waits for a free slot (FlatMap)
+// does not hold up the router: the groups opened meanwhile wait in GroupBy,
+// buffering their items, as in Reactor's queue of groups. The hand-off is
+// otherwise synchronous: after handing out a group, or pushing an item, the
+// router pulls the next item only once the deliverer is idle again or some
+// group's subscriber waits for an item, so a downstream that consumes a
+// group inline sees the items exactly as if GroupBy called it directly (a
+// group cancelled by its subscriber after one item, say, gets no second
+// one). Each group is delivered on the goroutine that subscribes it, or on
+// the worker of a PublishOn applied directly to the group flux, which then
+// drains the group's queue in place (no second queue). A group flux is
+// unicast. The deliverer has exited when the subscription returns; a
+// runtime.Goexit in the downstream on it ends the flow with a *PanicError
+// wrapping schedulers.ErrGoexit. Cost: one goroutine per subscription and one
+// wake-up per group opened; per item, two atomic loads.
 //
 // Backpressure: each group holds at most the group buffer (WithGroupBuffer)
 // of items, the one being delivered included; the router blocks while the
@@ -40,21 +57,23 @@ func WithGroupBuffer(n int) GroupOption {
 // *PanicError.
 //
 // Termination: upstream completion completes every group once its queue is
-// drained; an upstream error reaches every group after its queued items, and
-// the main flux. Cancelling the main subscription (its downstream returned an
-// error, or ctx ended) cancels every group: queued items go to the discard
-// hook (WithDiscardHook[T]) and the groups' subscribers get the reason. When
-// a group's subscriber cancels, its queued items are discarded and the next
+// drained, and the main flux once every group opened was handed downstream;
+// an upstream error reaches every group after its queued items, then the
+// main flux. The groups not yet handed downstream when the upstream ends are
+// handed out first, whatever the end (Reactor drops them on an error).
+// Cancelling the main subscription (its downstream returned an error, or ctx
+// ended) cancels every group: queued items go to the discard hook
+// (WithDiscardHook[T]) and the groups' subscribers get the reason. When a
+// group's subscriber cancels, its queued items are discarded and the next
 // item of that key opens a new group (Reactor does the same).
 //
-// Deadlock rule (Reactor §1.9): the router blocks while it hands a group to a
-// downstream that does not take it (FlatMap at its concurrency limit) or
-// while a group nobody consumes is full. With FlatMap, a concurrency >= groups
-// never stalls, for any key sequence; with fewer, once concurrency groups are
-// open the flow stalls until ctx ends, because an open group only completes
-// when the upstream does. ConcatMap over groups is the case concurrency 1.
-// Groups that are never subscribed keep their items until a late subscriber
-// takes them (the main flow may have completed by then).
+// Deadlock rule (Reactor §1.9): the router blocks while a group nobody
+// consumes is full. With FlatMap, a concurrency >= groups never stalls, for
+// any key sequence; with fewer, once concurrency groups are open and a group
+// waiting for a slot is full, the flow stalls until ctx ends, because an open
+// group only completes when the upstream does. ConcatMap over groups is the
+// case concurrency 1. Groups that are never subscribed keep their items until
+// a late subscriber takes them (the main flow may have completed by then).
 func GroupBy[T any](f Flux[T], keyOf func(T) int, groups int, opts ...GroupOption) Flux[GroupedFlux[T]] {
 	o := groupOptions{buffer: DefaultGroupBuffer}
 	for _, opt := range opts {
@@ -71,47 +90,219 @@ func GroupBy[T any](f Flux[T], keyOf func(T) int, groups int, opts ...GroupOptio
 		return Error[GroupedFlux[T]](invalid("GroupBy", "group buffer below 1"))
 	}
 	return Flux[GroupedFlux[T]]{subscribe: func(ctx context.Context, emit func(GroupedFlux[T]) error) error {
-		discard := discarder[T](ctx)
-		open := make([]*pipe[T], groups)
-		cancelled := false
-		err := f.run(ctx, func(v T) error {
-			k, err := call1(keyOf, v)
-			if err == nil && (k < 0 || k >= groups) {
-				err = fmt.Errorf("flux: GroupBy: key %d not in [0, %d): %w", k, groups, ErrGroupKeyOutOfRange)
+		uctx, stop := context.WithCancelCause(ctx)
+		defer stop(nil)
+		b := &board[T]{
+			ctx: ctx, uctx: uctx, stop: stop, keyOf: keyOf, buffer: o.buffer,
+			discard: discarder[T](ctx), open: make([]*pipe[T], groups),
+			wake: make(chan struct{}, 1), gate: make(chan struct{}, 1),
+		}
+		return b.run(f, emit)
+	}}
+}
+
+// board is the state of one GroupBy subscription, shared by its router and
+// its deliverer.
+type board[T any] struct {
+	ctx     context.Context // the subscription's
+	uctx    context.Context // the upstream's, cancelled once the main flux failed
+	stop    context.CancelCauseFunc
+	keyOf   func(T) int
+	buffer  int
+	discard func(T, error)
+	open    []*pipe[T]    // the current group of each key; written by the router under mu
+	wake    chan struct{} // the deliverer's: a group was queued, or the upstream ended
+
+	// The gate keeps the hand-off synchronous: the router pulls the next
+	// item only while the deliverer has nothing to do (busy 0) or some
+	// group's consumer waits for the router (idle > 0), the downstream
+	// having parked on GroupBy. So a downstream that runs a group inline
+	// sees the same items as if GroupBy called it directly.
+	busy  atomic.Int32 // 1 from queuing a group until the deliverer emptied the queue
+	idle  atomic.Int32 // consumers of this board's groups waiting for an item
+	gated atomic.Bool  // the router waits on gate
+	gate  chan struct{}
+
+	mu      sync.Mutex
+	queue   []*pipe[T] // opened, not yet handed downstream
+	upDone  bool       // the upstream ended: nothing more will be queued
+	mainErr error      // what the downstream of the main flux returned from emit
+}
+
+// run routes the upstream on the calling goroutine while the deliverer hands
+// the groups downstream, then ends every group and joins the deliverer.
+func (b *board[T]) run(f Flux[T], emit func(GroupedFlux[T]) error) error {
+	res := make(chan error, 1)
+	go func() {
+		returned := false
+		defer func() {
+			if !returned { // runtime.Goexit in the downstream: answer before dying
+				err := goexitError("GroupBy")
+				b.mainFailed(err)
+				res <- err
 			}
+		}()
+		err := b.deliver(emit)
+		b.mainFailed(err)
+		res <- err
+		returned = true
+	}()
+	uerr := f.run(b.uctx, b.route)
+	b.mu.Lock()
+	b.upDone = true
+	reason := b.mainErr
+	b.mu.Unlock()
+	signal(b.wake)
+	if reason == nil {
+		reason = ctxDone(b.ctx)
+	}
+	b.end(reason, uerr)
+	if derr := <-res; derr != nil {
+		// The downstream failed after the upstream ended: the groups it did
+		// not take will not be taken.
+		b.end(derr, nil)
+		return derr
+	}
+	return uerr
+}
+
+// end cancels every open group with reason, or, reason nil, terminates them
+// with the upstream's signal uerr. Called by the router once the upstream
+// ended.
+func (b *board[T]) end(reason, uerr error) {
+	for _, g := range b.open {
+		switch {
+		case g == nil:
+		case reason != nil:
+			g.cancel(reasonOf(reason), false)
+		default:
+			g.terminate(uerr)
+		}
+	}
+}
+
+// route pushes v into the group of its key, opening one if needed.
+func (b *board[T]) route(v T) error {
+	k, err := call1(b.keyOf, v)
+	if err == nil && (k < 0 || k >= len(b.open)) {
+		err = fmt.Errorf("flux: GroupBy: key %d not in [0, %d): %w", k, len(b.open), ErrGroupKeyOutOfRange)
+	}
+	if err != nil {
+		b.discard(v, err)
+		return err
+	}
+	if g := b.open[k]; g != nil {
+		if err := g.push(b.uctx, v); err != errGone {
 			if err != nil {
-				discard(v, err)
 				return err
 			}
-			for {
-				if g := open[k]; g != nil {
-					err := g.push(ctx, v)
-					if err != errGone {
-						return err
-					}
-				}
-				// No group for k yet, or its subscriber cancelled: open one
-				// holding v, so that a subscriber draining it inline (as
-				// ConcatMap does) finds its first item.
-				g := newPipe(o.buffer, discard)
-				_ = g.push(ctx, v)
-				open[k] = g
-				if err := emit(GroupedFlux[T]{Key: k, Flux: Flux[T]{subscribe: g.consume, group: g}}); err != nil {
-					cancelled = true
-					return err
-				}
+			return b.pass()
+		}
+	}
+	// No group for k yet, or its subscriber cancelled: open one holding v.
+	g := newPipe(b.buffer, b.discard)
+	g.key, g.board = k, b
+	_ = g.push(b.uctx, v) // an empty queue has room
+	b.mu.Lock()
+	b.open[k] = g
+	b.queue = append(b.queue, g)
+	b.busy.Store(1)
+	b.mu.Unlock()
+	signal(b.wake)
+	return b.pass()
+}
+
+// pass returns once the router may pull the next item: at once unless the
+// deliverer is busy and no consumer waits for the router. It returns the
+// cause of uctx if uctx ended (the main flux failed, or ctx ended).
+func (b *board[T]) pass() error {
+	if b.busy.Load() == 0 || b.idle.Load() > 0 {
+		return nil
+	}
+	if err := b.waitGate(); err != nil {
+		return err
+	}
+	return ctxDone(b.uctx)
+}
+
+// waitGate blocks the router until the deliverer has nothing to do or a
+// consumer waits for the router; it returns the cause of uctx if uctx ends
+// first.
+func (b *board[T]) waitGate() error {
+	for {
+		b.gated.Store(true)
+		if b.busy.Load() == 0 || b.idle.Load() > 0 {
+			b.gated.Store(false)
+			return nil
+		}
+		select {
+		case <-b.gate:
+		case <-b.uctx.Done():
+			b.gated.Store(false)
+			return context.Cause(b.uctx)
+		}
+	}
+}
+
+// openGate wakes the router if it waits on the gate.
+func (b *board[T]) openGate() {
+	if b.gated.Load() {
+		signal(b.gate)
+	}
+}
+
+// deliver hands the opened groups downstream in order until the upstream
+// ended and none is left, or the downstream returned an error.
+func (b *board[T]) deliver(emit func(GroupedFlux[T]) error) error {
+	for {
+		if err := ctxDone(b.ctx); err != nil {
+			return err
+		}
+		b.mu.Lock()
+		if len(b.queue) == 0 {
+			done := b.upDone
+			b.busy.Store(0)
+			b.mu.Unlock()
+			b.openGate()
+			if done {
 				return nil
 			}
-		})
-		for _, g := range open {
-			switch {
-			case g == nil:
-			case cancelled || ctx.Err() != nil:
-				g.cancel(reasonOf(err), false)
-			default:
-				g.terminate(err)
+			select {
+			case <-b.wake:
+			case <-b.ctx.Done():
 			}
+			continue
 		}
-		return err
-	}}
+		g := b.queue[0]
+		b.queue[0] = nil
+		b.queue = b.queue[1:]
+		b.mu.Unlock()
+		if err := emit(GroupedFlux[T]{Key: g.key, Flux: Flux[T]{subscribe: g.consume, group: g}}); err != nil {
+			return err
+		}
+	}
+}
+
+// mainFailed records that the downstream of the main flux is done with err
+// (nil: it took every group): the upstream is cancelled, and the groups not
+// handed downstream are cancelled with it, their items discarded.
+func (b *board[T]) mainFailed(err error) {
+	if err == nil {
+		return
+	}
+	b.mu.Lock()
+	if b.mainErr != nil {
+		b.mu.Unlock()
+		return
+	}
+	b.mainErr = err
+	left := b.queue
+	b.queue = nil
+	b.mu.Unlock()
+	b.stop(err) // before the gate opens, so that the router pulls nothing more
+	b.busy.Store(0)
+	b.openGate()
+	for _, g := range left {
+		g.cancel(reasonOf(err), false)
+	}
 }

@@ -3,6 +3,7 @@ package flux_test
 import (
 	"context"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -311,5 +312,30 @@ func TestGroupByStallsBelowGroupConcurrency(t *testing.T) {
 		err := f.Subscribe(ctx, func(int) error { n++; return nil })
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.Less(t, n, 100)
+	})
+}
+
+// ConcatMap over the groups of GroupBy: each group is run to its end before
+// the next, and groups end when the source does, so the groups after the
+// first wait in GroupBy (buffering their items) while the first runs. Reactor
+// completes this; so must we, even for a single item.
+func TestGroupByConcatMapCompletes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		whole := func(g flux.GroupedFlux[int]) flux.Flux[int] { return g.Flux }
+		testkit.Verify(t, flux.ConcatMap(flux.GroupBy(flux.Just(0), func(int) int { return 0 }, 1), whole)).
+			ExpectNext(0).ExpectComplete().VerifyT()
+		testkit.Verify(t, flux.ConcatMap(flux.GroupBy(flux.Range(0, 10), func(v int) int { return v % 3 }, 3), whole)).
+			ExpectNext(0, 3, 6, 9, 1, 4, 7, 2, 5, 8).ExpectComplete().VerifyT()
+	})
+}
+
+// The groups are handed downstream on a goroutine of GroupBy's: a
+// runtime.Goexit there (t.FailNow in a handler) ends the flow with an error
+// instead of leaving the subscriber waiting.
+func TestGroupByDownstreamGoexit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		err := flux.GroupBy(flux.Range(0, 10), func(v int) int { return v % 2 }, 2).
+			Subscribe(t.Context(), func(flux.GroupedFlux[int]) error { runtime.Goexit(); return nil })
+		require.ErrorIs(t, err, schedulers.ErrGoexit)
 	})
 }

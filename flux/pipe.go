@@ -30,6 +30,8 @@ type pipe[T any] struct {
 	space   chan struct{}
 	dead    <-chan struct{} // closed once no consumer can run any more; nil: never
 	discard func(T, error)
+	key     int       // the group's key (GroupBy)
+	board   *board[T] // the GroupBy subscription of a group; nil for PublishOn's queue
 }
 
 type pollState uint8
@@ -110,13 +112,25 @@ func (p *pipe[T]) push(ctx context.Context, v T) error {
 	}
 	p.ring[i] = v
 	p.n++
-	wake := p.idle
-	p.idle = false
+	wake := p.unidleLocked()
 	p.mu.Unlock()
 	if wake {
 		p.notify()
 	}
 	return nil
+}
+
+// unidleLocked clears the idle flag, telling whether the consumer was
+// waiting (and must be notified). Called with the lock held.
+func (p *pipe[T]) unidleLocked() bool {
+	if !p.idle {
+		return false
+	}
+	p.idle = false
+	if p.board != nil {
+		p.board.idle.Add(-1)
+	}
+	return true
 }
 
 // terminate records the producer's end; buffered items are still delivered
@@ -128,8 +142,7 @@ func (p *pipe[T]) terminate(err error) {
 		return
 	}
 	p.ended, p.err = true, err
-	wake := p.idle
-	p.idle = false
+	wake := p.unidleLocked()
 	p.mu.Unlock()
 	if wake {
 		p.notify()
@@ -158,10 +171,16 @@ func (p *pipe[T]) take(release bool) (v T, st pollState, err error) {
 	default:
 		p.idle = true
 		st = pollEmpty
+		if p.board != nil {
+			p.board.idle.Add(1)
+		}
 	}
 	p.mu.Unlock()
 	if room {
 		signal(p.space)
+	}
+	if st == pollEmpty && p.board != nil {
+		p.board.openGate() // the router may go on
 	}
 	return v, st, err
 }
@@ -222,8 +241,7 @@ func (p *pipe[T]) cancel(reason error, release bool) {
 		p.ring[i] = zero
 	}
 	p.n = keep
-	wake := p.idle
-	p.idle = false
+	wake := p.unidleLocked()
 	room = room || p.full
 	p.full = false
 	p.mu.Unlock()
