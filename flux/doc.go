@@ -67,10 +67,12 @@
 //
 // # Differences from Reactor
 //
-// GroupBy has a fixed key space [0, groups) and bounded group queues; a
-// group emitted while the main flow is cancelled is cancelled too; the groups
-// not yet handed downstream when the upstream fails are handed out, with
-// their items and the error, instead of being dropped. ConcatMap
+// GroupBy has a fixed key space [0, groups) and bounded group queues; the
+// groups not yet handed downstream when the upstream fails are handed out,
+// with their items and the error, instead of being dropped; after an early
+// stop of the main flux (Take) the items of keys not taken go to the discard
+// hook, and the stop returns once the groups taken have ended (Reactor
+// completes the take at once and lets them run on). ConcatMap
 // always has prefetch 0. PublishOn's drain yields its goroutine after each
 // batch, so pipelines sharing a scheduler are served fairly. DoFinally runs
 // just before the terminal signal reaches the operators after it (a terminal

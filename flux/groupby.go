@@ -61,11 +61,24 @@ func WithGroupBuffer(n int) GroupOption {
 // an upstream error reaches every group after its queued items, then the
 // main flux. The groups not yet handed downstream when the upstream ends are
 // handed out first, whatever the end (Reactor drops them on an error).
-// Cancelling the main subscription (its downstream returned an error, or ctx
-// ended) cancels every group: queued items go to the discard hook
-// (WithDiscardHook[T]) and the groups' subscribers get the reason. When a
-// group's subscriber cancels, its queued items are discarded and the next
-// item of that key opens a new group (Reactor does the same).
+// When a group's subscriber cancels, its queued items are discarded and the
+// next item of that key opens a new group (Reactor does the same).
+//
+// Cancellation of the main flux, as in Reactor's FluxGroupBy: when its
+// downstream stops early (Take or TakeUntil satisfied), the groups already
+// handed out go on receiving their keys' items until the upstream ends or
+// they are cancelled by their subscribers, and the upstream is cancelled
+// once the last of them is; the groups opened but not handed out are
+// cancelled, and the items of keys without a group handed out are given to
+// the discard hook with ErrCancelled (Reactor drops them silently). The
+// subscription returns, and Take completes, only once that is over: a
+// subscription never outlives its call, whereas Reactor's take completes at
+// once and leaves the groups running. A group handed out and never
+// subscribed keeps the upstream going, and holds it once full, like any
+// unconsumed group. When the downstream fails instead (it returned another
+// error, or ctx ended), every group is cancelled at once: queued items go to
+// the discard hook (WithDiscardHook[T]) and the groups' subscribers get the
+// error.
 //
 // Deadlock rule (Reactor §1.9): the router blocks while a group nobody
 // consumes is full. With FlatMap, a concurrency >= groups never stalls, for
@@ -127,6 +140,8 @@ type board[T any] struct {
 	queue   []*pipe[T] // opened, not yet handed downstream
 	upDone  bool       // the upstream ended: nothing more will be queued
 	mainErr error      // what the downstream of the main flux returned from emit
+	stopped bool       // mainErr is an early stop (Take): the groups handed out go on
+	live    int        // groups handed downstream and not cancelled
 }
 
 // run routes the upstream on the calling goroutine while the deliverer hands
@@ -138,12 +153,12 @@ func (b *board[T]) run(f Flux[T], emit func(GroupedFlux[T]) error) error {
 		defer func() {
 			if !returned { // runtime.Goexit in the downstream: answer before dying
 				err := goexitError("GroupBy")
-				b.mainFailed(err)
+				b.mainDone(err)
 				res <- err
 			}
 		}()
 		err := b.deliver(emit)
-		b.mainFailed(err)
+		b.mainDone(err)
 		res <- err
 		returned = true
 	}()
@@ -151,16 +166,22 @@ func (b *board[T]) run(f Flux[T], emit func(GroupedFlux[T]) error) error {
 	b.mu.Lock()
 	b.upDone = true
 	reason := b.mainErr
+	if b.stopped {
+		reason = nil // the groups handed out get the upstream's end
+	}
 	b.mu.Unlock()
 	signal(b.wake)
 	if reason == nil {
 		reason = ctxDone(b.ctx)
 	}
 	b.end(reason, uerr)
-	if derr := <-res; derr != nil {
+	derr := <-res
+	if derr != nil && !isStop(derr) {
 		// The downstream failed after the upstream ended: the groups it did
 		// not take will not be taken.
 		b.end(derr, nil)
+	}
+	if derr != nil {
 		return derr
 	}
 	return uerr
@@ -204,6 +225,13 @@ func (b *board[T]) route(v T) error {
 	g.key, g.board = k, b
 	_ = g.push(b.uctx, v) // an empty queue has room
 	b.mu.Lock()
+	if b.mainErr != nil {
+		// The main flux is done: no new group (Reactor ignores the item).
+		reason := b.mainErr
+		b.mu.Unlock()
+		g.cancel(reasonOf(reason), false)
+		return ctxDone(b.uctx)
+	}
 	b.open[k] = g
 	b.queue = append(b.queue, g)
 	b.busy.Store(1)
@@ -276,6 +304,8 @@ func (b *board[T]) deliver(emit func(GroupedFlux[T]) error) error {
 		g := b.queue[0]
 		b.queue[0] = nil
 		b.queue = b.queue[1:]
+		g.handed = true
+		b.live++
 		b.mu.Unlock()
 		if err := emit(GroupedFlux[T]{Key: g.key, Flux: Flux[T]{subscribe: g.consume, group: g}}); err != nil {
 			return err
@@ -283,10 +313,13 @@ func (b *board[T]) deliver(emit func(GroupedFlux[T]) error) error {
 	}
 }
 
-// mainFailed records that the downstream of the main flux is done with err
-// (nil: it took every group): the upstream is cancelled, and the groups not
-// handed downstream are cancelled with it, their items discarded.
-func (b *board[T]) mainFailed(err error) {
+// mainDone records that the downstream of the main flux is done with err
+// (nil: it took every group). The groups not handed downstream are
+// cancelled, their items discarded. After an early stop (Take satisfied,
+// ctx alive) the groups handed out go on receiving their items and the
+// upstream is cancelled once they are all cancelled (Reactor's
+// FluxGroupBy.cancel); after an error it is cancelled at once.
+func (b *board[T]) mainDone(err error) {
 	if err == nil {
 		return
 	}
@@ -296,13 +329,36 @@ func (b *board[T]) mainFailed(err error) {
 		return
 	}
 	b.mainErr = err
+	b.stopped = isStop(err) && b.ctx.Err() == nil
 	left := b.queue
 	b.queue = nil
+	cut := !b.stopped || b.live == 0
 	b.mu.Unlock()
-	b.stop(err) // before the gate opens, so that the router pulls nothing more
+	if cut {
+		b.stop(err) // before the gate opens, so that the router pulls nothing more
+	}
 	b.busy.Store(0)
 	b.openGate()
 	for _, g := range left {
 		g.cancel(reasonOf(err), false)
+	}
+}
+
+// cancelled is told by a group cancelled (by its subscriber or by GroupBy);
+// the last group handed out going away after an early stop of the main flux
+// ends the upstream.
+func (b *board[T]) cancelled(g *pipe[T]) {
+	b.mu.Lock()
+	if !g.handed {
+		b.mu.Unlock()
+		return
+	}
+	g.handed = false
+	b.live--
+	cut := b.stopped && b.live == 0
+	err := b.mainErr
+	b.mu.Unlock()
+	if cut {
+		b.stop(err)
 	}
 }

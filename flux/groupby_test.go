@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -285,19 +286,61 @@ func TestGroupByUpstreamErrorAfterItems(t *testing.T) {
 	testkit.Verify(t, groups[1].Flux).ExpectNext(1, 3, 5, 7, 9).ExpectErrorIs(errBoom).VerifyT()
 }
 
-// Cancelling the main subscription cuts off the groups: a group subscribed
-// later gets ErrCancelled, its items go to the discard hook.
-func TestGroupByMainCancelCancelsGroups(t *testing.T) {
+// Cancelling the main flux (Take on the groups) keeps the groups already
+// handed out: Reactor's example, integers 1..10 by v%3, first 2 groups taken,
+// gives group 1 = [1 4 7 10] and group 2 = [2 5 8], even when subscribed
+// after the main flux ended; key 0's items go to the discard hook.
+func TestGroupByTakeKeepsTheGroupsTaken(t *testing.T) {
 	var dropped []int
 	ctx := flux.WithDiscardHook(t.Context(), func(v int, reason error) {
 		require.ErrorIs(t, reason, flux.ErrCancelled)
 		dropped = append(dropped, v)
 	})
-	groups, err := flux.Collect(ctx, flux.GroupBy(flux.Range(0, 10), func(v int) int { return v % 3 }, 3).Take(2))
+	groups, err := flux.Collect(ctx, flux.GroupBy(flux.Range(1, 10), func(v int) int { return v % 3 }, 3).Take(2))
 	require.NoError(t, err)
 	require.Len(t, groups, 2)
-	testkit.Verify(t, groups[0].Flux).ExpectErrorIs(flux.ErrCancelled).VerifyT()
-	require.Equal(t, []int{0, 1}, dropped)
+	testkit.Verify(t, groups[0].Flux).ExpectNext(1, 4, 7, 10).ExpectComplete().VerifyT()
+	testkit.Verify(t, groups[1].Flux).ExpectNext(2, 5, 8).ExpectComplete().VerifyT()
+	require.Equal(t, []int{3, 6, 9}, dropped)
+}
+
+// GroupBy(...).Take(n) then FlatMap completes with every item of the groups
+// taken, and the source is stopped once those groups ended (here each takes
+// 3 items): an endless source ends.
+func TestGroupByTakeThenFlatMap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var dropped []int
+		ctx := flux.WithDiscardHook(t.Context(), func(v int, _ error) {
+			mu.Lock()
+			defer mu.Unlock()
+			dropped = append(dropped, v)
+		})
+		whole := func(g flux.GroupedFlux[int]) flux.Flux[int] { return g.Flux }
+		got, err := flux.Collect(ctx, flux.FlatMap(
+			flux.GroupBy(flux.Range(0, 100), func(v int) int { return v % 3 }, 3, flux.WithGroupBuffer(4)).Take(2), whole, 2))
+		require.NoError(t, err)
+		slices.Sort(got)
+		slices.Sort(dropped)
+		for _, v := range got {
+			require.NotEqual(t, 2, v%3)
+		}
+		require.Len(t, got, 67)
+		for _, v := range dropped {
+			require.Equal(t, 2, v%3)
+		}
+		require.Len(t, dropped, 33)
+
+		var pulled atomic.Int64
+		got, err = flux.Collect(t.Context(), flux.FlatMap(
+			flux.GroupBy(counted(-1, &pulled), func(v int) int { return v % 3 }, 3, flux.WithGroupBuffer(2)).Take(1),
+			func(g flux.GroupedFlux[int]) flux.Flux[int] { return g.Take(3) }, 1))
+		require.NoError(t, err)
+		require.Equal(t, []int{0, 3, 6}, got)
+		// Key 0 is every third item; its group holds 2, so the router runs
+		// ahead of the 3 taken by at most 3 of its items.
+		require.LessOrEqual(t, pulled.Load(), int64(3*(3+3)), "the source stops once the group taken ended")
+	})
 }
 
 // With FlatMap concurrency below the number of groups the flow stalls once

@@ -32,6 +32,7 @@ type pipe[T any] struct {
 	discard func(T, error)
 	key     int       // the group's key (GroupBy)
 	board   *board[T] // the GroupBy subscription of a group; nil for PublishOn's queue
+	handed  bool      // handed downstream and not cancelled; guarded by board.mu
 }
 
 type pollState uint8
@@ -245,6 +246,9 @@ func (p *pipe[T]) cancel(reason error, release bool) {
 	room = room || p.full
 	p.full = false
 	p.mu.Unlock()
+	if p.board != nil {
+		p.board.cancelled(p) // before the router learns of it
+	}
 	if room {
 		signal(p.space)
 	}
