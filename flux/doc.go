@@ -72,7 +72,10 @@
 // with their items and the error, instead of being dropped; after an early
 // stop of the main flux (Take) the items of keys not taken go to the discard
 // hook, and the stop returns once the groups taken have ended (Reactor
-// completes the take at once and lets them run on). ConcatMap
+// completes the take at once and lets them run on); a GroupBy flow that can
+// never move again (more groups than FlatMap's concurrency, or ConcatMap
+// over groups, with a waiting group full) fails with ErrStalled where
+// Reactor hangs. ConcatMap
 // always has prefetch 0. PublishOn's drain yields its goroutine after each
 // batch, so pipelines sharing a scheduler are served fairly. DoFinally runs
 // just before the terminal signal reaches the operators after it (a terminal

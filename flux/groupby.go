@@ -3,6 +3,9 @@ package flux
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -80,13 +83,29 @@ func WithGroupBuffer(n int) GroupOption {
 // the discard hook (WithDiscardHook[T]) and the groups' subscribers get the
 // error.
 //
-// Deadlock rule (Reactor §1.9): the router blocks while a group nobody
-// consumes is full. With FlatMap, a concurrency >= groups never stalls, for
-// any key sequence; with fewer, once concurrency groups are open and a group
-// waiting for a slot is full, the flow stalls until ctx ends, because an open
-// group only completes when the upstream does. ConcatMap over groups is the
-// case concurrency 1. Groups that are never subscribed keep their items until
-// a late subscriber takes them (the main flow may have completed by then).
+// Stalls (Reactor §1.9, where they hang silently): the router blocks while
+// the group it pushes to is full and nobody consumes it. A FlatMap with a
+// concurrency >= groups never stalls, for any key sequence. With a lower
+// concurrency, or with ConcatMap (concurrency 1), the groups after the first
+// ones wait unsubscribed for a slot or their turn while the inners running
+// wait for the end of their own group, which only the upstream's end brings:
+// once a waiting group is full, nothing can move. GroupBy then fails the
+// flow with an error wrapping ErrStalled that names the full group and the
+// groups the inners wait on, instead of hanging. The check is exact and uses
+// no timer: it reports a stall only when the router waits for room in a
+// group never subscribed and not handed out yet (or held by FlatMap waiting
+// for a slot), the FlatMap or ConcatMap keeping the deliverer waiting takes
+// the groups from GroupBy through synchronous operators only, and each of
+// its inners is waiting for an item of its group (an inner busy with an
+// item, however slow, is not), so that only the router could release any of
+// them. It runs only on those transitions, nothing per item. Stalls it does
+// not see hang until ctx ends, as in Reactor: groups handed out and never
+// subscribed (dropped by a Filter, kept by Collect), an asynchronous operator
+// between GroupBy and the FlatMap or ConcatMap, inners that read their group
+// through an asynchronous operator other than a PublishOn applied to the
+// group flux itself, or that subscribe it from code of their own (in
+// Create's function, say). Groups never subscribed keep their items until a
+// late subscriber takes them (the main flow may have completed by then).
 func GroupBy[T any](f Flux[T], keyOf func(T) int, groups int, opts ...GroupOption) Flux[GroupedFlux[T]] {
 	o := groupOptions{buffer: DefaultGroupBuffer}
 	for _, opt := range opts {
@@ -142,6 +161,13 @@ type board[T any] struct {
 	mainErr error      // what the downstream of the main flux returned from emit
 	stopped bool       // mainErr is an early stop (Take): the groups handed out go on
 	live    int        // groups handed downstream and not cancelled
+
+	// Stall detection (see stalledLocked).
+	blocked  *pipe[T]    // the unsubscribed group the router waits for room in
+	suspect  atomic.Bool // blocked is set: a consumer starting to wait checks
+	w        *waiter     // the operator keeping the deliverer waiting
+	wg       *pipe[T]    // the group it was given
+	stallErr error
 }
 
 // run routes the upstream on the calling goroutine while the deliverer hands
@@ -168,6 +194,9 @@ func (b *board[T]) run(f Flux[T], emit func(GroupedFlux[T]) error) error {
 	reason := b.mainErr
 	if b.stopped {
 		reason = nil // the groups handed out get the upstream's end
+	}
+	if reason == nil {
+		reason = b.stallErr
 	}
 	b.mu.Unlock()
 	signal(b.wake)
@@ -361,4 +390,154 @@ func (b *board[T]) cancelled(g *pipe[T]) {
 	if cut {
 		b.stop(err)
 	}
+}
+
+// awaiter is implemented by GroupedFlux: FlatMap and ConcatMap tell the
+// GroupBy a group comes from while they keep its deliverer waiting, so that
+// GroupBy can tell a stall from a slow consumer.
+type awaiter interface {
+	// await reports w, with the group w was given; false: not a GroupBy
+	// group, or w does not run on that GroupBy's deliverer (resume not
+	// needed).
+	await(w *waiter) bool
+	resume(w *waiter)
+}
+
+// waiter is what FlatMap or ConcatMap keeps GroupBy's deliverer waiting for:
+// the end of one of inners inners, all subscribed with scope.
+type waiter struct {
+	ctx    context.Context // the context the operator subscribed its upstream with
+	scope  context.Context // the context of its inners: one *scope per subscription
+	op     string
+	inners int
+	holds  bool // the group is held, not given to an inner yet (FlatMap waiting for a slot)
+}
+
+func (g GroupedFlux[T]) await(w *waiter) bool {
+	return g.group != nil && g.group.board != nil && g.group.board.await(g.group, w)
+}
+
+func (g GroupedFlux[T]) resume(w *waiter) {
+	b := g.group.board
+	b.mu.Lock()
+	if b.w == w {
+		b.w, b.wg = nil, nil
+	}
+	b.mu.Unlock()
+}
+
+// await records w. It accepts only a waiter whose upstream context is the
+// one GroupBy was subscribed with: operators subscribe their upstream with a
+// context of their own (a *scope, a derived one) whenever they run it apart
+// from the goroutine that calls them, so such a waiter runs on the
+// deliverer, called from it through synchronous operators only, and blocks
+// it.
+func (b *board[T]) await(g *pipe[T], w *waiter) bool {
+	if w.ctx != b.ctx {
+		return false
+	}
+	b.mu.Lock()
+	b.w, b.wg = w, g
+	err := b.stalledLocked()
+	b.mu.Unlock()
+	b.stall(err)
+	return true
+}
+
+// routerWaits records the unsubscribed group g the router waits for room in
+// (nil: it stopped waiting) and checks for a stall.
+func (b *board[T]) routerWaits(g *pipe[T]) {
+	b.mu.Lock()
+	b.blocked = g
+	b.suspect.Store(g != nil)
+	err := b.stalledLocked()
+	b.mu.Unlock()
+	b.stall(err)
+}
+
+// consumerWaits is told by a consumer starting to wait for an item.
+func (b *board[T]) consumerWaits() {
+	if !b.suspect.Load() {
+		return
+	}
+	b.mu.Lock()
+	err := b.stalledLocked()
+	b.mu.Unlock()
+	b.stall(err)
+}
+
+// stall ends the flow with err (nil: no stall): the router's wait ends with
+// it, and then every group.
+func (b *board[T]) stall(err error) {
+	if err == nil {
+		return
+	}
+	b.mu.Lock()
+	first := b.stallErr == nil
+	if first {
+		b.stallErr = err
+	}
+	b.mu.Unlock()
+	if first {
+		b.stop(err)
+	}
+}
+
+// stalledLocked returns the ErrStalled error when the flow can never move
+// again, nil otherwise. b.mu is held; the groups' locks are taken under it.
+//
+// The rule, all of which must hold at once:
+//   - the router waits for room in a full group p that nobody subscribed;
+//   - p was never handed downstream (it waits in the queue of groups), or is
+//     held by the FlatMap that waits for a slot;
+//   - the deliverer is kept waiting by a FlatMap at its concurrency (for an
+//     inner to end) or a ConcatMap (for its inner to end), which called
+//     await from the deliverer;
+//   - every one of its inners has a consumer of one of our groups waiting
+//     for an item, subscribed with its inners' scope.
+//
+// A consumer waiting for an item blocks the goroutine (or the drain task)
+// of its inner, which only the router can release; one inner runs at most
+// one such consumer at a time (operators that run two parts of a flow at
+// once give one of them a context of its own). So no inner can end, no slot
+// or turn comes, p is never subscribed and the router never gets room. Each
+// transition towards this state (the router starts waiting, a consumer
+// starts waiting, an operator reports) checks it, and the parts cannot
+// change while it holds: only the router, or the end of ctx, can release
+// any of them. A slow consumer is delivering an item, not waiting for one,
+// and is never counted.
+func (b *board[T]) stalledLocked() error {
+	p, w := b.blocked, b.w
+	if p == nil || w == nil || b.stallErr != nil || b.ctx.Err() != nil {
+		return nil
+	}
+	if !(w.holds && b.wg == p) && !slices.Contains(b.queue, p) {
+		return nil
+	}
+	p.mu.Lock()
+	claimed := p.claimed
+	p.mu.Unlock()
+	if claimed {
+		return nil
+	}
+	var waiting []string
+	for _, g := range b.open {
+		if g == nil || g == p {
+			continue
+		}
+		g.mu.Lock()
+		if g.idle && g.ctx == w.scope {
+			waiting = append(waiting, strconv.Itoa(g.key))
+		}
+		g.mu.Unlock()
+	}
+	if len(waiting) < w.inners {
+		return nil
+	}
+	inners := "its inner waits for items of group "
+	if w.inners > 1 {
+		inners = fmt.Sprintf("its %d inners wait for items of groups ", w.inners)
+	}
+	return fmt.Errorf("flux: GroupBy: group %d is full and not subscribed, and %s cannot take it: %s%s: %w",
+		p.key, w.op, inners, strings.Join(waiting, ", "), ErrStalled)
 }

@@ -188,7 +188,10 @@ func Create[T any](fn func(ctx context.Context, sink Sink[T]) error) Flux[T] {
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
 		s := &sink[T]{ctx: ctx, emit: emit}
-		err := call2Err(fn, ctx, Sink[T](s))
+		// fn gets a context of its own identity: code of fn's that subscribes
+		// a group elsewhere is not taken for one of the subscription's
+		// inners by GroupBy's stall check.
+		err := call2Err(fn, newScope(ctx), Sink[T](s))
 		if down := s.close(); down != nil {
 			return down
 		}
