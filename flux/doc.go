@@ -21,9 +21,10 @@
 //   - The source runs on the subscribing goroutine, unless SubscribeOn moves
 //     it into a task on a scheduler.
 //   - PublishOn moves delivery to one Worker of a scheduler; FlatMap runs
-//     each inner on a goroutine of its own; GroupBy hands its groups
-//     downstream on a goroutine of its own and delivers each group on the
-//     goroutine (or worker) that subscribes to it.
+//     each inner on a goroutine of its own; GroupBy hands its groups to a
+//     FlatMap with a free slot on the subscribing goroutine, and otherwise
+//     on a goroutine of its own, and delivers each group on the goroutine
+//     (or worker) that subscribes to it.
 //   - Whatever the goroutine, items reach a given subscriber serially, never
 //     concurrently, and in order (FlatMap interleaves its inners).
 //

@@ -59,11 +59,12 @@ func FlatMap[T, R any](f Flux[T], fn func(T) Flux[R], concurrency int) Flux[R] {
 			return nil
 		}
 		slots := make(chan struct{}, concurrency)
+		feed := &flatFeed{Context: ctx, slots: slots}
 		var w *waiter
 		if grouped {
-			w = &waiter{ctx: ctx, scope: ictx, op: "FlatMap", inners: concurrency, holds: true}
+			w = &waiter{ctx: feed, scope: ictx, op: "FlatMap", inners: concurrency, holds: true}
 		}
-		err := f.run(ctx, func(v T) error {
+		err := f.run(feed, func(v T) error {
 			select {
 			case slots <- struct{}{}:
 			default:
@@ -95,6 +96,21 @@ func FlatMap[T, R any](f Flux[T], fn func(T) Flux[R], concurrency int) Flux[R] {
 		return first
 	}}
 }
+
+// flatFeed is the context FlatMap subscribes its upstream with. A GroupBy
+// that finds it as its own context is fed to this FlatMap through
+// synchronous operators only (any other operator would have passed a
+// context of its own), so it may hand a group over on its own goroutine
+// while a slot is free: FlatMap then runs the group on a goroutine of its
+// own and returns at once.
+type flatFeed struct {
+	context.Context
+	slots chan struct{}
+}
+
+// free tells whether a slot is free now. Only the goroutine that feeds
+// FlatMap takes slots, so one free slot stays free until it does.
+func (f *flatFeed) free() bool { return len(f.slots) < cap(f.slots) }
 
 // waitSlot waits for a free slot or the end of ctx. When the item is a group
 // of GroupBy (w not nil), GroupBy is told what its deliverer waits for, so

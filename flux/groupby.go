@@ -33,24 +33,28 @@ func WithGroupBuffer(n int) GroupOption {
 // (FluxGroupBy.java), with a fixed key space and bounded queues.
 //
 // Threading: the upstream runs on the subscriber's goroutine (the router),
-// which pushes each item into its group's queue. The groups are handed
-// downstream, in the order they were opened, by a second goroutine of the
-// subscription (the deliverer), so a downstream that runs a group to its end
-// before taking the next (ConcatMap) or that waits for a free slot (FlatMap)
-// does not hold up the router: the groups opened meanwhile wait in GroupBy,
-// buffering their items, as in Reactor's queue of groups. The hand-off is
-// otherwise synchronous: after handing out a group, or pushing an item, the
-// router pulls the next item only once the deliverer is idle again or some
-// group's subscriber waits for an item, so a downstream that consumes a
-// group inline sees the items exactly as if GroupBy called it directly (a
-// group cancelled by its subscriber after one item, say, gets no second
-// one). Each group is delivered on the goroutine that subscribes it, or on
-// the worker of a PublishOn applied directly to the group flux, which then
-// drains the group's queue in place (no second queue). A group flux is
-// unicast. The deliverer has exited when the subscription returns; a
-// runtime.Goexit in the downstream on it ends the flow with a *PanicError
-// wrapping schedulers.ErrGoexit. Cost: one goroutine per subscription and one
-// wake-up per group opened; per item, two atomic loads.
+// which pushes each item into its group's queue. A FlatMap fed by GroupBy
+// through synchronous operators only gets each new group from the router
+// itself while it has a free slot, as from any synchronous source. Other
+// groups (FlatMap at its concurrency, or any other downstream) are handed
+// out, in the order they were opened, by a second goroutine of the
+// subscription (the deliverer), started with the first of them, so that a
+// downstream that runs a group to its end before taking the next
+// (ConcatMap) or waits for a free slot (FlatMap) does not hold up the
+// router: the groups opened meanwhile wait in GroupBy, buffering their
+// items, as in Reactor's queue of groups. That hand-off is synchronous too:
+// after handing out a group, or pushing an item, the router pulls the next
+// item only once the deliverer is idle again or some group's subscriber
+// waits for an item, so a downstream that consumes a group inline sees the
+// items exactly as if GroupBy called it directly (a group cancelled by its
+// subscriber after one item, say, gets no second one). Each group is
+// delivered on the goroutine that subscribes it, or on the worker of a
+// PublishOn applied directly to the group flux, which then drains the
+// group's queue in place (no second queue). A group flux is unicast. The
+// deliverer has exited when the subscription returns; a runtime.Goexit in
+// the downstream on it ends the flow with a *PanicError wrapping
+// schedulers.ErrGoexit. Cost: at most one goroutine per subscription, one
+// wake-up per group it hands out; per item, two atomic loads.
 //
 // Backpressure: each group holds at most the group buffer (WithGroupBuffer)
 // of items, the one being delivered included; the router blocks while the
@@ -124,12 +128,13 @@ func GroupBy[T any](f Flux[T], keyOf func(T) int, groups int, opts ...GroupOptio
 	return Flux[GroupedFlux[T]]{subscribe: func(ctx context.Context, emit func(GroupedFlux[T]) error) error {
 		uctx, stop := context.WithCancelCause(ctx)
 		defer stop(nil)
+		direct, _ := ctx.(*flatFeed)
 		b := &board[T]{
-			ctx: ctx, uctx: uctx, stop: stop, keyOf: keyOf, buffer: o.buffer,
+			ctx: ctx, uctx: uctx, stop: stop, keyOf: keyOf, buffer: o.buffer, emit: emit, direct: direct,
 			discard: discarder[T](ctx), open: make([]*pipe[T], groups),
 			wake: make(chan struct{}, 1), gate: make(chan struct{}, 1),
 		}
-		return b.run(f, emit)
+		return b.run(f)
 	}}
 }
 
@@ -141,8 +146,11 @@ type board[T any] struct {
 	stop    context.CancelCauseFunc
 	keyOf   func(T) int
 	buffer  int
+	emit    func(GroupedFlux[T]) error // the main flux's downstream
+	direct  *flatFeed                  // the FlatMap fed by GroupBy through synchronous operators, if any
 	discard func(T, error)
 	open    []*pipe[T]    // the current group of each key; written by the router under mu
+	res     chan error    // the deliverer's result; nil until it is started
 	wake    chan struct{} // the deliverer's: a group was queued, or the upstream ended
 
 	// The gate keeps the hand-off synchronous: the router pulls the next
@@ -170,24 +178,9 @@ type board[T any] struct {
 	stallErr error
 }
 
-// run routes the upstream on the calling goroutine while the deliverer hands
-// the groups downstream, then ends every group and joins the deliverer.
-func (b *board[T]) run(f Flux[T], emit func(GroupedFlux[T]) error) error {
-	res := make(chan error, 1)
-	go func() {
-		returned := false
-		defer func() {
-			if !returned { // runtime.Goexit in the downstream: answer before dying
-				err := goexitError("GroupBy")
-				b.mainDone(err)
-				res <- err
-			}
-		}()
-		err := b.deliver(emit)
-		b.mainDone(err)
-		res <- err
-		returned = true
-	}()
+// run routes the upstream on the calling goroutine, then ends every group
+// and joins the deliverer if it was started.
+func (b *board[T]) run(f Flux[T]) error {
 	uerr := f.run(b.uctx, b.route)
 	b.mu.Lock()
 	b.upDone = true
@@ -204,16 +197,39 @@ func (b *board[T]) run(f Flux[T], emit func(GroupedFlux[T]) error) error {
 		reason = ctxDone(b.ctx)
 	}
 	b.end(reason, uerr)
-	derr := <-res
-	if derr != nil && !isStop(derr) {
-		// The downstream failed after the upstream ended: the groups it did
-		// not take will not be taken.
-		b.end(derr, nil)
+	if b.res != nil {
+		<-b.res
 	}
-	if derr != nil {
-		return derr
+	b.mu.Lock()
+	merr, stopped := b.mainErr, b.stopped
+	b.mu.Unlock()
+	if merr == nil {
+		return uerr
 	}
-	return uerr
+	if !stopped {
+		// The downstream failed, maybe after the upstream ended: the groups
+		// it did not take will not be taken.
+		b.end(merr, nil)
+	}
+	return merr
+}
+
+// startDeliverer starts the goroutine that hands out the queued groups;
+// called by the router, once.
+func (b *board[T]) startDeliverer() {
+	b.res = make(chan error, 1)
+	go func() {
+		returned := false
+		defer func() {
+			if !returned { // runtime.Goexit in the downstream: answer before dying
+				b.mainDone(goexitError("GroupBy"))
+				b.res <- nil
+			}
+		}()
+		b.mainDone(b.deliver())
+		b.res <- nil
+		returned = true
+	}()
 }
 
 // end cancels every open group with reason, or, reason nil, terminates them
@@ -262,11 +278,32 @@ func (b *board[T]) route(v T) error {
 		return ctxDone(b.uctx)
 	}
 	b.open[k] = g
+	if b.direct != nil && len(b.queue) == 0 && b.busy.Load() == 0 && b.direct.free() {
+		// FlatMap takes it at once and never runs it inline: hand it over
+		// here, as a synchronous operator would (the deliverer is idle, so
+		// the groups stay in order).
+		g.handed = true
+		b.live++
+		b.mu.Unlock()
+		if err := b.emit(b.grouped(g)); err != nil {
+			b.mainDone(err)
+			return ctxDone(b.uctx)
+		}
+		return nil
+	}
 	b.queue = append(b.queue, g)
 	b.busy.Store(1)
 	b.mu.Unlock()
+	if b.res == nil {
+		b.startDeliverer()
+	}
 	signal(b.wake)
 	return b.pass()
+}
+
+// grouped is the GroupedFlux of g.
+func (b *board[T]) grouped(g *pipe[T]) GroupedFlux[T] {
+	return GroupedFlux[T]{Key: g.key, Flux: Flux[T]{subscribe: g.consume, group: g}}
 }
 
 // pass returns once the router may pull the next item: at once unless the
@@ -310,7 +347,7 @@ func (b *board[T]) openGate() {
 
 // deliver hands the opened groups downstream in order until the upstream
 // ended and none is left, or the downstream returned an error.
-func (b *board[T]) deliver(emit func(GroupedFlux[T]) error) error {
+func (b *board[T]) deliver() error {
 	for {
 		if err := ctxDone(b.ctx); err != nil {
 			return err
@@ -336,7 +373,7 @@ func (b *board[T]) deliver(emit func(GroupedFlux[T]) error) error {
 		g.handed = true
 		b.live++
 		b.mu.Unlock()
-		if err := emit(GroupedFlux[T]{Key: g.key, Flux: Flux[T]{subscribe: g.consume, group: g}}); err != nil {
+		if err := b.emit(b.grouped(g)); err != nil {
 			return err
 		}
 	}

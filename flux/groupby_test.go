@@ -506,3 +506,27 @@ func TestGroupByStallProperty(t *testing.T) {
 		}
 	})
 }
+
+// When FlatMap takes the groups straight from GroupBy and has a free slot,
+// GroupBy hands each group over on the subscribing goroutine, before it
+// pulls the next item, as a synchronous operator would: no goroutine of
+// GroupBy's is started, and the dispatcher's shape costs what it did.
+func TestGroupByHandsToFlatMapOnTheRouter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- dispatch(flux.Range(0, 100), func(v int) int { return v % 4 }, 4, 2, nil,
+				func(v int) flux.Flux[int] {
+					<-release
+					return flux.Just(v)
+				}).Subscribe(t.Context(), func(int) error { return nil })
+		}()
+		synctest.Wait()
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		close(release)
+		require.NoError(t, <-done)
+		require.NotContains(t, stacks, "flux.(*board[...]).deliver", "no goroutine hands the groups out")
+	})
+}
