@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -138,24 +139,21 @@ func (m *Mailbox[T]) unpop(x T) {
 // time (a dispatcher does): two subscribers would share the exchanges and
 // lose their order. When the subscription ends early (ctx, or the
 // subscriber stops), the exchanges not delivered stay queued; an exchange is
-// removed from the queue only when the subscriber took it.
+// removed from the queue only when the subscriber took it: one the sink
+// refused (flux.ErrNotDelivered) goes back to the head.
 func (m *Mailbox[T]) Flux() flux.Flux[T] {
-	return flux.Defer(func() flux.Flux[T] {
-		taken := false // set when the subscriber took the exchange; same goroutine
-		return flux.Create(func(ctx context.Context, sink flux.Sink[T]) error {
-			for {
-				x, ok, err := m.pop(ctx)
-				if !ok {
-					return err
-				}
-				taken = false
-				if err := sink.Next(x); err != nil {
-					if !taken {
-						m.unpop(x)
-					}
-					return err
-				}
+	return flux.Create(func(ctx context.Context, sink flux.Sink[T]) error {
+		for {
+			x, ok, err := m.pop(ctx)
+			if !ok {
+				return err
 			}
-		}).DoOnNext(func(T) { taken = true })
+			if err := sink.Next(x); err != nil {
+				if errors.Is(err, flux.ErrNotDelivered) {
+					m.unpop(x)
+				}
+				return err
+			}
+		}
 	})
 }

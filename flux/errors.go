@@ -32,6 +32,12 @@ var (
 	// router. The message names the full group and the groups waited for;
 	// see GroupBy for the exact rule.
 	ErrStalled = errors.New("flux: stalled")
+	// ErrNotDelivered is wrapped, with the reason, by the error Sink.Next
+	// returns for an item that never reached the downstream: the subscriber
+	// was already gone, or the Create function had returned. The item is
+	// still the caller's. Any other error from Next is the downstream's, for
+	// an item it was handed.
+	ErrNotDelivered = errors.New("flux: not delivered")
 )
 
 // invalid returns the error of an invalid argument of operator op.

@@ -136,10 +136,21 @@ func FromSeq[T any](seq iter.Seq[T]) Flux[T] {
 // (FluxSink.java, FluxCreate.java).
 type Sink[T any] interface {
 	// Next delivers v downstream and returns once downstream took it, so it
-	// blocks while downstream buffers are full (backpressure). It returns a
-	// non-nil error once the subscriber is gone (cancelled, ctx done, or the
-	// Create function returned): stop producing then. Safe for concurrent
-	// use; calls are serialized.
+	// blocks while downstream buffers are full (backpressure). nil: v was
+	// delivered and the downstream wants more. Otherwise the subscriber is
+	// gone and the function should stop producing; the error tells what
+	// became of v:
+	//   - it wraps ErrNotDelivered when v never reached the downstream,
+	//     because an earlier item's delivery had ended the flow, ctx had
+	//     ended, or the Create function had returned; it also wraps that
+	//     reason (the downstream's error, the cause of ctx, ErrCancelled). v
+	//     is still the caller's, to keep or put back.
+	//   - any other error is the downstream's own: v was handed to it, and
+	//     it then failed or stopped the flow (Take satisfied by v, say).
+	//     What became of v is the downstream's: delivered, or given to the
+	//     discard hook by the operator that dropped it.
+	// Safe for concurrent use; calls are serialized. A refusal costs one
+	// allocation (the wrapping error).
 	Next(v T) error
 }
 
@@ -159,9 +170,10 @@ func (s *sink[T]) Next(v T) error {
 	if s.err == nil {
 		s.err = ctxDone(s.ctx)
 	}
-	if s.err == nil {
-		s.err = s.emit(v)
+	if s.err != nil {
+		return fmt.Errorf("%w: %w", ErrNotDelivered, s.err)
 	}
+	s.err = s.emit(v)
 	return s.err
 }
 
