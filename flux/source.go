@@ -76,9 +76,15 @@ func Defer[T any](fn func() Flux[T]) Flux[T] {
 }
 
 // FromChannel emits what it receives from ch until ch is closed (completion)
-// or the subscription's ctx ends. The channel is shared by all subscriptions:
-// each item goes to one of them. A nil channel gives ErrInvalidArgument.
-// Reactor has no direct counterpart (Flux.from a hot source).
+// or the subscription's ctx ends. Unlike the other sources it is hot, not
+// cold: every subscription reads the same channel, so subscriptions running
+// at once split its items between them, silently and in no fixed order (each
+// item reaches one of them), and a later subscription sees only what is left.
+// Subscribe it once to see every item; to fan one channel out to several
+// consumers, subscribe once and let FlatMap or GroupBy split it. An item
+// received is delivered, never put back: a subscription that ends leaves the
+// rest in the channel. A nil channel gives ErrInvalidArgument. Reactor has no
+// direct counterpart (Flux.from a hot source).
 func FromChannel[T any](ch <-chan T) Flux[T] {
 	if ch == nil {
 		return Error[T](invalid("FromChannel", "nil channel"))
