@@ -150,7 +150,7 @@ type board[T any] struct {
 	direct  *flatFeed                  // the FlatMap fed by GroupBy through synchronous operators, if any
 	discard func(T, error)
 	open    []*pipe[T]    // the current group of each key; written by the router under mu
-	res     chan error    // the deliverer's result; nil until it is started
+	exited  chan struct{} // closed when the deliverer exited; nil until it is started
 	wake    chan struct{} // the deliverer's: a group was queued, or the upstream ended
 
 	// The gate keeps the hand-off synchronous: the router pulls the next
@@ -197,8 +197,8 @@ func (b *board[T]) run(f Flux[T]) error {
 		reason = ctxDone(b.ctx)
 	}
 	b.end(reason, uerr)
-	if b.res != nil {
-		<-b.res
+	if b.exited != nil {
+		<-b.exited
 	}
 	b.mu.Lock()
 	merr, stopped := b.mainErr, b.stopped
@@ -215,19 +215,18 @@ func (b *board[T]) run(f Flux[T]) error {
 }
 
 // startDeliverer starts the goroutine that hands out the queued groups;
-// called by the router, once.
+// called by the router, once. What ends it is recorded by mainDone.
 func (b *board[T]) startDeliverer() {
-	b.res = make(chan error, 1)
+	b.exited = make(chan struct{})
 	go func() {
+		defer close(b.exited)
 		returned := false
 		defer func() {
-			if !returned { // runtime.Goexit in the downstream: answer before dying
+			if !returned { // runtime.Goexit in the downstream: record it before dying
 				b.mainDone(goexitError("GroupBy"))
-				b.res <- nil
 			}
 		}()
 		b.mainDone(b.deliver())
-		b.res <- nil
 		returned = true
 	}()
 }
@@ -294,7 +293,7 @@ func (b *board[T]) route(v T) error {
 	b.queue = append(b.queue, g)
 	b.busy.Store(1)
 	b.mu.Unlock()
-	if b.res == nil {
+	if b.exited == nil {
 		b.startDeliverer()
 	}
 	signal(b.wake)
