@@ -76,9 +76,8 @@
 // completes the take at once and lets them run on); a GroupBy flow that can
 // never move again (more groups than FlatMap's concurrency, or ConcatMap
 // over groups, with a waiting group full) fails with ErrStalled where
-// Reactor hangs. ConcatMap
-// always has prefetch 0. PublishOn's drain yields its goroutine after each
-// batch, so pipelines sharing a scheduler are served fairly. DoFinally runs
-// just before the terminal signal reaches the operators after it (a terminal
-// signal is the return of a subscribe call).
+// Reactor hangs. ConcatMap always has prefetch 0. PublishOn's drain yields
+// its goroutine after each batch, so pipelines sharing a scheduler are
+// served fairly. DoFinally runs just before the terminal signal reaches the
+// operators after it (a terminal signal is the return of a subscribe call).
 package flux
