@@ -105,7 +105,22 @@ func started[T aggregate.IDCapable](t testing.TB, source dispatch.Source[T], h d
 	require.NoError(t, err)
 	require.NoError(t, d.Prepare(t.Context()))
 	require.NoError(t, d.Start())
+	forceOnCleanup(t, d)
 	return d
+}
+
+// forceOnCleanup force-stops c at the end of the test and waits for it, so
+// that a test failing half-way leaves no goroutine behind (a no-op for a
+// component that ended). Registered after the scheduler a test passes to
+// c, it runs before that scheduler's disposal.
+func forceOnCleanup(t testing.TB, c interface {
+	ForceStop()
+	Done() <-chan struct{}
+}) {
+	t.Cleanup(func() {
+		c.ForceStop()
+		<-c.Done()
+	})
 }
 
 // startedKeyed is started for a dispatcher routed by a key function.
@@ -115,6 +130,7 @@ func startedKeyed[T any](t testing.TB, source dispatch.Source[T], key func(T) in
 	require.NoError(t, err)
 	require.NoError(t, d.Prepare(t.Context()))
 	require.NoError(t, d.Start())
+	forceOnCleanup(t, d)
 	return d
 }
 
