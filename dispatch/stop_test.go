@@ -363,3 +363,40 @@ func TestWithLoggerReachesTheOwnedScheduler(t *testing.T) {
 		assert.ErrorIs(t, v.Any().(error), schedulers.ErrGoexit)
 	})
 }
+
+// Done closes only once the discard hook returned for every exchange
+// discarded: a caller that reads what its hook saw after Done must see all
+// of it. Here a force steals a lane that waits for the scheduler's only
+// goroutine, and the hook of its exchange is held while the running handler
+// (cancelled by the same force) returns: its accounting must not close
+// Done before the hook returned.
+func TestDoneWaitsForTheDiscardHook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const p = 2
+		a, b := aggregate.NewID(orders, "a"), aggregate.NewID(orders, "b")
+		for k := 0; a.Mod(p) == b.Mod(p); k++ {
+			b = aggregate.NewID(orders, "b"+strconv.Itoa(k))
+		}
+		entered, release := make(chan struct{}), make(chan struct{})
+		var hooked atomic.Int64
+		d := started(t, flux.FromSlice([]testkit.Exchange{{ID: a, Do: testkit.Block}, {ID: b}}), testkit.Perform,
+			dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithScheduler[testkit.Exchange](newParallel(t, 1)),
+			dispatch.WithDiscardHook(func(testkit.Exchange, error) {
+				close(entered)
+				<-release
+				hooked.Add(1)
+			}))
+		synctest.Wait() // a's handler holds the only goroutine; b's lane waits for it
+		forced := make(chan struct{})
+		go func() { d.ForceStop(); close(forced) }()
+		<-entered
+		synctest.Wait() // a's handler returned, cancelled
+		assert.False(t, isClosed(d.Done()), "Done closed while the discard hook still runs")
+		close(release)
+		<-forced
+		<-d.Done()
+		s := d.Stats()
+		assert.Equal(t, dispatch.Stats{Received: 2, Failed: 1, Discarded: 1}, s)
+		assert.Equal(t, s.Discarded, hooked.Load(), "the hook's count read after Done")
+	})
+}
