@@ -229,3 +229,22 @@ func TestEmitUnroutableRacingQuiesceEnds(t *testing.T) {
 		assert.Equal(t, dispatch.Stats{Received: 1, Failed: 1}, d.Stats())
 	})
 }
+
+// A push-mode dispatcher has no source: a graceful stop whose ctx is over
+// must not blame one. (Its ctx ended before the intake goroutine saw the
+// drain, so the stop may well report ctx's error; the description of what
+// is left must be true.)
+func TestEmitStopTimeoutDoesNotBlameASource(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := started(t, nil, testkit.Perform)
+		require.NoError(t, d.Emit(t.Context(), exchanges(1, 1)[0]))
+		synctest.Wait() // handled: nothing in flight
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if err := d.StopGracefully(ctx); err != nil {
+			assert.ErrorIs(t, err, context.Canceled)
+			assert.NotContains(t, err.Error(), "source", "a dispatcher fed by Emit has no source")
+		}
+		<-d.Done()
+	})
+}
