@@ -10,15 +10,8 @@ import (
 	"github.com/aggflow/aggflow/flux"
 )
 
-// deposit is the README's exchange: it names the account it goes to.
-type deposit struct {
-	account aggregate.ID
-	amount  int
-}
-
-func (d deposit) AggregateID() aggregate.ID { return d.account } // routes by account id
-
-// Example_quickStart is the README's quick start: deposits to two accounts,
+// Example_quickStart is the README's quick start (deposit is declared in
+// example_test.go): deposits to two accounts,
 // each account's deposits applied one at a time in order, the accounts in
 // parallel; Run returns once the source completed and every deposit was
 // handled (an endless source is stopped by cancelling ctx: Run then drains

@@ -49,7 +49,7 @@ func ExampleDispatcher() {
 			history[x.account.ID] = append(history[x.account.ID], x.amount)
 			return nil
 		},
-		dispatch.WithSchedulerSupplier(supplier), dispatch.WithParallelism(8))
+		dispatch.WithSchedulerSupplier[deposit](supplier), dispatch.WithParallelism[deposit](8))
 	if err != nil {
 		panic(err)
 	}

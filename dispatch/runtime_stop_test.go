@@ -62,7 +62,7 @@ func TestRuntimeRunEndsWithFiniteDispatcher(t *testing.T) {
 		d, err := dispatch.New("orders", orders, flux.FromSlice(exchanges(10, 3)), func(context.Context, testkit.Exchange) error {
 			handled.Add(1)
 			return nil
-		}, quiet, dispatch.WithSchedulerSupplier(sup))
+		}, quiet, dispatch.WithSchedulerSupplier[testkit.Exchange](sup))
 		require.NoError(t, err)
 		rt, err := dispatch.NewRuntime("app", []dispatch.Component{d}, dispatch.WithOwned(sup))
 		require.NoError(t, err)
@@ -151,7 +151,7 @@ func TestRuntimeStopGracefullyFromInside(t *testing.T) {
 				return errors.New("StopGracefully waited")
 			}
 			return nil
-		}, quiet, dispatch.WithScheduler(schedulers.Immediate()))
+		}, quiet, dispatch.WithScheduler[testkit.Exchange](schedulers.Immediate()))
 		require.NoError(t, err)
 		rt, err = dispatch.NewRuntime("app", []dispatch.Component{d})
 		require.NoError(t, err)

@@ -320,7 +320,7 @@ func TestRuntimeDoneWaitsForComponentsAfterTimeout(t *testing.T) {
 		d, err := dispatch.New("orders", orders, flux.FromSlice(exchanges(4, 2)), func(context.Context, testkit.Exchange) error {
 			<-release // ignores its context
 			return nil
-		}, quiet, dispatch.WithSchedulerSupplier(sup))
+		}, quiet, dispatch.WithSchedulerSupplier[testkit.Exchange](sup))
 		require.NoError(t, err)
 		rt, err := dispatch.NewRuntime("app", []dispatch.Component{d}, dispatch.WithOwned(sup), dispatch.WithShutdownTimeout(time.Second))
 		require.NoError(t, err)
