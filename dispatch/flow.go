@@ -67,11 +67,13 @@ func (f *flow) check() {
 	}
 }
 
-// budget bounds the exchanges admitted and not finished. acquire counts one
-// first and then, if that went over the limit, waits for room on a channel
-// (so that testing/synctest sees the wait); release gives units back and
-// wakes a waiter. A waiter announces itself before it looks again, and a
-// releaser subtracts before it looks for waiters, so no wake-up is lost.
+// budget bounds the exchanges admitted and not finished. acquire takes a
+// unit only while pending is below the limit; otherwise it announces itself
+// as a waiter, looks again, and waits for room on a channel (so that
+// testing/synctest sees the wait). release subtracts, then wakes a waiter if
+// one is announced; a waiter that gets in wakes the next one while room is
+// left. Since a waiter announces itself before it looks again and a
+// releaser subtracts before it looks for waiters, no wake-up is lost.
 type budget struct {
 	max     int64
 	pending atomic.Int64
@@ -83,27 +85,37 @@ func (b *budget) init(max int64) {
 	b.max, b.room = max, make(chan struct{}, 1)
 }
 
+// tryTake takes a unit if one is free.
+func (b *budget) tryTake() bool {
+	for {
+		p := b.pending.Load()
+		if p >= b.max {
+			return false
+		}
+		if b.pending.CompareAndSwap(p, p+1) {
+			return true
+		}
+	}
+}
+
 // acquire takes one unit, waiting while the budget is used up; it returns
 // ctx's cause, holding no unit, if ctx ends first.
 func (b *budget) acquire(ctx context.Context) error {
-	if b.pending.Add(1) <= b.max {
+	if b.tryTake() {
 		return nil
 	}
-	for {
-		b.waiters.Add(1)
-		if b.pending.Load() <= b.max {
-			b.waiters.Add(-1)
-			return nil
-		}
+	b.waiters.Add(1)
+	defer b.waiters.Add(-1)
+	for !b.tryTake() {
 		select {
 		case <-b.room:
-			b.waiters.Add(-1)
 		case <-ctx.Done():
-			b.waiters.Add(-1)
-			b.release(1)
+			b.wake() // pass on a wake-up this waiter may have taken
 			return context.Cause(ctx)
 		}
 	}
+	b.wake() // room may be left for the next waiter
+	return nil
 }
 
 // release gives n units back.
@@ -111,7 +123,13 @@ func (b *budget) release(n int64) {
 	if n == 0 {
 		return
 	}
-	if b.pending.Add(-n) <= b.max && b.waiters.Load() > 0 {
+	b.pending.Add(-n)
+	b.wake()
+}
+
+// wake signals a waiter, if any is announced and there is room.
+func (b *budget) wake() {
+	if b.waiters.Load() > 0 && b.pending.Load() < b.max {
 		select {
 		case b.room <- struct{}{}:
 		default:

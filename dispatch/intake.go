@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
@@ -19,7 +20,7 @@ import (
 // goroutine that runs it. The intake runs on the source's goroutine (or on
 // Emit's caller): gate, route, budget, lane; no hop in between.
 type intake[T any] struct {
-	life lifecycle.Core // a named field: its transitions are not the user's
+	life    lifecycle.Core // a named field: its transitions are not the user's
 	f       *flow
 	engines []*engine[T]
 	report  *engine[T] // reports what fails or is refused before a lane
@@ -27,6 +28,8 @@ type intake[T any] struct {
 	source  Source[T] // nil: Emit feeds the intake
 	emitMu  sync.Mutex
 	timeout time.Duration
+
+	sourceRunning atomic.Bool // the source's Subscribe has not returned
 
 	// set by Prepare, read after it
 	owned     schedulers.Scheduler // a scheduler made and owned, if any
@@ -130,17 +133,44 @@ func (in *intake[T]) Start() error {
 		}
 		return in.life.Refuse("start")
 	}
-	go in.own() // takes over the hold
+	for _, e := range in.engines {
+		if e.sched == in.owned || !in.life.Hold() {
+			continue // only the intake disposes an owned scheduler
+		}
+		probe := e.probe()
+		go func() {
+			defer in.life.Release()
+			e.watch(probe, in.f.drained)
+		}()
+	}
+	go in.own() // takes over the first hold
 	return nil
 }
 
 // own is the intake's goroutine: it runs the source, then waits until every
-// admitted exchange ended and disposes an owned scheduler.
+// admitted exchange ended and disposes an owned scheduler. A source that
+// ends it with runtime.Goexit (a handler's, on schedulers.Immediate) is an
+// error; the intake shuts and the rest drains as after a source error.
 func (in *intake[T]) own() {
 	defer in.life.Release()
+	returned := false
+	defer func() {
+		if !returned {
+			in.life.Record(fmt.Errorf("dispatch: %s %q: source: %w", in.life.Kind(), in.Name(), schedulers.ErrGoexit))
+			in.sourceDone()
+			in.finish()
+		}
+	}()
 	if in.source != nil {
 		in.subscribe()
 	}
+	returned = true
+	in.finish()
+}
+
+// finish waits until every admitted exchange ended, then disposes an owned
+// scheduler and waits for its goroutines.
+func (in *intake[T]) finish() {
 	<-in.f.drained
 	if in.owned == nil {
 		return
@@ -156,10 +186,17 @@ func (in *intake[T]) own() {
 // subscribe runs the source into the intake; its end, normal or not, shuts
 // the intake. A source error is Err() and the admitted exchanges drain.
 func (in *intake[T]) subscribe() {
+	in.sourceRunning.Store(true)
 	err := in.runSource()
 	if err != nil && in.srcCtx.Err() == nil {
 		in.life.Record(fmt.Errorf("dispatch: %s %q: source failed: %w", in.life.Kind(), in.Name(), err))
 	}
+	in.sourceDone()
+}
+
+// sourceDone records that the source returned and shuts the intake.
+func (in *intake[T]) sourceDone() {
+	in.sourceRunning.Store(false)
 	in.closeIntake(StateRunning)
 }
 
@@ -203,11 +240,10 @@ func (in *intake[T]) emit(x T) error {
 func (in *intake[T]) unrouted(x T, err error) {
 	if errors.Is(err, ErrUnknownAggregate) {
 		in.report.dropped(x, err)
-		in.f.check()
-		return
+	} else {
+		in.report.failure(x, OutcomeError, 0, err)
+		in.f.failed.Add(1)
 	}
-	in.f.failed.Add(1)
-	in.report.failure(x, OutcomeError, 0, err)
 	in.f.check() // a stop may have come since the gate
 }
 
@@ -273,7 +309,7 @@ func (in *intake[T]) Quiesce() {
 // began (from), cancels the source: before that, Prepare may still be
 // writing the contexts, and the source was never subscribed.
 func (in *intake[T]) closeIntake(from State) {
-	if from >= StatePrepared {
+	if from >= StatePrepared && in.srcCancel != nil { // nil: stopped before Prepare
 		in.srcCancel(errIntakeClosed)
 	}
 	in.f.close()
@@ -286,8 +322,13 @@ func (in *intake[T]) fail(err error) {
 	in.Quiesce()
 }
 
-// end runs at the physical end: the engines release their contexts.
+// end runs at the physical end: the engines release their contexts, and a
+// scheduler made and owned but never started is disposed (it has no
+// goroutine).
 func (in *intake[T]) end() {
+	if in.owned != nil {
+		in.owned.Dispose()
+	}
 	for _, e := range in.all() {
 		e.end()
 	}
@@ -329,8 +370,10 @@ func (in *intake[T]) describe() string {
 		return fmt.Sprintf("%d exchanges in flight, handlers running in groups %v", s.InFlight, running)
 	case s.InFlight > 0:
 		return fmt.Sprintf("%d exchanges in flight", s.InFlight)
+	case in.sourceRunning.Load():
+		return "every exchange ended, but its source is still running (it ignores its context)"
 	}
-	return "every exchange ended, but its source is still running (it ignores its context)"
+	return "every exchange ended; its goroutines are exiting"
 }
 
 // ForceStop shuts the intake, drops the admitted exchanges that have not

@@ -116,11 +116,11 @@ func (e *engine[T]) schedule(l *lane[T]) {
 	}
 }
 
-// rejected reports that the scheduler refused work, or ended: it is being
-// disposed under the dispatcher. What is queued is discarded; the owner
-// stops. Once the intake is shut this is the owner's own disposal.
+// rejected reports that the scheduler refused work, or ended, under the
+// dispatcher (not after a force): what is queued is discarded, the
+// dispatcher stops, and this is its error.
 func (e *engine[T]) rejected(err error) {
-	if e.f.shut.Load() {
+	if e.f.forced.Load() {
 		return
 	}
 	err = fmt.Errorf("dispatch: dispatcher %q: scheduler refused work: %w", e.name, err)
@@ -134,25 +134,36 @@ func (l *lane[T]) run(ctx context.Context) {
 	if !l.state.CompareAndSwap(ready, running) {
 		return // a stop took the lane over
 	}
-	e := l.e
-	if !e.watching.Load() {
-		e.watch(ctx)
-	}
-	e.drain(l)
+	l.e.drain(l)
 }
 
-// watch makes a forced disposal of the scheduler cancel the handlers'
-// context, once: every task of a scheduler shares its cancellation.
-func (e *engine[T]) watch(taskCtx context.Context) {
-	if e.watching.Swap(true) {
-		return
+// watch runs on a goroutine of the dispatcher from Start until every
+// admitted exchange ended (drained): it learns the scheduler's task context
+// from a first task, and when that context is cancelled (a forced disposal
+// by the scheduler's owner) it cancels the handlers' context; when the
+// scheduler ended, or its context did, it discards the lanes whose tasks the
+// scheduler dropped. A scheduler that ends under a running dispatcher stops
+// it with an error.
+func (e *engine[T]) watch(probe <-chan context.Context, drained <-chan struct{}) {
+	var taskCtx context.Context
+	var taskDone <-chan struct{}
+	schedDone := e.sched.Done()
+	for {
+		select {
+		case taskCtx = <-probe:
+			probe, taskDone = nil, taskCtx.Done()
+		case <-taskDone:
+			cause := context.Cause(taskCtx)
+			e.cancel(cause)
+			e.ended(cause)
+			taskDone = nil
+		case <-schedDone:
+			e.ended(fmt.Errorf("%w: scheduler %q ended", schedulers.ErrRejected, e.sched.Name()))
+			schedDone = nil
+		case <-drained:
+			return
+		}
 	}
-	stop := context.AfterFunc(taskCtx, func() {
-		e.cancel(context.Cause(taskCtx))
-		e.rejected(context.Cause(taskCtx))
-		e.sweep()
-	})
-	e.stopWatch.Store(&stop)
 }
 
 // batch is what one drain did, settled once at its end, even when a handler
@@ -310,8 +321,8 @@ func (e *engine[T]) call(x T, start int64) (err error, panicked bool) {
 			err, panicked = panics.New(v), true
 			return
 		}
-		e.f.failed.Add(1)
 		e.failure(x, OutcomePanic, e.since(start), fmt.Errorf("dispatch: dispatcher %q: handler: %w", e.name, panics.New(schedulers.ErrGoexit)))
+		e.f.failed.Add(1)
 	}()
 	err = e.handler(e.ctx, x)
 	returned = true
@@ -329,8 +340,8 @@ func (e *engine[T]) failure(x T, o Outcome, took time.Duration, err error) {
 	if e.logger.Enabled(e.ctx, level) {
 		attrs := []slog.Attr{slog.String("dispatcher", e.name), slog.String("named_aggregate", e.named.String()),
 			slog.String("outcome", o.String()), slog.Any("error", err)}
-		if e.idOf != nil {
-			attrs = append(attrs, slog.String("aggregate_id", e.idOf(x).ID))
+		if id, ok := e.aggregateID(x); ok {
+			attrs = append(attrs, slog.String("aggregate_id", id))
 		}
 		e.logger.LogAttrs(e.ctx, level, "dispatch: exchange failed", attrs...)
 	}
@@ -339,13 +350,29 @@ func (e *engine[T]) failure(x T, o Outcome, took time.Duration, err error) {
 	}
 }
 
+// aggregateID returns x's aggregate id for logs, if the exchange type has
+// one and its AggregateID does not panic.
+func (e *engine[T]) aggregateID(x T) (id string, ok bool) {
+	if e.idOf == nil {
+		return "", false
+	}
+	defer func() {
+		if recover() != nil {
+			id, ok = "", false
+		}
+	}()
+	return e.idOf(x).ID, true
+}
+
 // dropped accounts for an exchange dropped without being handled.
+// It counts last, so that once the count shows nothing in flight no hook
+// of the exchange still runs.
 func (e *engine[T]) dropped(x T, reason error) {
-	e.f.discarded.Add(1)
 	e.obs.Discarded(reason)
 	if e.discard != nil {
 		e.callDiscard(x, reason)
 	}
+	e.f.discarded.Add(1)
 }
 
 // callDiscard runs the discard hook, recovering a panic so that the
@@ -371,11 +398,26 @@ func (e *engine[T]) running() []int {
 	return gs
 }
 
-// end releases what the engine holds once its owner reached its end: the
-// handlers' context is done, the scheduler is no longer watched.
-func (e *engine[T]) end() {
-	e.cancel(ErrStopped)
-	if stop := e.stopWatch.Load(); stop != nil {
-		(*stop)()
+// probe schedules the task that tells watch the scheduler's task context.
+func (e *engine[T]) probe() <-chan context.Context {
+	probe := make(chan context.Context, 1)
+	if err := e.sched.Schedule(func(ctx context.Context) { probe <- ctx }); err != nil {
+		e.rejected(err)
 	}
+	return probe
 }
+
+// ended reacts to the end of the scheduler under the dispatcher: the
+// dispatcher stops with cause, and the lanes no task will run any more are
+// discarded. After the last exchange ended, the end is none of its business.
+func (e *engine[T]) ended(cause error) {
+	if e.f.drainedOnce.Load() {
+		return
+	}
+	e.rejected(cause)
+	e.sweep()
+}
+
+// end releases what the engine holds once its owner reached its end: the
+// handlers' context is done.
+func (e *engine[T]) end() { e.cancel(ErrStopped) }
