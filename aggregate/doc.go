@@ -2,7 +2,7 @@
 // and supplies one scheduler per named aggregate. It ports the identity and
 // scheduler-supplier layer of Wow (NamedAggregate.kt, AggregateId.kt,
 // MaterializedNamedAggregate.kt, MessageParallelism.kt,
-// AggregateSchedulerSupplier.kt, BorrowedAggregateSchedulerSupplier.kt).
+// AggregateSchedulerSupplier.kt).
 //
 // # Identities
 //
@@ -46,8 +46,13 @@
 // ever created; both stops act on that snapshot. StopGracefully starts one
 // shared disposal whose result every caller observes; a caller's ctx bounds
 // only its own wait. ForceStop disposes the snapshot at once and takes over a
-// graceful disposal in progress. Borrow gives children of a composite a view
-// that cannot stop the owner's supplier.
+// graceful disposal in progress. Neither waits for a factory in progress,
+// which runs outside the lock; what it creates after the stop is disposed.
+// Done closes once every scheduler created has terminated.
+//
+// Whoever constructs a Supplier owns it and stops it. Passing it as a
+// SchedulerSupplier (GetOrInitialize only) lends it: the borrower cannot stop
+// it, which is what Wow's BorrowedAggregateSchedulerSupplier is for.
 //
 // # Deviations from Wow
 //
@@ -69,7 +74,8 @@
 //   - An ID prints as "context.aggregate/id@tenant", not as Wow's
 //     AggregateId(contextName=..., ...).
 //   - A cached scheduler is looked up without taking the supplier's lock; the
-//     lock is taken only to create a scheduler or to stop, which keeps Wow's
-//     guarantees (one scheduler per named aggregate; none created, and none
-//     missed by the snapshot, once a stop began).
+//     lock is taken only to record a creation or to stop, never while the
+//     factory runs, which keeps Wow's guarantees (one scheduler per named
+//     aggregate; none handed out, and none missed by the snapshot, once a
+//     stop began).
 package aggregate

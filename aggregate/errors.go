@@ -4,7 +4,8 @@ import "errors"
 
 var (
 	// ErrStopped is returned by GetOrInitialize once StopGracefully or
-	// ForceStop has begun; the wrapping message names the supplier. Wow:
+	// ForceStop has begun, also to a caller whose creation was in progress;
+	// the wrapping message names the supplier and its state. Wow:
 	// IllegalStateException("Aggregate scheduler supplier[name] has stopped.")
 	// in AggregateSchedulerSupplier.kt.
 	ErrStopped = errors.New("aggregate: scheduler supplier stopped")
@@ -17,7 +18,4 @@ var (
 	// string has no context part and the default context is empty, and by
 	// GetOrInitialize for a nil NamedAggregate.
 	ErrInvalidNamedAggregate = errors.New("aggregate: invalid named aggregate")
-	// ErrNilSupplier is returned by the GetOrInitialize of a view that Borrow
-	// made from a nil SchedulerSupplier.
-	ErrNilSupplier = errors.New("aggregate: nil scheduler supplier")
 )

@@ -57,31 +57,29 @@ func ExampleNewSchedulerSupplier() {
 	// CommandDispatcher-Order task 1
 	// CommandDispatcher-Order task 2
 	// <nil>
-	// aggregate: scheduler supplier stopped: "CommandDispatcher"
+	// aggregate: scheduler supplier stopped: supplier "CommandDispatcher" cannot create a scheduler from state STOPPED
 }
 
-// Two users share one supplier, and so one scheduler per named aggregate,
-// through borrowed views; stopping a view does not stop the supplier, its
-// owner does.
-func ExampleBorrow() {
+// The owner of a supplier lends it as a SchedulerSupplier, which has no
+// stop: two borrowers share one scheduler per named aggregate, and only the
+// owner stops the supplier, after them.
+func ExampleSchedulerSupplier() {
 	owner, err := aggregate.NewSchedulerSupplier("EventDispatcher")
 	if err != nil {
 		panic(err)
 	}
-	events, states := aggregate.Borrow(owner), aggregate.Borrow(owner)
+	var events, states aggregate.SchedulerSupplier = owner, owner // lent
 	order := aggregate.MaterializedNamedAggregate{Context: "sales", Aggregate: "Order"}
 	a, _ := events.GetOrInitialize(order)
 	b, _ := states.GetOrInitialize(order)
 	fmt.Println(a == b, a.Name())
 
-	_ = events.StopGracefully(context.Background())
-	states.ForceStop()
-	fmt.Println(a.IsDisposed())
-
-	_ = owner.StopGracefully(context.Background())
-	fmt.Println(a.IsDisposed())
+	fmt.Println(owner.StopGracefully(context.Background()), a.IsDisposed())
+	<-owner.Done()
+	_, err = events.GetOrInitialize(order)
+	fmt.Println(err)
 	// Output:
 	// true EventDispatcher-Order
-	// false
-	// true
+	// <nil> true
+	// aggregate: scheduler supplier stopped: supplier "EventDispatcher" cannot create a scheduler from state STOPPED
 }

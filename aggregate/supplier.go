@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/aggflow/aggflow/internal/lifecycle"
 	"github.com/aggflow/aggflow/internal/panics"
 	"github.com/aggflow/aggflow/schedulers"
 )
@@ -16,37 +17,26 @@ import (
 // disposal, with the panic value and the stack.
 type PanicError = panics.Error
 
-// SchedulerSupplier hands out one scheduler per named aggregate and owns them:
-// stopping the supplier disposes every scheduler it created. All methods are
-// safe for concurrent use. Stop the dispatchers that use a supplier before the
-// supplier itself: it does not know them and does not wait for them. Wow:
-// AggregateSchedulerSupplier (AggregateSchedulerSupplier.kt).
+// SchedulerSupplier is what a borrower of a supplier needs: one scheduler per
+// named aggregate. Whoever constructs a Supplier owns it and stops it;
+// passing it to a constructor (a dispatcher's WithSchedulerSupplier) lends
+// it: the borrower never stops it, and its owner stops it after every
+// borrower. *Supplier implements it. Wow: AggregateSchedulerSupplier
+// (AggregateSchedulerSupplier.kt), as its borrowers see it.
 type SchedulerSupplier interface {
-	// GetOrInitialize returns the scheduler of Materialize(named), creating it
-	// on first access; concurrent first calls for one named aggregate create
-	// one scheduler. Once a stop has begun it returns an error wrapping
-	// ErrStopped and creates nothing. A nil named gives
-	// ErrInvalidNamedAggregate; a factory's error or panic (*PanicError) is
-	// returned wrapped, and the next call tries again. Wow: getOrInitialize.
+	// GetOrInitialize returns the scheduler of Materialize(named), creating
+	// it on first access; see Supplier.GetOrInitialize.
 	GetOrInitialize(named NamedAggregate) (schedulers.Scheduler, error)
-	// StopGracefully closes creation, lets every scheduler run what it has
-	// queued and returns nil once all of them terminated (or the joined
-	// disposal errors). If ctx ends first it returns ctx.Err() and the
-	// disposal goes on; a later call waits again for the same result. Wow:
-	// stopGracefully() bounded by stop(timeout).
-	StopGracefully(ctx context.Context) error
-	// ForceStop closes creation and disposes every scheduler at once,
-	// dropping queued tasks and cancelling the contexts of running ones. It
-	// does not wait; pending StopGracefully calls then return nil once the
-	// schedulers' goroutines exited. Idempotent. Wow: forceStop().
-	ForceStop()
 }
 
 // SchedulerFactory creates the scheduler of one named aggregate: name is
 // "<supplier name>-<aggregate name>" and parallelism the supplier's (at least
-// 1). It is called under the supplier's lock, at most once per named
-// aggregate, so it must be quick and must not call back into the supplier.
-// The default calls schedulers.NewParallel.
+// 1). It is called outside the supplier's lock, by the first caller of
+// GetOrInitialize for a named aggregate, and never twice at once for one
+// named aggregate. It may take its time: a stop does not wait for it. It
+// must not call GetOrInitialize for the named aggregate it is creating (that
+// call would wait for itself). The default calls schedulers.NewParallel with
+// the supplier's logger.
 type SchedulerFactory func(name string, parallelism int) (schedulers.Scheduler, error)
 
 // Option configures NewSchedulerSupplier; options apply in order, the last
@@ -76,30 +66,77 @@ func WithSchedulerFactory(f SchedulerFactory) Option {
 	return func(o *options) { o.factory = f }
 }
 
-// WithLogger sets the logger for scheduler creation and for panics recovered
-// from ForceStop (default slog.Default()). nil keeps the default.
+// WithLogger sets the logger of the supplier (scheduler creation, panics
+// recovered from a disposal) and of the schedulers the default factory
+// creates (schedulers.WithLogger: their task panics). Default slog.Default();
+// nil keeps the default.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.logger = l }
 }
 
-func newParallel(name string, parallelism int) (schedulers.Scheduler, error) {
-	return schedulers.NewParallel(name, parallelism)
+// Supplier hands out one scheduler per named aggregate and owns them:
+// stopping the supplier disposes every scheduler it created. Wow:
+// DefaultAggregateSchedulerSupplier (AggregateSchedulerSupplier.kt).
+//
+// Lifecycle: a Supplier starts RUNNING. The first StopGracefully or
+// ForceStop closes creation (ErrStopped from then on) and fixes the terminal
+// snapshot, every scheduler created; both stops act on that snapshot, and a
+// scheduler created by a factory that returns after the stop began is
+// disposed at once. Done closes once the supplier is stopped and every
+// scheduler of the snapshot has terminated (its goroutines exited), whichever
+// stop came first, and no factory call is in progress; Err is then the
+// joined disposal errors.
+//
+// Stop the dispatchers that borrow a supplier before the supplier itself: it
+// does not know them and does not wait for them. A dispatch.Runtime does it
+// for the supplier it owns (dispatch.WithOwned).
+//
+// All methods are safe for concurrent use. No lock is held while the factory
+// or a scheduler's disposal runs; a panic in either is recovered and
+// reported as a *PanicError.
+type Supplier struct {
+	life lifecycle.Core
+	options
+	cache atomic.Pointer[cache]
+
+	mu       sync.Mutex // guards all below, and every replacement of cache
+	created  []entry
+	flights  map[MaterializedNamedAggregate]*flight // creations in progress
+	closed   bool                                   // creation is closed: a stop began
+	closing  chan struct{}                          // closed with closed
+	snapshot []entry                                // the terminal snapshot, fixed by the first stop
+	errs     []error                                // disposal failures, joined into Err
 }
 
-// NewSchedulerSupplier returns a supplier named name that creates, for each
-// named aggregate on first access, a scheduler named "<name>-<aggregate name>"
+// entry is a scheduler the supplier created, with the name it gave it.
+type entry struct {
+	name string
+	sch  schedulers.Scheduler
+}
+
+// flight is one creation in progress; callers asking for the same named
+// aggregate meanwhile wait for done, then share its result.
+type flight struct {
+	done chan struct{}
+	sch  schedulers.Scheduler
+	err  error
+}
+
+// NewSchedulerSupplier returns a running supplier named name that creates,
+// for each named aggregate on first access, a scheduler named "<name>-<aggregate name>"
 // with the configured parallelism. Two contexts with the same aggregate name
 // get two schedulers with the same name. It starts no goroutine. An empty
 // name gives ErrInvalidName, a parallelism below 1 ErrInvalidParallelism.
-// Wow: DefaultAggregateSchedulerSupplier (AggregateSchedulerSupplier.kt).
+// The caller owns the supplier and must stop it. Wow:
+// DefaultAggregateSchedulerSupplier (AggregateSchedulerSupplier.kt).
 //
 // Deviations from Wow: StopGracefully starts the disposal when called, where
 // Wow's stopGracefully() only builds a Mono that starts on its first
 // subscription; a caller's ctx bounds only its own wait, as stop(timeout) does;
 // the arguments are validated here rather than at the first scheduler
-// creation; the factory is pluggable; a failing or panicking factory is an
-// error returned to the caller, and nothing is cached.
-func NewSchedulerSupplier(name string, opts ...Option) (SchedulerSupplier, error) {
+// creation; the factory is pluggable and runs outside the lock; a failing or
+// panicking factory is an error returned to the caller, and nothing is cached.
+func NewSchedulerSupplier(name string, opts ...Option) (*Supplier, error) {
 	o := options{parallelism: schedulers.DefaultPoolSize}
 	for _, opt := range opts {
 		if opt == nil {
@@ -113,13 +150,17 @@ func NewSchedulerSupplier(name string, opts ...Option) (SchedulerSupplier, error
 	if o.parallelism < 1 {
 		return nil, fmt.Errorf("%w: supplier %q got %d", ErrInvalidParallelism, name, o.parallelism)
 	}
-	if o.factory == nil {
-		o.factory = newParallel
-	}
 	if o.logger == nil {
 		o.logger = slog.Default()
 	}
-	s := &supplier{name: name, options: o}
+	if o.factory == nil {
+		logger := o.logger
+		o.factory = func(name string, parallelism int) (schedulers.Scheduler, error) {
+			return schedulers.NewParallel(name, parallelism, schedulers.WithLogger(logger))
+		}
+	}
+	s := &Supplier{options: o, flights: map[MaterializedNamedAggregate]*flight{}, closing: make(chan struct{})}
+	s.life.Init("supplier", name, lifecycle.Running, ErrStopped, s.finish)
 	s.cache.Store(&cache{})
 	return s, nil
 }
@@ -130,22 +171,31 @@ func NewSchedulerSupplier(name string, opts ...Option) (SchedulerSupplier, error
 // read path, and reads never write shared memory.
 type cache map[MaterializedNamedAggregate]schedulers.Scheduler
 
-type supplier struct {
-	name string
-	options
-	cache atomic.Pointer[cache]
+// Name returns the name given to NewSchedulerSupplier.
+func (s *Supplier) Name() string { return s.life.Name() }
 
-	mu       sync.Mutex // guards all below, and every replacement of cache
-	created  []schedulers.Scheduler
-	stopped  bool
-	snapshot []schedulers.Scheduler // the terminal snapshot, fixed by the first stop
-	done     chan struct{}          // closed when the graceful disposal ended
-	result   error                  // written before done is closed
-}
+// Done is closed once the supplier is stopped and every scheduler it created
+// has terminated, and no factory call is in progress. After ForceStop it
+// waits for tasks that ignore their context.
+func (s *Supplier) Done() <-chan struct{} { return s.life.Done() }
 
-func (s *supplier) GetOrInitialize(named NamedAggregate) (schedulers.Scheduler, error) {
+// Err returns the joined errors (and recovered panics) of the disposals of
+// the schedulers; meaningful once Done is closed.
+func (s *Supplier) Err() error { return s.life.Err() }
+
+// GetOrInitialize returns the scheduler of Materialize(named), creating it on
+// first access with the factory, outside the supplier's lock; concurrent
+// first calls for one named aggregate wait for that one creation and share
+// its result, while other named aggregates are served meanwhile. A nil named
+// gives ErrInvalidNamedAggregate. Once a stop has begun it returns an error
+// wrapping ErrStopped and creates nothing; a caller waiting for a creation
+// gets it at once, and the creator gets it when the factory returns, the
+// scheduler created being disposed. A factory's error or panic (*PanicError)
+// is returned wrapped to the creator and its waiters, and the next call tries
+// again. A cached scheduler is returned without a lock. Wow: getOrInitialize.
+func (s *Supplier) GetOrInitialize(named NamedAggregate) (schedulers.Scheduler, error) {
 	if named == nil {
-		return nil, fmt.Errorf("%w: nil, asked of supplier %q", ErrInvalidNamedAggregate, s.name)
+		return nil, fmt.Errorf("%w: nil, asked of supplier %q", ErrInvalidNamedAggregate, s.Name())
 	}
 	key := Materialize(named)
 	if sch, ok := (*s.cache.Load())[key]; ok {
@@ -154,31 +204,76 @@ func (s *supplier) GetOrInitialize(named NamedAggregate) (schedulers.Scheduler, 
 		return sch, nil
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return nil, fmt.Errorf("%w: %q", ErrStopped, s.name)
-	}
-	old := *s.cache.Load()
-	if sch, ok := old[key]; ok {
+	if sch, ok := (*s.cache.Load())[key]; ok {
+		s.mu.Unlock()
 		return sch, nil
 	}
-	schedName := s.name + "-" + key.Aggregate
+	if s.closed {
+		s.mu.Unlock()
+		return nil, s.refuse()
+	}
+	if f, ok := s.flights[key]; ok {
+		s.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.sch, f.err
+		case <-s.closing:
+			return nil, s.refuse()
+		}
+	}
+	// The hold keeps Done open while the factory runs.
+	if err := s.life.Enter("create a scheduler", lifecycle.Running); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	f := &flight{done: make(chan struct{})}
+	s.flights[key] = f
+	s.mu.Unlock()
+	defer s.life.Release()
+	defer close(f.done)
+
+	schedName := s.Name() + "-" + key.Aggregate
 	sch, err := s.create(schedName)
 	if err != nil {
-		return nil, fmt.Errorf("aggregate: supplier %q creating scheduler %q for %s: %w", s.name, schedName, key, err)
+		f.err = fmt.Errorf("aggregate: supplier %q creating scheduler %q for %s: %w", s.Name(), schedName, key, err)
 	}
-	next := make(cache, len(old)+1)
-	for k, v := range old {
-		next[k] = v
+	s.mu.Lock()
+	delete(s.flights, key)
+	switch {
+	case err != nil:
+	case s.closed:
+		s.mu.Unlock()
+		// Not in the snapshot: dispose it here, and let Done wait for it.
+		s.disposeNow(entry{schedName, sch})
+		s.life.Hold() // cannot fail: this call holds one
+		go func() {
+			defer s.life.Release()
+			s.await([]entry{{schedName, sch}})
+		}()
+		f.err = s.refuse()
+		return nil, f.err
+	default:
+		old := *s.cache.Load()
+		next := make(cache, len(old)+1)
+		for k, v := range old {
+			next[k] = v
+		}
+		next[key] = sch
+		s.cache.Store(&next)
+		s.created = append(s.created, entry{schedName, sch})
+		f.sch = sch
 	}
-	next[key] = sch
-	s.cache.Store(&next)
-	s.created = append(s.created, sch)
-	s.logger.Debug("aggregate: scheduler created", "supplier", s.name, "scheduler", schedName, "named_aggregate", key.String(), "parallelism", s.parallelism)
-	return sch, nil
+	s.mu.Unlock()
+	if err == nil {
+		s.logger.Debug("aggregate: scheduler created", "supplier", s.Name(), "scheduler", schedName, "named_aggregate", key.String(), "parallelism", s.parallelism)
+	}
+	return f.sch, f.err
 }
 
-func (s *supplier) create(name string) (sch schedulers.Scheduler, err error) {
+// refuse is the error of a creation refused after a stop began.
+func (s *Supplier) refuse() error { return s.life.Refuse("create a scheduler") }
+
+func (s *Supplier) create(name string) (sch schedulers.Scheduler, err error) {
 	err = guard(func() error {
 		sch, err = s.factory(name, s.parallelism)
 		if err == nil && sch == nil {
@@ -189,67 +284,105 @@ func (s *supplier) create(name string) (sch schedulers.Scheduler, err error) {
 	return sch, err
 }
 
-// closeAndSnapshotLocked stops creation and returns the terminal snapshot: every
-// scheduler created, the same slice for every call. Wow: closeAndSnapshot().
-func (s *supplier) closeAndSnapshotLocked() []schedulers.Scheduler {
-	if !s.stopped {
-		s.stopped = true
+// StopGracefully closes creation and disposes every scheduler created,
+// gracefully: each runs what it has queued. It returns Err() once Done is
+// closed: nil, or the joined disposal errors. If ctx ends first it returns
+// ctx.Err() and the disposal goes on; a later call waits again for the same
+// result. The disposal is shared: only the first stop begins one, and a
+// StopGracefully after ForceStop only waits. Wow: stopGracefully() bounded by
+// stop(timeout).
+func (s *Supplier) StopGracefully(ctx context.Context) error {
+	s.life.Quiesce()
+	s.close()
+	return s.life.Await(ctx, nil)
+}
+
+// ForceStop closes creation and disposes every scheduler at once, dropping
+// queued tasks and cancelling the contexts of running ones; it takes over a
+// graceful disposal in progress. It returns without waiting, also while a
+// factory call is in progress; Done tells when the schedulers' goroutines
+// exited, and pending StopGracefully calls then return. A panic of a
+// scheduler's Dispose is logged and joined into Err; the others are disposed
+// all the same. Idempotent. Wow: forceStop().
+func (s *Supplier) ForceStop() {
+	if !s.life.Hold() {
+		return // Done is closed: everything was disposed
+	}
+	defer s.life.Release()
+	if _, first := s.life.Force(); !first {
+		return
+	}
+	for _, e := range s.close() {
+		s.disposeNow(e)
+	}
+}
+
+// close closes creation once and returns the terminal snapshot: every
+// scheduler created, the same slice for every call. The call that closes
+// starts the goroutine that disposes the snapshot gracefully, or after a
+// ForceStop only waits for it, and then reaches the logical end. Wow:
+// closeAndSnapshot().
+func (s *Supplier) close() []entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		close(s.closing)
 		s.snapshot = s.created
 		s.created = nil
 		s.cache.Store(&cache{})
+		s.life.Hold() // cannot fail: the supplier is not stopped yet, or the caller holds
+		go func() {
+			defer s.life.Release()
+			s.await(s.snapshot)
+			s.life.Stop()
+		}()
 	}
 	return s.snapshot
 }
 
-func (s *supplier) StopGracefully(ctx context.Context) error {
-	s.mu.Lock()
-	snapshot := s.closeAndSnapshotLocked()
-	if s.done == nil {
-		s.done = make(chan struct{})
-		go s.disposeGracefully(snapshot)
-	}
-	done := s.done
-	s.mu.Unlock()
-	select {
-	case <-done:
-		return s.result
-	default:
-	}
-	select {
-	case <-done:
-		return s.result
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// disposeGracefully disposes every scheduler of snapshot at once and records
-// the joined result. Its context is never cancelled: a caller's deadline ends
-// only that caller's wait, and ForceStop is how the disposal is cut short.
-func (s *supplier) disposeGracefully(snapshot []schedulers.Scheduler) {
-	errs := make([]error, len(snapshot))
+// await waits, on a goroutine holding the supplier, until every scheduler of
+// es has terminated: DisposeGracefully disposes a scheduler still running and
+// waits for one already disposed. One whose DisposeGracefully panics is
+// disposed at once and not waited for.
+func (s *Supplier) await(es []entry) {
 	var wg sync.WaitGroup
-	for i, sch := range snapshot {
+	for _, e := range es {
 		wg.Go(func() {
-			if err := guard(func() error { return sch.DisposeGracefully(context.Background()) }); err != nil {
-				errs[i] = fmt.Errorf("aggregate: supplier %q disposing a scheduler: %w", s.name, err)
+			err := guard(func() error { return e.sch.DisposeGracefully(context.Background()) })
+			if err == nil {
+				return
+			}
+			s.fail(fmt.Errorf("aggregate: supplier %q disposing scheduler %q: %w", s.Name(), e.name, err))
+			if _, panicked := err.(*PanicError); panicked {
+				s.disposeNow(e)
 			}
 		})
 	}
 	wg.Wait()
-	s.result = errors.Join(errs...)
-	close(s.done)
 }
 
-func (s *supplier) ForceStop() {
-	s.mu.Lock()
-	snapshot := s.closeAndSnapshotLocked()
-	s.mu.Unlock()
-	for _, sch := range snapshot {
-		if err := guard(func() error { sch.Dispose(); return nil }); err != nil {
-			s.logger.Error("aggregate: scheduler dispose panicked", "supplier", s.name, "error", err)
-		}
+// disposeNow disposes e at once; a panic is logged and kept for Err.
+func (s *Supplier) disposeNow(e entry) {
+	if err := guard(func() error { e.sch.Dispose(); return nil }); err != nil {
+		s.logger.Error("aggregate: scheduler dispose panicked", "supplier", s.Name(), "scheduler", e.name, "error", err)
+		s.fail(fmt.Errorf("aggregate: supplier %q disposing scheduler %q at once: %w", s.Name(), e.name, err))
 	}
+}
+
+// fail keeps err for Err.
+func (s *Supplier) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.errs = append(s.errs, err)
+}
+
+// finish runs once, at the physical end, just before Done closes.
+func (s *Supplier) finish() {
+	s.mu.Lock()
+	err := errors.Join(s.errs...)
+	s.mu.Unlock()
+	s.life.Record(err)
 }
 
 // guard returns f's error, or f's panic as a *PanicError: user code never
@@ -262,23 +395,3 @@ func guard(f func() error) (err error) {
 	}()
 	return f()
 }
-
-// Borrow returns a non-owning view of s for the children of a composite:
-// GetOrInitialize delegates to s, StopGracefully returns nil at once and
-// ForceStop does nothing, so that only the owner stops s. A view of a nil s
-// returns ErrNilSupplier from GetOrInitialize. Wow:
-// BorrowedAggregateSchedulerSupplier (BorrowedAggregateSchedulerSupplier.kt).
-func Borrow(s SchedulerSupplier) SchedulerSupplier { return borrowed{s} }
-
-type borrowed struct{ owner SchedulerSupplier }
-
-func (b borrowed) GetOrInitialize(named NamedAggregate) (schedulers.Scheduler, error) {
-	if b.owner == nil {
-		return nil, ErrNilSupplier
-	}
-	return b.owner.GetOrInitialize(named)
-}
-
-func (borrowed) StopGracefully(context.Context) error { return nil }
-
-func (borrowed) ForceStop() {}

@@ -25,7 +25,7 @@ var (
 	billingOrder = aggregate.MaterializedNamedAggregate{Context: "billing", Aggregate: "Order"}
 )
 
-func newSupplier(t *testing.T, r *recorder, opts ...aggregate.Option) aggregate.SchedulerSupplier {
+func newSupplier(t *testing.T, r *recorder, opts ...aggregate.Option) *aggregate.Supplier {
 	t.Helper()
 	s, err := aggregate.NewSchedulerSupplier("worker", append([]aggregate.Option{aggregate.WithSchedulerFactory(r.factory)}, opts...)...)
 	require.NoError(t, err)
@@ -166,9 +166,9 @@ func TestSupplierRejectsNilNamedAggregate(t *testing.T) {
 
 // Each stop closes creation, disposes what was handed out, and repeats.
 func TestSupplierStopRejectsAndDisposes(t *testing.T) {
-	stops := map[string]func(aggregate.SchedulerSupplier) error{
-		"graceful": func(s aggregate.SchedulerSupplier) error { return s.StopGracefully(context.Background()) },
-		"force":    func(s aggregate.SchedulerSupplier) error { s.ForceStop(); return nil },
+	stops := map[string]func(*aggregate.Supplier) error{
+		"graceful": func(s *aggregate.Supplier) error { return s.StopGracefully(context.Background()) },
+		"force":    func(s *aggregate.Supplier) error { s.ForceStop(); return nil },
 	}
 	for name, stop := range stops {
 		t.Run(name, func(t *testing.T) {
@@ -186,6 +186,8 @@ func TestSupplierStopRejectsAndDisposes(t *testing.T) {
 			for _, again := range stops {
 				assert.NoError(t, again(s))
 			}
+			<-s.Done()
+			assert.NoError(t, s.Err())
 			assert.Equal(t, 1, r.count())
 		})
 	}
@@ -317,6 +319,7 @@ func TestStopGracefullyReportsDisposalErrors(t *testing.T) {
 		assert.Equal(t, "kaput", pe.Value)
 		assert.True(t, strings.HasPrefix(err.Error(), "aggregate: "), err.Error())
 		assert.Equal(t, err, s.StopGracefully(context.Background()), "every caller observes the same result")
+		assert.Equal(t, err, s.Err())
 		assert.True(t, fine.IsDisposed())
 		assert.False(t, fine.forced.Load())
 	})
@@ -332,6 +335,11 @@ func TestForceStopSurvivesPanickingDispose(t *testing.T) {
 	assert.True(t, second.forced.Load())
 	assert.Contains(t, logs.String(), "kaput")
 	assert.Contains(t, logs.String(), "supplier=worker")
+	<-s.Done()
+	var pe *aggregate.PanicError
+	require.ErrorAs(t, s.Err(), &pe, "the panic is joined into Err")
+	assert.Equal(t, "kaput", pe.Value)
+	assert.ErrorContains(t, s.Err(), `"worker-Order"`)
 }
 
 // Every GetOrInitialize racing a stop either returns a scheduler that the stop

@@ -12,7 +12,9 @@ import (
 	"github.com/aggflow/aggflow/schedulers"
 )
 
-// benchBuffer is the per-group (per-shard) buffer every implementation uses.
+// benchBuffer is the per-group (per-shard) buffer of the baselines; the
+// dispatcher gets the same memory bound as one pending budget of
+// parallelism x benchBuffer exchanges.
 const benchBuffer = 32
 
 // benchAggflow is the dispatcher under test, on its own parallel scheduler of
@@ -25,7 +27,8 @@ func benchAggflow(b *testing.B, p int, h *benchHandler) benchRun {
 	}
 	d := started(b, flux.FromChannel(in),
 		func(_ context.Context, x benchExchange) error { h.handle(x); return nil },
-		dispatch.WithParallelism(p), dispatch.WithScheduler(sched), dispatch.WithGroupBuffer(benchBuffer))
+		dispatch.WithParallelism[benchExchange](p), dispatch.WithScheduler[benchExchange](sched),
+		dispatch.WithMaxPending[benchExchange](p*benchBuffer))
 	return benchRun{
 		push: func(x benchExchange) { in <- x },
 		stop: func() {

@@ -29,16 +29,23 @@ var allocIDs = func() []aggregate.ID {
 }()
 
 // benchAllocs pushes b.N exchanges of 256 ids through a channel into the
-// dispatcher and waits until every one was handled.
-func benchAllocs[T any](b *testing.B, next func(i int) T, opts ...dispatch.Option) {
+// dispatcher and waits until every one was handled. A nil key routes by
+// aggregate id (New), else by key (NewKeyed).
+func benchAllocs[T aggregate.IDCapable](b *testing.B, next func(i int) T, key func(T) int, opts ...dispatch.Option[T]) {
 	b.ReportAllocs()
 	in := make(chan T, 256)
 	sched, err := schedulers.NewParallel("alloc", 2)
 	if err != nil {
 		b.Fatal(err)
 	}
-	d := started(b, flux.FromChannel(in), func(context.Context, T) error { return nil },
-		append([]dispatch.Option{dispatch.WithParallelism(64), dispatch.WithScheduler(sched)}, opts...)...)
+	h := func(context.Context, T) error { return nil }
+	opts = append([]dispatch.Option[T]{dispatch.WithParallelism[T](64), dispatch.WithScheduler[T](sched)}, opts...)
+	var d *dispatch.Dispatcher[T]
+	if key == nil {
+		d = started(b, flux.FromChannel(in), h, opts...)
+	} else {
+		d = startedKeyed(b, flux.FromChannel(in), key, h, opts...)
+	}
 	i := 0
 	for b.Loop() {
 		in <- next(i)
@@ -73,21 +80,21 @@ func BenchmarkDispatcherAllocs(b *testing.B) {
 		<-done
 	})
 	b.Run("exchange=value/key=IDCapable", func(b *testing.B) {
-		benchAllocs(b, func(i int) allocExchange { return allocExchange{id: allocIDs[i%256], seq: i} })
+		benchAllocs(b, func(i int) allocExchange { return allocExchange{id: allocIDs[i%256], seq: i} }, nil)
 	})
 	b.Run("exchange=pointer/key=IDCapable", func(b *testing.B) {
 		xs := make([]allocExchange, 256)
 		for i := range xs {
 			xs[i].id = allocIDs[i]
 		}
-		benchAllocs(b, func(i int) *allocExchange { return &xs[i%256] })
+		benchAllocs(b, func(i int) *allocExchange { return &xs[i%256] }, nil)
 	})
 	b.Run("exchange=value/key=func", func(b *testing.B) {
 		benchAllocs(b, func(i int) allocExchange { return allocExchange{id: allocIDs[i%256], seq: i} },
-			dispatch.WithGroupKey(func(x allocExchange) int { return x.id.Mod(64) }))
+			func(x allocExchange) int { return x.id.Mod(64) })
 	})
 	b.Run("exchange=value/observer", func(b *testing.B) {
-		benchAllocs(b, func(i int) allocExchange { return allocExchange{id: allocIDs[i%256], seq: i} },
-			dispatch.WithObserver(&countingObserver{}))
+		benchAllocs(b, func(i int) allocExchange { return allocExchange{id: allocIDs[i%256], seq: i} }, nil,
+			dispatch.WithObserver[allocExchange](&countingObserver{}))
 	})
 }

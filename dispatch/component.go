@@ -86,7 +86,10 @@ func run(ctx context.Context, c Component, timeout time.Duration) error {
 		return err
 	}
 	c.ForceStop()
-	return errors.Join(fmt.Errorf("%w: %s %q forced after %v", ErrShutdownTimeout, kindOf(c), c.Name(), timeout), err)
+	if errors.Is(err, ErrShutdownTimeout) {
+		return err // the component forced itself and said so
+	}
+	return errors.Join(fmt.Errorf("%w: %q forced after %v", ErrShutdownTimeout, c.Name(), timeout), err)
 }
 
 // isDone reports whether c's Done is closed.
@@ -97,12 +100,4 @@ func isDone(c Component) bool {
 	default:
 		return false
 	}
-}
-
-// kindOf names the kind of a component in errors.
-func kindOf(c Component) string {
-	if k, ok := c.(interface{ Kind() string }); ok {
-		return k.Kind()
-	}
-	return "component"
 }

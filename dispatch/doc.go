@@ -3,28 +3,37 @@
 // time, in order, while different aggregates are handled concurrently on
 // their aggregate type's scheduler. It ports the dispatcher layer of the
 // Kotlin framework Wow: AggregateDispatcher (Dispatcher), MainDispatcher,
-// CompositeEventDispatcher (Composite) and WowRuntime (Runtime), on the
-// Reactor-style operators of package flux.
+// WowRuntime (Runtime), and CompositeEventDispatcher (a Runtime that owns, WithOwned, a
+// scheduler supplier its components borrow). Its engine is native; the flux
+// chain GroupBy -> PublishOn -> ConcatMap has the same semantics and serves
+// as the reference the engine is tested against.
 //
-// # Data flow of a Dispatcher
+// # The path of one exchange
 //
-//	source flux.Flux[T]
-//	  -> intake (fused into the source's emit, no goroutine hop):
-//	     closed until Start; shut at once by Quiesce or ForceStop;
-//	     key = aggregate.GroupKey(x.AggregateID().ID, parallelism)
-//	           (or WithGroupKey); a key outside [0, parallelism) fails
-//	           that exchange with ErrInvalidGroupKey and the rest go on
-//	  -> flux.GroupBy(key, parallelism): parallelism groups, each with a
-//	     queue of WithGroupBuffer exchanges (the one being handled included);
-//	     the source is pulled only as fast as groups have room
-//	  -> flux.FlatMap(concurrency = parallelism, so no group ever waits to be
-//	     subscribed): per group
-//	       PublishOn(the named aggregate's scheduler): the group's own Worker,
-//	       draining the group queue in place (one hand-off per exchange)
-//	       -> ConcatMap(handler): one exchange at a time, in arrival order
+// Five files hold it: intake.go, schedulers/parallel.go, lane.go,
+// internal/queue/spsc.go and flow.go.
+//
+//	source (a Source[T]: flux.Flux, an rxgo Observable through flux, Emit)
+//	  -> intake, on the source's own goroutine (intake.go; no router
+//	     goroutine, no channel): the gate (shut by a stop), the route
+//	     (group = aggregate.GroupKey(id, groups), or NewKeyed's key), the
+//	     pending budget (flow.go: waits while WithMaxPending exchanges are
+//	     admitted and not finished), counted exactly once
+//	  -> the group's lane (lane.go): an unbounded lock-free
+//	     single-producer single-consumer queue (internal/queue) and an
+//	     atomic state idle / ready / running; only idle -> ready hands the
+//	     lane to the scheduler, as one task
+//	  -> any free goroutine of the scheduler (schedulers/parallel.go) runs
+//	     that task: up to 64 exchanges of the lane, the handler called
+//	     inline, one at a time, in arrival order; then the lane goes back to
+//	     the tail of the ready queue if more remain, else idle
 //	  -> outcome: success / error / panic (*PanicError) / cancelled, or
-//	     discarded with a reason; counted in Stats exactly once, reported to
-//	     the Observer, the logger and the discard hook
+//	     discarded with a reason; counted once (Stats), given to the
+//	     Observer, the logger and the discard hook
+//
+// No goroutine per group or per exchange: a dispatcher costs the
+// scheduler's goroutines and one of its own (the source's), and a group
+// costs a pointer until it first holds an exchange.
 //
 // Two parallelism knobs, never mixed: WithParallelism is the number of
 // groups (default aggregate.DefaultParallelism, 64 x GOMAXPROCS); the
@@ -58,16 +67,16 @@
 //
 // # Lifecycle
 //
-// Dispatcher, MainDispatcher and Composite follow Wow's RuntimeComponent
-// (Component): NEW -Prepare-> PREPARED -Start-> RUNNING -Quiesce-> STOPPING
-// -> STOPPED, with ForceStop from anywhere. Construction starts nothing;
+// Dispatcher, MainDispatcher and Runtime follow Wow's RuntimeComponent
+// (Component), on one lifecycle core: NEW -Prepare-> PREPARED -Start->
+// RUNNING -Quiesce-> STOPPING -> STOPPED, with ForceStop from anywhere. Construction starts nothing;
 // Prepare subscribes with the intake closed (nothing is pulled before
 // Start); Quiesce closes the intake and lets the admitted exchanges drain;
 // ForceStop discards what has not started (ErrForceStopped) and cancels the
 // handlers' context. Every exchange the source emits ends exactly once:
 // Stats().Received == Succeeded + Failed + Discarded + InFlight, InFlight 0
 // after Done. A Runtime runs components as one unit: prepare all, start all,
-// stop in reverse under one deadline.
+// stop in reverse, then what it owns, under one deadline.
 //
 // # Deviations from Wow
 //
@@ -85,6 +94,10 @@
 //     in Wow it ends the pipeline.
 //   - Groups are not pinned to goroutines, so a blocked handler holds one
 //     goroutine and never the groups that would have shared its thread.
+//   - One pending budget is shared by all groups (and by every named
+//     aggregate of a MainDispatcher), where Reactor's groupBy has a queue
+//     per group: a slow aggregate can absorb the budget but stalls no
+//     other group while budget is left.
 //
 // # Feedback
 //

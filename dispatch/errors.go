@@ -39,3 +39,8 @@ var (
 	// received for a named aggregate it has no child for.
 	ErrUnknownAggregate = errors.New("dispatch: unknown aggregate")
 )
+
+// ErrSubscribed is the error signal of a Mailbox's Flux subscribed while
+// another subscription of the same Mailbox runs: one subscriber at a time
+// keeps the push order.
+var ErrSubscribed = errors.New("dispatch: mailbox already subscribed")

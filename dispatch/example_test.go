@@ -49,7 +49,7 @@ func ExampleDispatcher() {
 			history[x.account.ID] = append(history[x.account.ID], x.amount)
 			return nil
 		},
-		dispatch.WithSchedulerSupplier(supplier), dispatch.WithParallelism(8))
+		dispatch.WithSchedulerSupplier[deposit](supplier), dispatch.WithParallelism[deposit](8))
 	if err != nil {
 		panic(err)
 	}
@@ -94,11 +94,14 @@ func ExampleRuntime() {
 	if err != nil {
 		panic(err)
 	}
-	rt, err := dispatch.NewRuntime([]dispatch.Component{d}, dispatch.WithShutdownTimeout(50*time.Millisecond))
+	rt, err := dispatch.NewRuntime("app", []dispatch.Component{d}, dispatch.WithShutdownTimeout(50*time.Millisecond))
 	if err != nil {
 		panic(err)
 	}
-	if err := rt.Start(context.Background()); err != nil {
+	if err := rt.Prepare(context.Background()); err != nil {
+		panic(err)
+	}
+	if err := rt.Start(); err != nil {
 		panic(err)
 	}
 	<-started
@@ -107,7 +110,7 @@ func ExampleRuntime() {
 	<-d.Done()
 	fmt.Printf("%+v\n", d.Stats())
 	// Output:
-	// dispatch: shutdown timed out after 50ms
+	// dispatch: shutdown timed out: runtime "app" after 50ms; still running: "slow"
 	// {Received:1 Succeeded:0 Failed:1 Discarded:0 InFlight:0}
 }
 

@@ -28,15 +28,19 @@ func (l *callLog) get() []string {
 
 // fakeComponent is a Component that logs its calls as "<verb>:<name>". Its
 // errors are configurable; when hold is set, StopGracefully blocks until hold
-// is closed, ForceStop is called, or ctx ends.
+// is closed, ForceStop is called, or ctx ends (unless ignoreCtx), and
+// Quiesce does not end it. onPrepare runs inside Prepare, after logging,
+// with Prepare's ctx.
 type fakeComponent struct {
 	name       string
 	log        *callLog
 	prepareErr error
 	startErr   error
 	stopErr    error
+	err        error // returned by Err
 	hold       chan struct{}
-	onPrepare  func() // runs inside Prepare, after logging
+	ignoreCtx  bool
+	onPrepare  func(ctx context.Context)
 
 	forceOnce sync.Once
 	forced    chan struct{}
@@ -48,10 +52,12 @@ func newFake(name string, log *callLog) *fakeComponent {
 	return &fakeComponent{name: name, log: log, forced: make(chan struct{}), done: make(chan struct{})}
 }
 
-func (f *fakeComponent) Prepare(context.Context) error {
+func (f *fakeComponent) Name() string { return f.name }
+
+func (f *fakeComponent) Prepare(ctx context.Context) error {
 	f.log.add("prepare:" + f.name)
 	if f.onPrepare != nil {
-		f.onPrepare()
+		f.onPrepare(ctx)
 	}
 	return f.prepareErr
 }
@@ -74,18 +80,20 @@ func (f *fakeComponent) StopGracefully(ctx context.Context) error {
 		f.end()
 		return f.stopErr
 	}
+	ended := ctx.Done()
+	if f.ignoreCtx {
+		ended = nil
+	}
 	select {
 	case <-f.hold:
 		f.end()
 		return f.stopErr
 	case <-f.forced:
 		return nil
-	case <-ctx.Done():
+	case <-ended:
 		return ctx.Err()
 	}
 }
-
-func (f *fakeComponent) end() { f.doneOnce.Do(func() { close(f.done) }) }
 
 func (f *fakeComponent) ForceStop() {
 	f.log.add("force:" + f.name)
@@ -93,10 +101,22 @@ func (f *fakeComponent) ForceStop() {
 	f.end()
 }
 
-// fakeSupplier is an aggregate.SchedulerSupplier that logs its stops as
-// "supplier:graceful" and "supplier:force" and hands out Immediate.
+func (f *fakeComponent) end() { f.doneOnce.Do(func() { close(f.done) }) }
+
+// Done is closed once a stop returned without its ctx ending, by ForceStop,
+// or by end.
+func (f *fakeComponent) Done() <-chan struct{} { return f.done }
+
+func (f *fakeComponent) Err() error { return f.err }
+
+// fakeSupplier is a supplier and a dispatch.Resource that logs its calls as
+// "supplier:get:<aggregate>", "supplier:graceful" and "supplier:force",
+// hands out Immediate, and is done after either stop.
 type fakeSupplier struct {
 	log *callLog
+
+	once, closeOnce sync.Once
+	done            chan struct{}
 }
 
 func (s *fakeSupplier) GetOrInitialize(named aggregate.NamedAggregate) (schedulers.Scheduler, error) {
@@ -105,15 +125,22 @@ func (s *fakeSupplier) GetOrInitialize(named aggregate.NamedAggregate) (schedule
 }
 
 func (s *fakeSupplier) StopGracefully(context.Context) error {
-	s.log.add("supplier:graceful")
+	s.stop("supplier:graceful")
 	return nil
 }
 
-func (s *fakeSupplier) ForceStop() { s.log.add("supplier:force") }
+func (s *fakeSupplier) ForceStop() { s.stop("supplier:force") }
 
-func (f *fakeComponent) Name() string { return f.name }
+func (s *fakeSupplier) stop(call string) {
+	s.log.add(call)
+	s.Done()
+	s.closeOnce.Do(func() { close(s.done) })
+}
 
-// Done is closed once a stop returned without its ctx ending, or by ForceStop.
-func (f *fakeComponent) Done() <-chan struct{} { return f.done }
+// Name names it in a Runtime's errors, as *aggregate.Supplier is.
+func (s *fakeSupplier) Name() string { return "fakeSupplier" }
 
-func (f *fakeComponent) Err() error { return nil }
+func (s *fakeSupplier) Done() <-chan struct{} {
+	s.once.Do(func() { s.done = make(chan struct{}) })
+	return s.done
+}

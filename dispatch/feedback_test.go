@@ -18,7 +18,7 @@ import (
 )
 
 // A handler feeds one follow-up exchange back per exchange, 10,000 rounds,
-// with the smallest buffers: through a Mailbox it cannot deadlock.
+// with the smallest pending budget: through a Mailbox it cannot deadlock.
 func TestFeedbackThroughMailbox(t *testing.T) {
 	const rounds = 10_000
 	box := dispatch.NewMailbox[testkit.Exchange]()
@@ -36,8 +36,8 @@ func TestFeedbackThroughMailbox(t *testing.T) {
 			return box.Push(testkit.Exchange{ID: x.ID, Seq: x.Seq + 1})
 		})
 	require.NoError(t, box.Push(testkit.Exchange{ID: aggregate.NewID(orders, "loop")}))
-	d := started(t, box.Flux(), rec.Handle, dispatch.WithParallelism(p), dispatch.WithGroupBuffer(1),
-		dispatch.WithScheduler(newParallel(t, 2)))
+	d := started(t, box.Flux(), rec.Handle, dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithMaxPending[testkit.Exchange](1),
+		dispatch.WithScheduler[testkit.Exchange](newParallel(t, 2)))
 	<-d.Done()
 	require.NoError(t, d.Err())
 	assert.Equal(t, dispatch.Stats{Received: rounds, Succeeded: rounds}, d.Stats())
@@ -47,7 +47,8 @@ func TestFeedbackThroughMailbox(t *testing.T) {
 }
 
 // The same loop through a bounded channel stalls: the handler waits for room
-// in the channel, the router for room in the handler's own group.
+// in the channel, the intake for room in the pending budget, which the
+// handler's own exchange holds.
 func TestFeedbackThroughBoundedSourceStalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		in := make(chan testkit.Exchange, 1)
@@ -61,7 +62,7 @@ func TestFeedbackThroughBoundedSourceStalls(t *testing.T) {
 				}
 			}
 			return nil
-		}, dispatch.WithParallelism(1), dispatch.WithGroupBuffer(1))
+		}, dispatch.WithParallelism[testkit.Exchange](1), dispatch.WithMaxPending[testkit.Exchange](1))
 		in <- testkit.Exchange{ID: id}
 		select {
 		case <-d.Done():
@@ -83,7 +84,7 @@ func TestMailboxKeepsWhatWasNotTaken(t *testing.T) {
 		for _, x := range blocking(100, 10) {
 			require.NoError(t, box.Push(x))
 		}
-		d := started(t, box.Flux(), testkit.Perform, dispatch.WithParallelism(2), dispatch.WithGroupBuffer(3))
+		d := started(t, box.Flux(), testkit.Perform, dispatch.WithParallelism[testkit.Exchange](2), dispatch.WithMaxPending[testkit.Exchange](6))
 		synctest.Wait()
 		d.ForceStop()
 		<-d.Done()
@@ -95,7 +96,7 @@ func TestMailboxKeepsWhatWasNotTaken(t *testing.T) {
 		box.Close()
 		rest := box.Len()
 		rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag { return x.Tag(2) }, nil) // no blocking now
-		d2 := started(t, box.Flux(), rec.Handle, dispatch.WithParallelism(2))
+		d2 := started(t, box.Flux(), rec.Handle, dispatch.WithParallelism[testkit.Exchange](2))
 		<-d2.Done()
 		assert.Equal(t, int64(rest), d2.Stats().Succeeded)
 		assert.NoError(t, testkit.PerKeyFIFO(rec.Calls()))

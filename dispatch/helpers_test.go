@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/testkit"
@@ -85,13 +87,50 @@ func every(errs []error, target error) bool {
 	return true
 }
 
-// started returns a dispatcher that is prepared and started.
-func started[T any](t testing.TB, source flux.Flux[T], h dispatch.Handler[T], opts ...dispatch.Option) *dispatch.Dispatcher[T] {
+// discardLogger drops every record: the logger of tests that do not look at
+// the logs.
+var discardLogger = slog.New(slog.DiscardHandler)
+
+// quiet is the option that silences a dispatcher of testkit.Exchange.
+var quiet = dispatch.WithLogger[testkit.Exchange](discardLogger)
+
+// quietOf silences a dispatcher of any exchange type.
+func quietOf[T any]() dispatch.Option[T] { return dispatch.WithLogger[T](discardLogger) }
+
+// started returns a dispatcher routed by aggregate id that is prepared and
+// started. A nil source makes it push-mode (Emit).
+func started[T aggregate.IDCapable](t testing.TB, source dispatch.Source[T], h dispatch.Handler[T], opts ...dispatch.Option[T]) *dispatch.Dispatcher[T] {
 	t.Helper()
-	d, err := dispatch.New("orders", orders, source, h, append([]dispatch.Option{quiet}, opts...)...)
+	d, err := dispatch.New("orders", orders, source, h, append([]dispatch.Option[T]{quietOf[T]()}, opts...)...)
 	require.NoError(t, err)
 	require.NoError(t, d.Prepare(t.Context()))
 	require.NoError(t, d.Start())
+	forceOnCleanup(t, d)
+	return d
+}
+
+// forceOnCleanup force-stops c at the end of the test and waits for it, so
+// that a test failing half-way leaves no goroutine behind (a no-op for a
+// component that ended). Registered after the scheduler a test passes to
+// c, it runs before that scheduler's disposal.
+func forceOnCleanup(t testing.TB, c interface {
+	ForceStop()
+	Done() <-chan struct{}
+}) {
+	t.Cleanup(func() {
+		c.ForceStop()
+		<-c.Done()
+	})
+}
+
+// startedKeyed is started for a dispatcher routed by a key function.
+func startedKeyed[T any](t testing.TB, source dispatch.Source[T], key func(T) int, h dispatch.Handler[T], opts ...dispatch.Option[T]) *dispatch.Dispatcher[T] {
+	t.Helper()
+	d, err := dispatch.NewKeyed("orders", orders, source, key, h, append([]dispatch.Option[T]{quietOf[T]()}, opts...)...)
+	require.NoError(t, err)
+	require.NoError(t, d.Prepare(t.Context()))
+	require.NoError(t, d.Start())
+	forceOnCleanup(t, d)
 	return d
 }
 

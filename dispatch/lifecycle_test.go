@@ -17,9 +17,9 @@ import (
 	"github.com/aggflow/aggflow/testkit"
 )
 
-func newDispatcher(t *testing.T, source flux.Flux[testkit.Exchange], opts ...dispatch.Option) *dispatch.Dispatcher[testkit.Exchange] {
+func newDispatcher(t *testing.T, source dispatch.Source[testkit.Exchange], opts ...dispatch.Option[testkit.Exchange]) *dispatch.Dispatcher[testkit.Exchange] {
 	t.Helper()
-	d, err := dispatch.New("orders", orders, source, testkit.Perform, append([]dispatch.Option{quiet}, opts...)...)
+	d, err := dispatch.New("orders", orders, source, testkit.Perform, append([]dispatch.Option[testkit.Exchange]{quiet}, opts...)...)
 	require.NoError(t, err)
 	return d
 }
@@ -126,7 +126,7 @@ func blocking(n, ids int) []testkit.Exchange {
 
 func TestForceStopDiscardsQueuedAndCancelsRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const p, buffer = 4, 3
+		const p, budget = 4, 12
 		obs := &countingObserver{}
 		var mu sync.Mutex
 		var discarded []testkit.Exchange // the hook runs concurrently
@@ -139,15 +139,15 @@ func TestForceStopDiscardsQueuedAndCancelsRunning(t *testing.T) {
 			})
 		source, emitted := counted(flux.FromSlice(blocking(100, 20)))
 		d := started(t, source, rec.Handle,
-			dispatch.WithParallelism(p), dispatch.WithGroupBuffer(buffer), dispatch.WithObserver(obs),
-			dispatch.WithScheduler(newParallel(t, 1)),
+			dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithMaxPending[testkit.Exchange](budget), dispatch.WithObserver[testkit.Exchange](obs),
+			dispatch.WithScheduler[testkit.Exchange](newParallel(t, 1)),
 			dispatch.WithDiscardHook(func(x testkit.Exchange, reason error) {
 				assert.ErrorIs(t, reason, dispatch.ErrForceStopped)
 				mu.Lock()
 				discarded = append(discarded, x)
 				mu.Unlock()
 			}))
-		synctest.Wait() // one handler runs, the groups are full, the router waits
+		synctest.Wait() // one handler runs, the budget is used up, the intake waits
 		before := d.Stats()
 		assert.Equal(t, int64(1), obs.started.Load())
 		d.ForceStop()
@@ -185,7 +185,7 @@ func TestForceStopDoesNotWaitForAHandlerIgnoringContext(t *testing.T) {
 
 func TestForceDuringGraceful(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := started(t, flux.FromSlice(blocking(50, 10)), testkit.Perform, dispatch.WithParallelism(4))
+		d := started(t, flux.FromSlice(blocking(50, 10)), testkit.Perform, dispatch.WithParallelism[testkit.Exchange](4))
 		synctest.Wait()
 		errc := make(chan error, 1)
 		go func() { errc <- d.StopGracefully(t.Context()) }()
@@ -206,7 +206,7 @@ func TestGracefulDeadlineThenForce(t *testing.T) {
 		for i := range xs {
 			xs[i].Do, xs[i].Delay = testkit.Delay, time.Second
 		}
-		d := started(t, flux.FromSlice(xs), testkit.Perform, dispatch.WithParallelism(2))
+		d := started(t, flux.FromSlice(xs), testkit.Perform, dispatch.WithParallelism[testkit.Exchange](2))
 		synctest.Wait() // all admitted before the stop begins
 		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 		defer cancel()
@@ -229,7 +229,7 @@ func TestPrepareWithStoppedSupplier(t *testing.T) {
 	sup, err := aggregate.NewSchedulerSupplier("sup")
 	require.NoError(t, err)
 	sup.ForceStop()
-	d := newDispatcher(t, flux.Empty[testkit.Exchange](), dispatch.WithSchedulerSupplier(sup))
+	d := newDispatcher(t, flux.Empty[testkit.Exchange](), dispatch.WithSchedulerSupplier[testkit.Exchange](sup))
 	require.ErrorIs(t, d.Prepare(t.Context()), aggregate.ErrStopped)
 	assert.Equal(t, dispatch.StateNew, d.State())
 	d.ForceStop()
@@ -254,7 +254,9 @@ func TestConstructorsIgnoreNilOptions(t *testing.T) {
 	h := func(context.Context, testkit.Exchange) error { return nil }
 	_, err := dispatch.New("d", orders, flux.Empty[testkit.Exchange](), h, nil, quiet)
 	assert.NoError(t, err)
-	_, err = dispatch.NewRuntime(nil, nil)
+	_, err = dispatch.NewKeyed("d", orders, flux.Empty[testkit.Exchange](), func(testkit.Exchange) int { return 0 }, h, nil, quiet)
+	assert.NoError(t, err)
+	_, err = dispatch.NewRuntime("rt", nil, nil)
 	assert.NoError(t, err)
 	sup, err := aggregate.NewSchedulerSupplier("s", nil)
 	require.NoError(t, err)
@@ -275,10 +277,10 @@ func prefixedOnce(t *testing.T, err error, names string) {
 
 func TestConstructorErrorsStartWithThePackage(t *testing.T) {
 	h := func(context.Context, testkit.Exchange) error { return nil }
-	_, err := dispatch.New("d", orders, flux.Empty[testkit.Exchange](), h, dispatch.WithGroupBuffer(0))
+	_, err := dispatch.New("d", orders, flux.Empty[testkit.Exchange](), h, dispatch.WithMaxPending[testkit.Exchange](0))
 	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
 	prefixedOnce(t, err, `(dispatcher "d")`)
-	_, err = dispatch.New("d", orders, flux.Empty[testkit.Exchange](), h, dispatch.WithDiscardHook(func(int, error) {}))
+	_, err = dispatch.New("d", orders, flux.Empty[testkit.Exchange](), h, dispatch.WithDiscardHook[testkit.Exchange](nil))
 	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
 	prefixedOnce(t, err, `(dispatcher "d")`)
 
@@ -286,13 +288,13 @@ func TestConstructorErrorsStartWithThePackage(t *testing.T) {
 	require.NoError(t, err)
 	defer sup.ForceStop()
 	_, err = dispatch.NewMain("m", []aggregate.NamedAggregate{orders}, flux.Empty[testkit.Exchange](), h, sup,
-		dispatch.WithDiscardHook(func(int, error) {}))
+		dispatch.WithDiscardHook[testkit.Exchange](nil))
 	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
 	prefixedOnce(t, err, `(main dispatcher "m")`)
 	// Without named aggregates there is no child to check the options.
-	_, err = dispatch.NewMain("m", nil, flux.Empty[testkit.Exchange](), h, sup, dispatch.WithParallelism(0))
+	_, err = dispatch.NewMain("m", nil, flux.Empty[testkit.Exchange](), h, sup, dispatch.WithParallelism[testkit.Exchange](0))
 	assert.ErrorIs(t, err, dispatch.ErrInvalidParallelism)
-	_, err = dispatch.NewMain("m", nil, flux.Empty[testkit.Exchange](), h, sup, dispatch.WithGroupBuffer(0))
+	_, err = dispatch.NewMain("m", nil, flux.Empty[testkit.Exchange](), h, sup, dispatch.WithMaxPending[testkit.Exchange](0))
 	assert.ErrorIs(t, err, dispatch.ErrInvalidOption)
 }
 

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -27,11 +28,13 @@ import (
 // The zero value is an empty, open Mailbox, as NewMailbox returns. All
 // methods are safe for concurrent use. The Mailbox starts no goroutine.
 type Mailbox[T any] struct {
-	mu     sync.Mutex
-	queue  []T
-	head   int
-	closed bool
-	wake   chan struct{} // signalled on Push and Close; one waiter; made on first use
+	mu         sync.Mutex
+	queue      []T
+	head       int
+	closed     bool
+	subscribed bool          // a subscription of Flux runs
+	wake       chan struct{} // signalled on Push; made on first use
+	done       chan struct{} // closed by Close; made on first use
 }
 
 // NewMailbox returns an empty, open Mailbox.
@@ -39,13 +42,13 @@ func NewMailbox[T any]() *Mailbox[T] {
 	return &Mailbox[T]{}
 }
 
-// wakeLocked returns the wake channel, making it on first use so that the
-// zero value works. m.mu is held.
-func (m *Mailbox[T]) wakeLocked() chan struct{} {
+// chansLocked returns the wake and done channels, making them on first use
+// so that the zero value works. m.mu is held.
+func (m *Mailbox[T]) chansLocked() (wake, done chan struct{}) {
 	if m.wake == nil {
-		m.wake = make(chan struct{}, 1)
+		m.wake, m.done = make(chan struct{}, 1), make(chan struct{})
 	}
-	return m.wake
+	return m.wake, m.done
 }
 
 // Push appends x. It never blocks; after Close it returns an error wrapping
@@ -57,20 +60,24 @@ func (m *Mailbox[T]) Push(x T) error {
 		return fmt.Errorf("%w: mailbox closed", ErrStopped)
 	}
 	m.queue = append(m.queue, x)
-	wake := m.wakeLocked()
+	wake, _ := m.chansLocked()
 	m.mu.Unlock()
 	signal(wake)
 	return nil
 }
 
-// Close refuses later pushes; the Flux completes once it delivered what is
-// queued. Idempotent.
+// Close refuses later pushes; the running subscription of the Flux, if any,
+// completes once it delivered what is queued, and so does any later one.
+// Idempotent.
 func (m *Mailbox[T]) Close() {
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
 	m.closed = true
-	wake := m.wakeLocked()
-	m.mu.Unlock()
-	signal(wake)
+	_, done := m.chansLocked()
+	close(done)
 }
 
 // Len returns the number of queued exchanges.
@@ -108,13 +115,14 @@ func (m *Mailbox[T]) pop(ctx context.Context) (x T, ok bool, err error) {
 			return x, true, nil
 		}
 		closed := m.closed
-		wake := m.wakeLocked()
+		wake, done := m.chansLocked()
 		m.mu.Unlock()
 		if closed {
 			return x, false, nil
 		}
 		select {
 		case <-wake:
+		case <-done:
 		case <-ctx.Done():
 			return x, false, context.Cause(ctx)
 		}
@@ -134,28 +142,49 @@ func (m *Mailbox[T]) unpop(x T) {
 }
 
 // Flux returns the source that delivers the queued exchanges in push order
-// and completes after Close once the queue is empty. Subscribe it once at a
-// time (a dispatcher does): two subscribers would share the exchanges and
-// lose their order. When the subscription ends early (ctx, or the
-// subscriber stops), the exchanges not delivered stay queued; an exchange is
-// removed from the queue only when the subscriber took it.
+// and completes after Close once the queue is empty. It serves one
+// subscription at a time (a dispatcher subscribes once): subscribed while
+// another subscription runs, it fails at once with an error wrapping
+// ErrSubscribed, since two subscribers would share the exchanges and lose
+// their order. When the subscription ends early (ctx, or the subscriber
+// stops), the exchanges not delivered stay queued for the next one; an
+// exchange is removed from the queue only when the subscriber took it: one
+// the sink refused (flux.ErrNotDelivered) goes back to the head.
 func (m *Mailbox[T]) Flux() flux.Flux[T] {
-	return flux.Defer(func() flux.Flux[T] {
-		taken := false // set when the subscriber took the exchange; same goroutine
-		return flux.Create(func(ctx context.Context, sink flux.Sink[T]) error {
-			for {
-				x, ok, err := m.pop(ctx)
-				if !ok {
-					return err
-				}
-				taken = false
-				if err := sink.Next(x); err != nil {
-					if !taken {
-						m.unpop(x)
-					}
-					return err
-				}
+	return flux.Create(func(ctx context.Context, sink flux.Sink[T]) error {
+		if err := m.subscribe(); err != nil {
+			return err
+		}
+		defer m.unsubscribe()
+		for {
+			x, ok, err := m.pop(ctx)
+			if !ok {
+				return err
 			}
-		}).DoOnNext(func(T) { taken = true })
+			if err := sink.Next(x); err != nil {
+				if errors.Is(err, flux.ErrNotDelivered) {
+					m.unpop(x)
+				}
+				return err
+			}
+		}
 	})
+}
+
+// subscribe marks a subscription of Flux running, or fails with
+// ErrSubscribed if one already is.
+func (m *Mailbox[T]) subscribe() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.subscribed {
+		return fmt.Errorf("%w: a subscription of this mailbox is running", ErrSubscribed)
+	}
+	m.subscribed = true
+	return nil
+}
+
+func (m *Mailbox[T]) unsubscribe() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.subscribed = false
 }

@@ -38,8 +38,9 @@ func mixed(n, ids int, named ...aggregate.MaterializedNamedAggregate) []testkit.
 }
 
 // countingSupplier is a real supplier whose factory counts the schedulers it
-// made, by name.
-func countingSupplier(t *testing.T) (aggregate.SchedulerSupplier, *sync.Map) {
+// made, by name. The test owns it: it is stopped at the end of the test (a
+// main dispatcher only borrows it).
+func countingSupplier(t *testing.T) (*aggregate.Supplier, *sync.Map) {
 	t.Helper()
 	var names sync.Map
 	sup, err := aggregate.NewSchedulerSupplier("main", aggregate.WithParallelism(2), aggregate.WithSchedulerFactory(
@@ -48,13 +49,14 @@ func countingSupplier(t *testing.T) (aggregate.SchedulerSupplier, *sync.Map) {
 			return schedulers.NewParallel(name, n)
 		}))
 	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, sup.StopGracefully(context.Background())) })
 	return sup, &names
 }
 
-func newMain(t *testing.T, source flux.Flux[testkit.Exchange], h dispatch.Handler[testkit.Exchange], sup aggregate.SchedulerSupplier,
-	opts ...dispatch.Option) *dispatch.MainDispatcher[testkit.Exchange] {
+func newMain(t *testing.T, source dispatch.Source[testkit.Exchange], h dispatch.Handler[testkit.Exchange], sup aggregate.SchedulerSupplier,
+	opts ...dispatch.Option[testkit.Exchange]) *dispatch.MainDispatcher[testkit.Exchange] {
 	t.Helper()
-	m, err := dispatch.NewMain("events", []aggregate.NamedAggregate{orders, invoices}, source, h, sup, append([]dispatch.Option{quiet}, opts...)...)
+	m, err := dispatch.NewMain("events", []aggregate.NamedAggregate{orders, invoices}, source, h, sup, append([]dispatch.Option[testkit.Exchange]{quiet}, opts...)...)
 	require.NoError(t, err)
 	return m
 }
@@ -75,7 +77,7 @@ func TestMainRoutesByNamedAggregate(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	m := newMain(t, flux.FromSlice(xs), rec.Handle, sup, dispatch.WithParallelism(8),
+	m := newMain(t, flux.FromSlice(xs), rec.Handle, sup, dispatch.WithParallelism[testkit.Exchange](8),
 		dispatch.WithDiscardHook(func(x testkit.Exchange, reason error) {
 			assert.ErrorIs(t, reason, dispatch.ErrUnknownAggregate)
 			mu.Lock()
@@ -95,8 +97,11 @@ func TestMainRoutesByNamedAggregate(t *testing.T) {
 	assert.Equal(t, 2, n, "one scheduler per named aggregate")
 	_, ok := names.Load("main-Order")
 	assert.True(t, ok)
-	_, err := sup.GetOrInitialize(orders)
-	assert.ErrorIs(t, err, aggregate.ErrStopped, "the main dispatcher owns its supplier and stopped it")
+	// The supplier is lent: the main dispatcher leaves it running for its
+	// owner to stop.
+	s, err := sup.GetOrInitialize(orders)
+	require.NoError(t, err, "the main dispatcher does not stop the supplier it borrows")
+	assert.False(t, s.IsDisposed())
 }
 
 func TestMainPreparesInOrder(t *testing.T) {
@@ -107,7 +112,7 @@ func TestMainPreparesInOrder(t *testing.T) {
 	require.NoError(t, m.Prepare(t.Context()))
 	require.NoError(t, m.Start())
 	<-m.Done()
-	assert.Equal(t, []string{"supplier:get:Invoice", "supplier:get:Order", "supplier:graceful"}, log.get())
+	assert.Equal(t, []string{"supplier:get:Invoice", "supplier:get:Order"}, log.get(), "and the supplier is not stopped: it is lent")
 }
 
 // A busy aggregate type does not hold up another: its handlers take the
@@ -147,14 +152,14 @@ func TestMainForceStopAccountsForEverything(t *testing.T) {
 			xs[i].Do = testkit.Block
 		}
 		var hooked atomic.Int64
-		m := newMain(t, flux.FromSlice(xs), testkit.Perform, sup, dispatch.WithParallelism(4), dispatch.WithGroupBuffer(2),
+		m := newMain(t, flux.FromSlice(xs), testkit.Perform, sup, dispatch.WithParallelism[testkit.Exchange](4), dispatch.WithMaxPending[testkit.Exchange](16),
 			dispatch.WithDiscardHook(func(_ testkit.Exchange, reason error) {
 				assert.ErrorIs(t, reason, dispatch.ErrForceStopped)
 				hooked.Add(1)
 			}))
 		require.NoError(t, m.Prepare(t.Context()))
 		require.NoError(t, m.Start())
-		synctest.Wait() // handlers, groups, channels and router all full
+		synctest.Wait() // handlers blocked, the budget used up, the intake waiting
 		m.ForceStop()
 		m.ForceStop()
 		assert.Equal(t, dispatch.StateStopped, m.State())
@@ -164,7 +169,7 @@ func TestMainForceStopAccountsForEverything(t *testing.T) {
 		assert.Equal(t, s.Received, s.Failed+s.Discarded)
 		assert.Equal(t, hooked.Load(), s.Discarded)
 		assert.Greater(t, s.Failed, int64(0), "the running handlers were cancelled")
-		assert.Less(t, s.Received, int64(500), "bounded: the router was held back")
+		assert.Equal(t, int64(16+1), s.Received, "bounded: the intake was held back by the budget")
 		assert.NoError(t, m.StopGracefully(t.Context()))
 	})
 }
@@ -202,7 +207,7 @@ func TestMainStopOnErrorStopsRouting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sup, _ := countingSupplier(t)
 		src := &countingSource{}
-		m := newMain(t, src.flux(-1, endless(31)), testkit.Perform, sup, dispatch.WithErrorPolicy(dispatch.StopOnError))
+		m := newMain(t, src.flux(-1, endless(31)), testkit.Perform, sup, dispatch.WithErrorPolicy[testkit.Exchange](dispatch.StopOnError))
 		require.NoError(t, m.Prepare(t.Context()))
 		require.NoError(t, m.Start())
 		<-m.Done() // an endless source, stopped by the failure
@@ -234,7 +239,7 @@ func TestMainLifecycle(t *testing.T) {
 		m := newMain(t, flux.Empty[testkit.Exchange](), testkit.Perform, &fakeSupplier{log: log})
 		stop(m) // before Prepare
 		<-m.Done()
-		assert.Equal(t, []string{"supplier:force"}, log.get())
+		assert.Empty(t, log.get(), "the lent supplier is neither asked nor stopped")
 		assert.ErrorIs(t, m.Prepare(t.Context()), dispatch.ErrIllegalState)
 		m.ForceStop() // after the stop that came first: a no-op, not a crash
 		m.Quiesce()
@@ -242,11 +247,17 @@ func TestMainLifecycle(t *testing.T) {
 	}
 }
 
+// A supplier's error fails Prepare and leaves the main dispatcher in
+// StateNew, as a Dispatcher (before, it stopped itself); a stop ends it.
 func TestMainPrepareFailure(t *testing.T) {
 	sup, _ := countingSupplier(t)
 	require.NoError(t, sup.StopGracefully(t.Context()))
 	m := newMain(t, flux.FromSlice(mixed(10, 2, orders)), testkit.Perform, sup)
-	require.ErrorIs(t, m.Prepare(t.Context()), aggregate.ErrStopped)
+	err := m.Prepare(t.Context())
+	require.ErrorIs(t, err, aggregate.ErrStopped)
+	assert.ErrorContains(t, err, `main dispatcher "events"`)
+	assert.Equal(t, dispatch.StateNew, m.State())
+	m.ForceStop()
 	<-m.Done()
 	assert.Equal(t, dispatch.StateStopped, m.State())
 }
@@ -270,9 +281,13 @@ func TestNewMainValidates(t *testing.T) {
 	} {
 		assert.ErrorIs(t, build(), dispatch.ErrInvalidArgument, name)
 	}
-	_, err := dispatch.NewMain("m", []aggregate.NamedAggregate{orders}, src, testkit.Perform, sup, dispatch.WithScheduler(schedulers.Immediate()))
+	_, err := dispatch.NewMain("m", []aggregate.NamedAggregate{orders}, src, testkit.Perform, sup, dispatch.WithScheduler[testkit.Exchange](schedulers.Immediate()))
 	assert.ErrorIs(t, err, dispatch.ErrInvalidOption)
-	_, err = dispatch.NewMain("m", []aggregate.NamedAggregate{orders}, src, testkit.Perform, sup, dispatch.WithParallelism(0))
+	_, err = dispatch.NewMain("m", []aggregate.NamedAggregate{orders}, src, testkit.Perform, sup, dispatch.WithSchedulerSupplier[testkit.Exchange](sup))
+	assert.ErrorIs(t, err, dispatch.ErrInvalidOption)
+	_, err = dispatch.NewMain("m", []aggregate.NamedAggregate{orders, nil}, src, testkit.Perform, sup)
+	assert.ErrorIs(t, err, dispatch.ErrInvalidArgument, "a nil named aggregate")
+	_, err = dispatch.NewMain("m", []aggregate.NamedAggregate{orders}, src, testkit.Perform, sup, dispatch.WithParallelism[testkit.Exchange](0))
 	assert.True(t, errors.Is(err, dispatch.ErrInvalidParallelism))
 }
 
@@ -301,7 +316,7 @@ func TestMainAggregateIDPanicFailsOneExchange(t *testing.T) {
 	require.NoError(t, err)
 	m, err := dispatch.NewMain("main", []aggregate.NamedAggregate{orders}, flux.FromSlice(xs),
 		func(context.Context, panickyID) error { handled.Add(1); return nil }, sup,
-		quiet, dispatch.WithParallelism(4), dispatch.WithObserver(obs))
+		quietOf[panickyID](), dispatch.WithParallelism[panickyID](4), dispatch.WithObserver[panickyID](obs))
 	require.NoError(t, err)
 	require.NoError(t, m.Prepare(t.Context()))
 	require.NoError(t, m.Start())
@@ -314,4 +329,5 @@ func TestMainAggregateIDPanicFailsOneExchange(t *testing.T) {
 	assert.ErrorIs(t, obs.errs[0], dispatch.ErrInvalidGroupKey)
 	var pe *dispatch.PanicError
 	assert.ErrorAs(t, obs.errs[0], &pe)
+	require.NoError(t, sup.StopGracefully(t.Context()), "the owner stops its supplier")
 }

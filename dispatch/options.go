@@ -3,171 +3,188 @@ package dispatch
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
-	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
-// DefaultGroupBuffer is the default capacity of each group's queue, in
-// exchanges: flux.DefaultGroupBuffer, Reactor's Queues.XS_BUFFER_SIZE.
-const DefaultGroupBuffer = flux.DefaultGroupBuffer
+// DefaultMaxPending is the default pending budget of a dispatcher, in
+// exchanges: how many may be admitted and not yet finished, across all its
+// groups (a MainDispatcher's children share one budget). It equals the bound
+// of the earlier per-group buffers at the default parallelism on two cores
+// (128 groups x 32), and the throughput benchmarks gain nothing above it.
+const DefaultMaxPending = 4096
 
-// Option configures New and NewMain. It is not generic: the typed options
-// (WithDiscardHook, WithGroupKey) are checked against the exchange type by
-// the constructor, which returns ErrInvalidOption on a mismatch. A nil
-// Option is ignored.
-type Option func(*options)
+// Option configures New, NewKeyed and NewMain for exchanges of type T. A
+// nil Option is ignored; an invalid one makes the constructor return an
+// error wrapping ErrInvalidOption.
+type Option[T any] func(*config[T])
 
-type options struct {
-	parallelism int
+type config[T any] struct {
+	groups      int
 	scheduler   schedulers.Scheduler
 	supplier    aggregate.SchedulerSupplier
-	groupBuffer int
+	maxPending  int
 	policy      ErrorPolicy
 	observer    Observer
-	discardHook any // func(T, error)
-	groupKey    any // func(T) int
+	discard     func(T, error)
 	logger      *slog.Logger
-	failed      func(error) // a MainDispatcher's hook on a child's failure
+	stopTimeout time.Duration
 	invalid     []error
 }
 
-// newOptions applies opts, in order, to the defaults; a nil Option is
-// ignored.
-func newOptions(opts []Option) options {
-	o := options{
-		parallelism: aggregate.DefaultParallelism,
-		groupBuffer: DefaultGroupBuffer,
+func newConfig[T any](opts []Option[T]) config[T] {
+	c := config[T]{
+		groups:      aggregate.DefaultParallelism,
+		maxPending:  DefaultMaxPending,
 		observer:    nopObserver{},
 		logger:      slog.Default(),
+		stopTimeout: DefaultShutdownTimeout,
 	}
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&o)
+			opt(&c)
 		}
 	}
-	return o
+	return c
 }
 
-func (o *options) reject(format string, args ...any) {
-	o.invalid = append(o.invalid, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
+func (c *config[T]) reject(format string, args ...any) {
+	c.invalid = append(c.invalid, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
 }
 
 // WithParallelism sets the number of groups (default
 // aggregate.DefaultParallelism, 64 x GOMAXPROCS): exchanges are spread over
-// groups by aggregate.GroupKey(id, groups), and the exchanges of one group are
-// handled one at a time. It is not a number of goroutines: the scheduler's
-// parallelism bounds those. Below 1, New returns ErrInvalidParallelism. Wow:
+// groups by aggregate.GroupKey(id, groups), and the exchanges of one group
+// are handled one at a time. It is not a number of goroutines: the
+// scheduler's parallelism bounds those. A group costs a pointer until it
+// first holds an exchange, then about 100 bytes plus a chunk of 32 slots.
+// Below 1, the constructor returns ErrInvalidParallelism. Wow:
 // AggregateDispatcher.parallelism (MessageParallelism.DEFAULT_PARALLELISM).
-func WithParallelism(groups int) Option {
-	return func(o *options) { o.parallelism = groups }
+func WithParallelism[T any](groups int) Option[T] {
+	return func(c *config[T]) { c.groups = groups }
 }
 
-// WithScheduler runs the handlers on s, which the dispatcher borrows: it never
-// disposes it. Exclusive with WithSchedulerSupplier; nil is invalid. Wow:
-// AggregateDispatcher.scheduler.
-func WithScheduler(s schedulers.Scheduler) Option {
-	return func(o *options) {
+// WithScheduler runs the handlers on s, which the dispatcher borrows: it
+// never disposes it, and s must outlive the dispatcher. Exclusive with
+// WithSchedulerSupplier; nil is invalid. Without either, the dispatcher owns
+// a schedulers.NewParallel("<name>-<aggregate>", schedulers.DefaultPoolSize)
+// made at Prepare with the dispatcher's logger, and disposes it at its end.
+// Wow: AggregateDispatcher.scheduler.
+func WithScheduler[T any](s schedulers.Scheduler) Option[T] {
+	return func(c *config[T]) {
 		if s == nil {
-			o.reject("nil scheduler")
+			c.reject("nil scheduler")
 		}
-		o.scheduler = s
+		c.scheduler = s
 	}
 }
 
 // WithSchedulerSupplier makes Prepare take the scheduler from
-// s.GetOrInitialize(named aggregate); the dispatcher never stops s (its owner
-// does, after the dispatcher stopped). Exclusive with WithScheduler; nil is
-// invalid. Without either option the dispatcher owns a
-// schedulers.NewParallel("<name>-<aggregate name>", schedulers.DefaultPoolSize)
-// and disposes it when its pipeline ended. Wow:
-// AggregateSchedulerSupplier.getOrInitialize in the dispatcher's construction.
-func WithSchedulerSupplier(s aggregate.SchedulerSupplier) Option {
-	return func(o *options) {
+// s.GetOrInitialize(named aggregate). The supplier is lent: the dispatcher
+// never stops it; its owner does, after the dispatcher stopped. Exclusive
+// with WithScheduler; nil is invalid. Wow: AggregateSchedulerSupplier.
+func WithSchedulerSupplier[T any](s aggregate.SchedulerSupplier) Option[T] {
+	return func(c *config[T]) {
 		if s == nil {
-			o.reject("nil scheduler supplier")
+			c.reject("nil scheduler supplier")
 		}
-		o.supplier = s
+		c.supplier = s
 	}
 }
 
-// WithGroupBuffer sets the capacity of each group's queue, in exchanges
-// (default DefaultGroupBuffer; at least 1, else ErrInvalidOption), including
-// the exchange being handled. It bounds memory: at most parallelism x n
-// exchanges are pulled from the source and not finished, plus one.
-func WithGroupBuffer(n int) Option {
-	return func(o *options) {
+// WithMaxPending sets the pending budget: at most n exchanges admitted and
+// not finished, across every group (default DefaultMaxPending; at least 1).
+// When it is used up the intake waits, which slows the source down
+// (backpressure); one slow aggregate may use all of it, and the others keep
+// flowing while any is left. Memory bound: n exchanges, plus one chunk of 32
+// slots per group that holds or held exchanges, plus one spare chunk each.
+func WithMaxPending[T any](n int) Option[T] {
+	return func(c *config[T]) {
 		if n < 1 {
-			o.reject("group buffer %d is below 1", n)
+			c.reject("max pending %d is below 1", n)
 		}
-		o.groupBuffer = n
+		c.maxPending = n
 	}
 }
 
 // WithErrorPolicy sets what a handler failure does (default Continue).
-func WithErrorPolicy(p ErrorPolicy) Option {
-	return func(o *options) {
+func WithErrorPolicy[T any](p ErrorPolicy) Option[T] {
+	return func(c *config[T]) {
 		if p != Continue && p != StopOnError {
-			o.reject("unknown error policy %d", int(p))
+			c.reject("unknown error policy %d", int(p))
 		}
-		o.policy = p
+		c.policy = p
 	}
 }
 
 // WithObserver sets the Observer of every exchange (default: none). nil is
 // invalid.
-func WithObserver(obs Observer) Option {
-	return func(o *options) {
+func WithObserver[T any](obs Observer) Option[T] {
+	return func(c *config[T]) {
 		if obs == nil {
-			o.reject("nil observer")
+			c.reject("nil observer")
 		}
-		o.observer = obs
+		c.observer = obs
 	}
 }
 
 // WithDiscardHook is called once for every exchange received and dropped
 // without being handled, with the reason: wrapping ErrForceStopped after
-// ForceStop; ErrStopped for one the source emitted after the intake closed
-// (a source told to stop may still push the exchange it had in hand);
-// ErrUnknownAggregate in a MainDispatcher; or the error that broke the
-// pipeline, such as a scheduler's schedulers.ErrRejected. It may run on any
-// goroutine, concurrently with itself, and must be quick. T must be the
-// dispatcher's exchange type, else the constructor returns ErrInvalidOption.
-// Reactor: Flux#doOnDiscard; Wow: the TrackedExchange discard hook
-// (AggregateDispatcher.kt).
-func WithDiscardHook[T any](hook func(exchange T, reason error)) Option {
-	return func(o *options) {
+// ForceStop; ErrStopped for one the source emitted after the intake closed;
+// ErrUnknownAggregate in a MainDispatcher; schedulers.ErrRejected when the
+// scheduler refused the group's work. It may run on any goroutine,
+// concurrently with itself, and must be quick; a panic of it is recovered
+// and logged. Reactor: Flux#doOnDiscard; Wow: the TrackedExchange discard
+// hook (AggregateDispatcher.kt).
+func WithDiscardHook[T any](hook func(exchange T, reason error)) Option[T] {
+	return func(c *config[T]) {
 		if hook == nil {
-			o.reject("nil discard hook")
+			c.reject("nil discard hook")
 		}
-		o.discardHook = hook
+		c.discard = hook
 	}
 }
 
-// WithGroupKey sets the function that gives an exchange its group, in [0,
-// parallelism). An exchange whose key is outside that range, or whose key
-// function panics, fails with ErrInvalidGroupKey; the dispatcher goes on. T
-// must be the dispatcher's exchange type, else the constructor returns
-// ErrInvalidOption. Without it, T must implement aggregate.IDCapable and the
-// key is aggregate.GroupKey(x.AggregateID().ID, parallelism), computed without
-// allocating. Wow: AggregateDispatcher's T.toGroupKey().
-func WithGroupKey[T any](key func(exchange T) int) Option {
-	return func(o *options) {
-		if key == nil {
-			o.reject("nil group key function")
-		}
-		o.groupKey = key
-	}
-}
-
-// WithLogger sets the logger of failures and lifecycle events (default
+// WithLogger sets the logger of failures and lifecycle events, also given
+// to the scheduler the dispatcher makes for itself (default
 // slog.Default()). nil is invalid.
-func WithLogger(l *slog.Logger) Option {
-	return func(o *options) {
+func WithLogger[T any](l *slog.Logger) Option[T] {
+	return func(c *config[T]) {
 		if l == nil {
-			o.reject("nil logger")
+			c.reject("nil logger")
 		}
-		o.logger = l
+		c.logger = l
 	}
+}
+
+// WithStopTimeout sets how long Run lets a graceful stop take once its ctx
+// ended, before it forces (default DefaultShutdownTimeout; positive).
+func WithStopTimeout[T any](d time.Duration) Option[T] {
+	return func(c *config[T]) {
+		if d <= 0 {
+			c.reject("stop timeout %v is not positive", d)
+		}
+		c.stopTimeout = d
+	}
+}
+
+// ErrorPolicy says what a handler's failure does to the dispatcher.
+type ErrorPolicy int
+
+const (
+	// Continue (the default) reports a failed exchange to the logger and the
+	// observer and goes on: Wow's built-in event handlers
+	// (LogResumeErrorHandler).
+	Continue ErrorPolicy = iota
+	// StopOnError makes the first failure the dispatcher's Err() and
+	// quiesces it: intake stops and admitted exchanges drain. This is Wow's
+	// AggregateDispatcher default, where a handler error ends the pipeline.
+	StopOnError
+)
+
+// String returns "Continue" or "StopOnError".
+func (p ErrorPolicy) String() string {
+	return enumName(p, "ErrorPolicy", "Continue", "StopOnError")
 }

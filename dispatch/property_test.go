@@ -23,7 +23,7 @@ import (
 // every goroutine waits (handlers blocked until cancelled).
 const stuck = time.Hour
 
-// For random parallelism, scheduler parallelism, group buffers, workloads
+// For random parallelism, scheduler parallelism, pending budgets, workloads
 // and stop points, each run keeps per-key FIFO order and group serial
 // execution, loses nothing, and leaves no goroutine behind (the bubble of
 // rapid.SyncTest fails on any).
@@ -31,13 +31,13 @@ func TestPropertyOrderingAndNoLoss(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		p := rapid.IntRange(1, 256).Draw(rt, "parallelism")
 		pool := rapid.IntRange(1, 8).Draw(rt, "pool")
-		buffer := rapid.IntRange(1, 64).Draw(rt, "buffer")
+		budget := rapid.IntRange(1, 256).Draw(rt, "budget")
 		w := testkit.Workloads(orders, 300).Draw(rt, "workload")
-		rapid.SyncTest(rt, func(rt *rapid.T) { runWorkload(rt, p, pool, buffer, w) })
+		rapid.SyncTest(rt, func(rt *rapid.T) { runWorkload(rt, p, pool, budget, w) })
 	})
 }
 
-func runWorkload(rt *rapid.T, p, pool, buffer int, w testkit.Workload) {
+func runWorkload(rt *rapid.T, p, pool, budget int, w testkit.Workload) {
 	sched, err := schedulers.NewParallel("property", pool)
 	if err != nil {
 		rt.Fatal(err)
@@ -58,7 +58,7 @@ func runWorkload(rt *rapid.T, p, pool, buffer int, w testkit.Workload) {
 	var hooked, refused atomic.Int64
 	source, emitted := counted(flux.FromSlice(w.Exchanges))
 	d, err := dispatch.New("property", orders, source, rec.Handle, quiet,
-		dispatch.WithParallelism(p), dispatch.WithGroupBuffer(buffer), dispatch.WithScheduler(sched),
+		dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithMaxPending[testkit.Exchange](budget), dispatch.WithScheduler[testkit.Exchange](sched),
 		dispatch.WithDiscardHook(func(_ testkit.Exchange, reason error) {
 			hooked.Add(1)
 			switch {
@@ -144,17 +144,17 @@ func checkRun(rt *rapid.T, emitted int64, s dispatch.Stats, calls []testkit.Call
 func TestPropertyMainDispatcher(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		p := rapid.IntRange(1, 64).Draw(rt, "parallelism")
-		buffer := rapid.IntRange(1, 16).Draw(rt, "buffer")
+		budget := rapid.IntRange(1, 64).Draw(rt, "budget")
 		w := testkit.Workloads(orders, 200).Draw(rt, "workload")
 		named := []aggregate.MaterializedNamedAggregate{orders, invoices, payments}
 		for i := range w.Exchanges {
 			w.Exchanges[i].ID.Named = named[aggregate.GroupKey(w.Exchanges[i].ID.ID, len(named))]
 		}
-		rapid.SyncTest(rt, func(rt *rapid.T) { runMain(rt, p, buffer, w) })
+		rapid.SyncTest(rt, func(rt *rapid.T) { runMain(rt, p, budget, w) })
 	})
 }
 
-func runMain(rt *rapid.T, p, buffer int, w testkit.Workload) {
+func runMain(rt *rapid.T, p, budget int, w testkit.Workload) {
 	sup, err := aggregate.NewSchedulerSupplier("property", aggregate.WithParallelism(2))
 	if err != nil {
 		rt.Fatal(err)
@@ -169,7 +169,7 @@ func runMain(rt *rapid.T, p, buffer int, w testkit.Workload) {
 	var hooked, unknown atomic.Int64
 	source, emitted := counted(flux.FromSlice(w.Exchanges))
 	m, err := dispatch.NewMain("property", []aggregate.NamedAggregate{orders, invoices}, source,
-		rec.Handle, sup, quiet, dispatch.WithParallelism(p), dispatch.WithGroupBuffer(buffer),
+		rec.Handle, sup, quiet, dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithMaxPending[testkit.Exchange](budget),
 		dispatch.WithDiscardHook(func(x testkit.Exchange, reason error) {
 			hooked.Add(1)
 			if errors.Is(reason, dispatch.ErrUnknownAggregate) != (x.ID.Named == payments) {
@@ -218,7 +218,12 @@ func runMain(rt *rapid.T, p, buffer int, w testkit.Workload) {
 	if w.Stop.Kind == testkit.StopNone && s.Received != int64(len(w.Exchanges)) {
 		rt.Fatalf("received %d of %d without a stop", s.Received, len(w.Exchanges))
 	}
-	if _, err := sup.GetOrInitialize(orders); !errors.Is(err, aggregate.ErrStopped) {
-		rt.Fatalf("the supplier was not stopped: %v", err)
+	// The supplier is lent: it still serves after the main dispatcher
+	// stopped, and its owner stops it.
+	if _, err := sup.GetOrInitialize(orders); err != nil {
+		rt.Fatalf("the main dispatcher stopped the supplier it borrows: %v", err)
+	}
+	if err := sup.StopGracefully(ctx); err != nil {
+		rt.Fatal(err)
 	}
 }

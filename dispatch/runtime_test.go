@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -22,19 +23,39 @@ func newRuntime(t *testing.T, cs []*fakeComponent, opts ...dispatch.RuntimeOptio
 	for i, c := range cs {
 		components[i] = c
 	}
-	rt, err := dispatch.NewRuntime(components, opts...)
+	rt, err := dispatch.NewRuntime("app", components, opts...)
 	require.NoError(t, err)
 	return rt
+}
+
+// stopping calls rt.StopGracefully on a goroutine of its own, and returns
+// once that call waits (in a synctest bubble).
+func stopping(t *testing.T, rt *dispatch.Runtime) <-chan error {
+	errc := make(chan error, 1)
+	go func() { errc <- rt.StopGracefully(t.Context()) }()
+	synctest.Wait()
+	return errc
 }
 
 func threeFakes(log *callLog) []*fakeComponent {
 	return []*fakeComponent{newFake("a", log), newFake("b", log), newFake("c", log)}
 }
 
+// prepareAndStart prepares and starts rt.
+func prepareAndStart(t *testing.T, rt *dispatch.Runtime) {
+	t.Helper()
+	require.NoError(t, rt.Prepare(t.Context()))
+	require.NoError(t, rt.Start())
+}
+
 func TestRuntimeOrder(t *testing.T) {
 	log := &callLog{}
 	rt := newRuntime(t, threeFakes(log))
-	require.NoError(t, rt.Start(t.Context()))
+	assert.Equal(t, "app", rt.Name())
+	require.NoError(t, rt.Prepare(t.Context()))
+	assert.Equal(t, dispatch.StatePrepared, rt.State())
+	require.NoError(t, rt.Start())
+	assert.Equal(t, dispatch.StateRunning, rt.State())
 	require.NoError(t, rt.StopGracefully(t.Context()))
 	assert.Equal(t, []string{
 		"prepare:a", "prepare:b", "prepare:c", // readiness barrier
@@ -43,18 +64,24 @@ func TestRuntimeOrder(t *testing.T) {
 		"stop:c", "stop:b", "stop:a",
 	}, log.get())
 	<-rt.Done()
-	assert.ErrorIs(t, rt.Start(t.Context()), dispatch.ErrStopped, "one-shot")
+	assert.Equal(t, dispatch.StateStopped, rt.State())
+	assert.NoError(t, rt.Err())
+	assert.ErrorIs(t, rt.Prepare(t.Context()), dispatch.ErrStopped, "one-shot")
+	assert.ErrorIs(t, rt.Start(), dispatch.ErrStopped, "one-shot")
 	assert.NoError(t, rt.StopGracefully(t.Context()), "a later stop observes the same result")
 }
 
 func TestRuntimeInvalidArguments(t *testing.T) {
 	a := newFake("a", &callLog{})
-	_, err := dispatch.NewRuntime([]dispatch.Component{a, nil})
+	_, err := dispatch.NewRuntime("app", []dispatch.Component{a, nil})
 	assert.ErrorIs(t, err, dispatch.ErrInvalidArgument)
-	_, err = dispatch.NewRuntime([]dispatch.Component{a, a})
+	_, err = dispatch.NewRuntime("app", []dispatch.Component{a, a})
 	assert.ErrorIs(t, err, dispatch.ErrInvalidArgument)
-	_, err = dispatch.NewRuntime([]dispatch.Component{a}, dispatch.WithShutdownTimeout(0))
+	_, err = dispatch.NewRuntime("", []dispatch.Component{a})
+	assert.ErrorIs(t, err, dispatch.ErrInvalidArgument)
+	_, err = dispatch.NewRuntime("app", []dispatch.Component{a}, dispatch.WithShutdownTimeout(0))
 	assert.ErrorIs(t, err, dispatch.ErrInvalidOption)
+	assert.ErrorContains(t, err, `runtime "app"`)
 }
 
 func TestRuntimePrepareFailureForcesAllInReverse(t *testing.T) {
@@ -63,12 +90,14 @@ func TestRuntimePrepareFailureForcesAllInReverse(t *testing.T) {
 	boom := errors.New("boom")
 	cs[1].prepareErr = boom
 	rt := newRuntime(t, cs)
-	err := rt.Start(t.Context())
+	err := rt.Prepare(t.Context())
 	require.ErrorIs(t, err, boom)
+	assert.ErrorContains(t, err, `dispatch: runtime "app": component "b" failed to prepare: boom`)
 	assert.Equal(t, []string{"prepare:a", "prepare:b", "force:c", "force:b", "force:a"}, log.get(),
 		"c, never prepared, is stopped too")
 	<-rt.Done()
-	assert.ErrorIs(t, rt.Start(t.Context()), dispatch.ErrStopped)
+	assert.ErrorIs(t, rt.Err(), boom)
+	assert.ErrorIs(t, rt.Start(), dispatch.ErrStopped)
 }
 
 func TestRuntimeStartFailureForcesAllInReverse(t *testing.T) {
@@ -77,38 +106,47 @@ func TestRuntimeStartFailureForcesAllInReverse(t *testing.T) {
 	boom := errors.New("boom")
 	cs[1].startErr = boom
 	rt := newRuntime(t, cs)
-	require.ErrorIs(t, rt.Start(t.Context()), boom)
+	require.NoError(t, rt.Prepare(t.Context()))
+	require.ErrorIs(t, rt.Start(), boom)
 	assert.Equal(t, []string{
 		"prepare:a", "prepare:b", "prepare:c", "start:a", "start:b",
 		"force:c", "force:b", "force:a",
 	}, log.get())
+	<-rt.Done()
 }
 
-func TestRuntimeStartTwice(t *testing.T) {
+func TestRuntimeIllegalTransitions(t *testing.T) {
 	rt := newRuntime(t, threeFakes(&callLog{}))
-	require.NoError(t, rt.Start(t.Context()))
-	assert.ErrorIs(t, rt.Start(t.Context()), dispatch.ErrIllegalState)
+	assert.ErrorIs(t, rt.Start(), dispatch.ErrIllegalState, "Start before Prepare")
+	require.NoError(t, rt.Prepare(t.Context()))
+	err := rt.Prepare(t.Context())
+	assert.ErrorIs(t, err, dispatch.ErrIllegalState)
+	assert.ErrorContains(t, err, `runtime "app" cannot prepare from state PREPARED`)
+	require.NoError(t, rt.Start())
+	assert.ErrorIs(t, rt.Start(), dispatch.ErrIllegalState, "Start twice")
 	rt.ForceStop()
+	<-rt.Done()
 }
 
-func TestRuntimeStopBeforeStart(t *testing.T) {
+func TestRuntimeStopBeforePrepare(t *testing.T) {
 	log := &callLog{}
 	rt := newRuntime(t, threeFakes(log))
 	require.NoError(t, rt.StopGracefully(t.Context()))
 	<-rt.Done()
-	assert.ErrorIs(t, rt.Start(t.Context()), dispatch.ErrStopped)
-	assert.Equal(t, []string{"quiesce:a", "quiesce:b", "quiesce:c"}, log.get(),
-		"quiescing a component never prepared stops it")
+	assert.ErrorIs(t, rt.Prepare(t.Context()), dispatch.ErrStopped)
+	assert.Equal(t, []string{"quiesce:a", "quiesce:b", "quiesce:c", "stop:c", "stop:b", "stop:a"}, log.get(),
+		"quiescing a component never prepared stops it: its stop returns at once")
 }
 
-func TestRuntimeForceStopBeforeStart(t *testing.T) {
+func TestRuntimeForceStopBeforePrepare(t *testing.T) {
 	log := &callLog{}
 	rt := newRuntime(t, threeFakes(log))
 	rt.ForceStop()
 	rt.ForceStop()
 	<-rt.Done()
 	assert.Equal(t, []string{"force:c", "force:b", "force:a"}, log.get(), "force covers every component, once")
-	assert.ErrorIs(t, rt.Start(t.Context()), dispatch.ErrStopped)
+	assert.ErrorIs(t, rt.Prepare(t.Context()), dispatch.ErrStopped)
+	assert.NoError(t, rt.StopGracefully(t.Context()))
 }
 
 func TestRuntimeDeadlineForcesInReverse(t *testing.T) {
@@ -117,10 +155,11 @@ func TestRuntimeDeadlineForcesInReverse(t *testing.T) {
 		cs := threeFakes(log)
 		cs[1].hold = make(chan struct{}) // b never drains by itself
 		rt := newRuntime(t, cs, dispatch.WithShutdownTimeout(5*time.Second))
-		require.NoError(t, rt.Start(t.Context()))
+		prepareAndStart(t, rt)
 		start := time.Now()
 		err := rt.StopGracefully(t.Context())
 		require.ErrorIs(t, err, dispatch.ErrShutdownTimeout)
+		assert.EqualError(t, err, `dispatch: shutdown timed out: runtime "app" after 5s; still running: "b"`)
 		assert.Equal(t, 5*time.Second, time.Since(start), "one deadline for the whole stop")
 		assert.Equal(t, []string{
 			"prepare:a", "prepare:b", "prepare:c", "start:a", "start:b", "start:c",
@@ -129,6 +168,7 @@ func TestRuntimeDeadlineForcesInReverse(t *testing.T) {
 		}, log.get())
 		<-rt.Done()
 		assert.ErrorIs(t, rt.StopGracefully(t.Context()), dispatch.ErrShutdownTimeout, "the result is kept")
+		assert.ErrorIs(t, rt.Err(), dispatch.ErrShutdownTimeout)
 	})
 }
 
@@ -138,13 +178,15 @@ func TestRuntimeCallerContextEscalates(t *testing.T) {
 		cs := threeFakes(log)
 		cs[0].hold = make(chan struct{})
 		rt := newRuntime(t, cs)
-		require.NoError(t, rt.Start(t.Context()))
+		prepareAndStart(t, rt)
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		err := rt.StopGracefully(ctx)
 		assert.ErrorIs(t, err, dispatch.ErrShutdownTimeout)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.ErrorContains(t, err, `still running: "a"`)
 		assert.Contains(t, log.get(), "force:a")
+		<-rt.Done()
 	})
 }
 
@@ -154,17 +196,15 @@ func TestRuntimeForceDuringGraceful(t *testing.T) {
 		cs := threeFakes(log)
 		cs[2].hold = make(chan struct{})
 		rt := newRuntime(t, cs)
-		require.NoError(t, rt.Start(t.Context()))
-		errc := make(chan error, 2)
-		go func() { errc <- rt.StopGracefully(t.Context()) }()
-		go func() { errc <- rt.StopGracefully(t.Context()) }()
-		synctest.Wait() // both callers wait; c holds
+		prepareAndStart(t, rt)
+		first, second := stopping(t, rt), stopping(t, rt) // both callers wait; c holds
 		rt.ForceStop()
-		assert.NoError(t, <-errc)
-		assert.NoError(t, <-errc)
+		assert.NoError(t, <-first)
+		assert.NoError(t, <-second)
 		<-rt.Done()
 		calls := log.get()
 		assert.Equal(t, []string{"force:c", "force:b", "force:a"}, calls[len(calls)-3:])
+		assert.NotContains(t, calls, "stop:b", "no graceful stop begins after the force")
 	})
 }
 
@@ -174,21 +214,42 @@ func TestRuntimeStopErrorsJoined(t *testing.T) {
 	e1, e2 := errors.New("e1"), errors.New("e2")
 	cs[0].stopErr, cs[2].stopErr = e1, e2
 	rt := newRuntime(t, cs)
-	require.NoError(t, rt.Start(t.Context()))
+	prepareAndStart(t, rt)
 	err := rt.StopGracefully(t.Context())
 	assert.ErrorIs(t, err, e1)
 	assert.ErrorIs(t, err, e2)
 	assert.NotErrorIs(t, err, dispatch.ErrShutdownTimeout)
-	assert.Contains(t, log.get(), "stop:a", "a failing component does not stop the sequence")
+	calls := log.get()
+	assert.Contains(t, calls, "stop:a", "a failing component does not stop the sequence")
+	assert.Equal(t, []string{"force:c", "force:b", "force:a"}, calls[len(calls)-3:], "a failed graceful pass is followed by a force pass")
+	<-rt.Done()
+	assert.Equal(t, err, rt.Err(), "nothing else failed")
 }
 
-func TestRuntimeForceDuringStart(t *testing.T) {
+// Err joins each component's own error, once.
+func TestRuntimeErrJoinsComponentErrors(t *testing.T) {
+	log := &callLog{}
+	cs := threeFakes(log)
+	e1 := errors.New("e1")
+	cs[1].err, cs[1].stopErr = e1, e1 // as a Dispatcher's StopGracefully returns its Err
+	cs[2].err = errors.New("e2")
+	rt := newRuntime(t, cs)
+	prepareAndStart(t, rt)
+	assert.ErrorIs(t, rt.StopGracefully(t.Context()), e1)
+	<-rt.Done()
+	assert.ErrorIs(t, rt.Err(), e1)
+	assert.ErrorIs(t, rt.Err(), cs[2].err)
+	assert.Equal(t, 1, strings.Count(rt.Err().Error(), "e1"), "b's Err was reported by its stop, once: %v", rt.Err())
+	assert.Contains(t, rt.Err().Error(), `dispatch: runtime "app": component "c": e2`)
+}
+
+func TestRuntimeForceDuringPrepare(t *testing.T) {
 	log := &callLog{}
 	cs := threeFakes(log)
 	var rt *dispatch.Runtime
-	cs[1].onPrepare = func() { rt.ForceStop() }
+	cs[1].onPrepare = func(context.Context) { rt.ForceStop() }
 	rt = newRuntime(t, cs)
-	err := rt.Start(t.Context())
+	err := rt.Prepare(t.Context())
 	require.ErrorIs(t, err, dispatch.ErrStopped)
 	assert.Equal(t, []string{
 		"prepare:a", "prepare:b", "force:c", "force:b", "force:a",
@@ -197,27 +258,28 @@ func TestRuntimeForceDuringStart(t *testing.T) {
 	<-rt.Done()
 }
 
-func TestRuntimeGracefulDuringStart(t *testing.T) {
+func TestRuntimeGracefulDuringPrepare(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &callLog{}
 		cs := threeFakes(log)
 		var rt *dispatch.Runtime
 		errc := make(chan error, 1)
-		cs[1].onPrepare = func() {
+		cs[1].onPrepare = func(context.Context) {
 			go func() { errc <- rt.StopGracefully(t.Context()) }()
-			synctest.Wait() // the stop waits for Start to return
+			synctest.Wait() // the stop waits for Prepare to return
 		}
 		rt = newRuntime(t, cs)
-		require.ErrorIs(t, rt.Start(t.Context()), dispatch.ErrStopped)
+		require.ErrorIs(t, rt.Prepare(t.Context()), dispatch.ErrStopped)
 		require.NoError(t, <-errc)
 		assert.Equal(t, []string{
 			"prepare:a", "prepare:b",
 			"quiesce:a", "quiesce:b", "quiesce:c", "stop:c", "stop:b", "stop:a", // c was never prepared
 		}, log.get())
+		<-rt.Done()
 	})
 }
 
-func TestRuntimeGracefulDuringStartStopsUnpreparedDispatcher(t *testing.T) {
+func TestRuntimeGracefulDuringPrepareStopsUnpreparedDispatcher(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		first := newFake("a", &callLog{})
 		d, err := dispatch.New("orders", orders, flux.FromSlice(exchanges(3, 1)),
@@ -225,13 +287,13 @@ func TestRuntimeGracefulDuringStartStopsUnpreparedDispatcher(t *testing.T) {
 		require.NoError(t, err)
 		var rt *dispatch.Runtime
 		errc := make(chan error, 1)
-		first.onPrepare = func() {
+		first.onPrepare = func(context.Context) {
 			go func() { errc <- rt.StopGracefully(t.Context()) }()
 			synctest.Wait()
 		}
-		rt, err = dispatch.NewRuntime([]dispatch.Component{first, d})
+		rt, err = dispatch.NewRuntime("app", []dispatch.Component{first, d})
 		require.NoError(t, err)
-		require.ErrorIs(t, rt.Start(t.Context()), dispatch.ErrStopped)
+		require.ErrorIs(t, rt.Prepare(t.Context()), dispatch.ErrStopped)
 		require.NoError(t, <-errc)
 		<-rt.Done()
 		assert.Equal(t, dispatch.StateStopped, d.State(), "never prepared, yet stopped")
@@ -248,40 +310,78 @@ func TestEnumNames(t *testing.T) {
 	assert.Equal(t, "ErrorPolicy(2)", dispatch.ErrorPolicy(2).String())
 }
 
+// After a timed-out stop, Done waits for a handler that ignores its context,
+// and for the supplier the Runtime owns, whose scheduler runs that handler.
 func TestRuntimeDoneWaitsForComponentsAfterTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sup, err := aggregate.NewSchedulerSupplier("s", aggregate.WithParallelism(2))
 		require.NoError(t, err)
 		release := make(chan struct{})
-		comp, err := dispatch.NewComposite("comp", sup, func(s aggregate.SchedulerSupplier) (dispatch.Component, error) {
-			return dispatch.New("orders", orders, flux.FromSlice(exchanges(4, 2)), func(context.Context, testkit.Exchange) error {
-				<-release // ignores its context
-				return nil
-			}, quiet, dispatch.WithSchedulerSupplier(s))
-		})
+		d, err := dispatch.New("orders", orders, flux.FromSlice(exchanges(4, 2)), func(context.Context, testkit.Exchange) error {
+			<-release // ignores its context
+			return nil
+		}, quiet, dispatch.WithSchedulerSupplier[testkit.Exchange](sup))
 		require.NoError(t, err)
-		rt, err := dispatch.NewRuntime([]dispatch.Component{comp}, dispatch.WithShutdownTimeout(time.Second))
+		rt, err := dispatch.NewRuntime("app", []dispatch.Component{d}, dispatch.WithOwned(sup), dispatch.WithShutdownTimeout(time.Second))
 		require.NoError(t, err)
-		require.NoError(t, rt.Start(t.Context()))
+		prepareAndStart(t, rt)
 		synctest.Wait()
-		require.ErrorIs(t, rt.StopGracefully(t.Context()), dispatch.ErrShutdownTimeout)
+		err = rt.StopGracefully(t.Context())
+		require.ErrorIs(t, err, dispatch.ErrShutdownTimeout)
+		assert.ErrorContains(t, err, `still running: "orders"`)
 		synctest.Wait()
-		assert.False(t, isClosed(comp.Done()), "a handler still runs")
+		assert.False(t, isClosed(sup.Done()), "a handler still runs")
 		assert.False(t, isClosed(rt.Done()), "a handler still runs")
 		close(release)
-		<-comp.Done()
 		<-rt.Done()
+		assert.True(t, isClosed(sup.Done()))
 	})
 }
 
-func TestCompositeStoppedBeforePrepareIsDone(t *testing.T) {
+// A Runtime stopped before Prepare is done, and so is the supplier it owns.
+func TestRuntimeQuiescedBeforePrepareIsDone(t *testing.T) {
 	sup, err := aggregate.NewSchedulerSupplier("s")
 	require.NoError(t, err)
-	comp, err := dispatch.NewComposite("comp", sup)
+	rt, err := dispatch.NewRuntime("app", nil, dispatch.WithOwned(sup))
 	require.NoError(t, err)
-	comp.Quiesce()
-	<-comp.Done()
-	assert.Equal(t, dispatch.StateStopped, comp.State())
+	rt.Quiesce()
+	<-rt.Done()
+	assert.Equal(t, dispatch.StateStopped, rt.State())
 	_, err = sup.GetOrInitialize(orders)
 	assert.ErrorIs(t, err, aggregate.ErrStopped, "the supplier is stopped with it")
+}
+
+// countOf returns how many times call occurs in calls.
+func countOf(calls []string, call string) int {
+	n := 0
+	for _, c := range calls {
+		if c == call {
+			n++
+		}
+	}
+	return n
+}
+
+// Prepare runs once: a second call while the first is in progress is
+// refused, not run alongside it.
+func TestRuntimeConcurrentPrepare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		a := newFake("a", log)
+		release := make(chan struct{})
+		a.onPrepare = func(context.Context) { <-release }
+		rt := newRuntime(t, []*fakeComponent{a})
+		first := make(chan error, 1)
+		go func() { first <- rt.Prepare(t.Context()) }()
+		synctest.Wait()
+		err := rt.Prepare(t.Context())
+		assert.ErrorIs(t, err, dispatch.ErrIllegalState)
+		assert.ErrorContains(t, err, "in progress")
+		assert.ErrorIs(t, rt.Start(), dispatch.ErrIllegalState)
+		close(release)
+		require.NoError(t, <-first)
+		assert.Equal(t, []string{"prepare:a"}, log.get())
+		rt.ForceStop()
+		<-rt.Done()
+	})
 }

@@ -21,8 +21,10 @@
 //   - The source runs on the subscribing goroutine, unless SubscribeOn moves
 //     it into a task on a scheduler.
 //   - PublishOn moves delivery to one Worker of a scheduler; FlatMap runs
-//     each inner on a goroutine of its own; GroupBy delivers each group on the
-//     goroutine (or worker) that subscribes to it.
+//     each inner on a goroutine of its own; GroupBy hands its groups to a
+//     FlatMap with a free slot on the subscribing goroutine, and otherwise
+//     on a goroutine of its own, and delivers each group on the goroutine
+//     (or worker) that subscribes to it.
 //   - Whatever the goroutine, items reach a given subscriber serially, never
 //     concurrently, and in order (FlatMap interleaves its inners).
 //
@@ -66,10 +68,16 @@
 //
 // # Differences from Reactor
 //
-// GroupBy has a fixed key space [0, groups) and bounded group queues; a
-// group emitted while the main flow is cancelled is cancelled too. ConcatMap
-// always has prefetch 0. PublishOn's drain yields its goroutine after each
-// batch, so pipelines sharing a scheduler are served fairly. DoFinally runs
-// just before the terminal signal reaches the operators after it (a terminal
-// signal is the return of a subscribe call).
+// GroupBy has a fixed key space [0, groups) and bounded group queues; the
+// groups not yet handed downstream when the upstream fails are handed out,
+// with their items and the error, instead of being dropped; after an early
+// stop of the main flux (Take) the items of keys not taken go to the discard
+// hook, and the stop returns once the groups taken have ended (Reactor
+// completes the take at once and lets them run on); a GroupBy flow that can
+// never move again (more groups than FlatMap's concurrency, or ConcatMap
+// over groups, with a waiting group full) fails with ErrStalled where
+// Reactor hangs. ConcatMap always has prefetch 0. PublishOn's drain yields
+// its goroutine after each batch, so pipelines sharing a scheduler are
+// served fairly. DoFinally runs just before the terminal signal reaches the
+// operators after it (a terminal signal is the return of a subscribe call).
 package flux

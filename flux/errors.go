@@ -24,6 +24,20 @@ var (
 	// subscribers when a flow ended because its downstream cancelled (for
 	// example Take was satisfied) rather than because of an error.
 	ErrCancelled = errors.New("flux: cancelled")
+	// ErrStalled is the error signal of a GroupBy flow that can never move
+	// again (Reactor hangs silently there, §1.9): the router waits for room
+	// in a full group nobody has subscribed, and the operator that would
+	// subscribe it (FlatMap at its concurrency, ConcatMap running an earlier
+	// group) only waits for items of its own groups, which are behind the
+	// router. The message names the full group and the groups waited for;
+	// see GroupBy for the exact rule.
+	ErrStalled = errors.New("flux: stalled")
+	// ErrNotDelivered is wrapped, with the reason, by the error Sink.Next
+	// returns for an item that never reached the downstream: the subscriber
+	// was already gone, or the Create function had returned. The item is
+	// still the caller's. Any other error from Next is the downstream's, for
+	// an item it was handed.
+	ErrNotDelivered = errors.New("flux: not delivered")
 )
 
 // invalid returns the error of an invalid argument of operator op.

@@ -69,6 +69,16 @@ func (s Signal) String() string {
 	return "Signal(" + strconv.Itoa(int(s)) + ")"
 }
 
+// scope is a context with an identity of its own and everything else (its
+// deadline, cancellation and values) from its parent. FlatMap and ConcatMap
+// subscribe their inners with one, and Create hands one to its function, so
+// that GroupBy can tell by comparing contexts which consumers of its groups
+// run as the inners of the operator that keeps its deliverer waiting (see
+// board.stalledLocked). *scope is comparable, whatever the parent.
+type scope struct{ context.Context }
+
+func newScope(ctx context.Context) context.Context { return &scope{ctx} }
+
 // run subscribes f, treating the zero Flux as Empty.
 func (f Flux[T]) run(ctx context.Context, emit func(T) error) error {
 	if f.subscribe == nil {

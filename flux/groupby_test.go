@@ -2,7 +2,10 @@ package flux_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -284,32 +287,246 @@ func TestGroupByUpstreamErrorAfterItems(t *testing.T) {
 	testkit.Verify(t, groups[1].Flux).ExpectNext(1, 3, 5, 7, 9).ExpectErrorIs(errBoom).VerifyT()
 }
 
-// Cancelling the main subscription cuts off the groups: a group subscribed
-// later gets ErrCancelled, its items go to the discard hook.
-func TestGroupByMainCancelCancelsGroups(t *testing.T) {
+// Cancelling the main flux (Take on the groups) keeps the groups already
+// handed out: Reactor's example, integers 1..10 by v%3, first 2 groups taken,
+// gives group 1 = [1 4 7 10] and group 2 = [2 5 8], even when subscribed
+// after the main flux ended; key 0's items go to the discard hook.
+func TestGroupByTakeKeepsTheGroupsTaken(t *testing.T) {
 	var dropped []int
 	ctx := flux.WithDiscardHook(t.Context(), func(v int, reason error) {
 		require.ErrorIs(t, reason, flux.ErrCancelled)
 		dropped = append(dropped, v)
 	})
-	groups, err := flux.Collect(ctx, flux.GroupBy(flux.Range(0, 10), func(v int) int { return v % 3 }, 3).Take(2))
+	groups, err := flux.Collect(ctx, flux.GroupBy(flux.Range(1, 10), func(v int) int { return v % 3 }, 3).Take(2))
 	require.NoError(t, err)
 	require.Len(t, groups, 2)
-	testkit.Verify(t, groups[0].Flux).ExpectErrorIs(flux.ErrCancelled).VerifyT()
-	require.Equal(t, []int{0, 1}, dropped)
+	testkit.Verify(t, groups[0].Flux).ExpectNext(1, 4, 7, 10).ExpectComplete().VerifyT()
+	testkit.Verify(t, groups[1].Flux).ExpectNext(2, 5, 8).ExpectComplete().VerifyT()
+	require.Equal(t, []int{3, 6, 9}, dropped)
 }
 
-// With FlatMap concurrency below the number of groups the flow stalls once
-// that many groups are open (Reactor §1.9); only ctx ends it.
+// GroupBy(...).Take(n) then FlatMap completes with every item of the groups
+// taken, and the source is stopped once those groups ended (here each takes
+// 3 items): an endless source ends.
+func TestGroupByTakeThenFlatMap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var dropped []int
+		ctx := flux.WithDiscardHook(t.Context(), func(v int, _ error) {
+			mu.Lock()
+			defer mu.Unlock()
+			dropped = append(dropped, v)
+		})
+		whole := func(g flux.GroupedFlux[int]) flux.Flux[int] { return g.Flux }
+		got, err := flux.Collect(ctx, flux.FlatMap(
+			flux.GroupBy(flux.Range(0, 100), func(v int) int { return v % 3 }, 3, flux.WithGroupBuffer(4)).Take(2), whole, 2))
+		require.NoError(t, err)
+		slices.Sort(got)
+		slices.Sort(dropped)
+		for _, v := range got {
+			require.NotEqual(t, 2, v%3)
+		}
+		require.Len(t, got, 67)
+		for _, v := range dropped {
+			require.Equal(t, 2, v%3)
+		}
+		require.Len(t, dropped, 33)
+
+		var pulled atomic.Int64
+		got, err = flux.Collect(t.Context(), flux.FlatMap(
+			flux.GroupBy(counted(-1, &pulled), func(v int) int { return v % 3 }, 3, flux.WithGroupBuffer(2)).Take(1),
+			func(g flux.GroupedFlux[int]) flux.Flux[int] { return g.Take(3) }, 1))
+		require.NoError(t, err)
+		require.Equal(t, []int{0, 3, 6}, got)
+		// Key 0 is every third item; its group holds 2, so the router runs
+		// ahead of the 3 taken by at most 3 of its items.
+		require.LessOrEqual(t, pulled.Load(), int64(3*(3+3)), "the source stops once the group taken ended")
+	})
+}
+
+// With FlatMap concurrency below the number of groups and inners that end
+// with their group (Reactor §1.9, which hangs), the flow fails with
+// ErrStalled naming the full group, as soon as that group is full: keys v%3,
+// buffer 2, concurrency 2: group 2 is held by FlatMap with items 2 and 5, so
+// 8 items complete and a 9th stalls.
 func TestGroupByStallsBelowGroupConcurrency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := flux.GroupBy(flux.Range(0, 100), func(v int) int { return v % 3 }, 3, flux.WithGroupBuffer(2))
-		f := flux.FlatMap(g, func(gf flux.GroupedFlux[int]) flux.Flux[int] { return gf.Flux }, 2)
-		ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
-		defer cancel()
-		n := 0
-		err := f.Subscribe(ctx, func(int) error { n++; return nil })
-		require.ErrorIs(t, err, context.DeadlineExceeded)
-		require.Less(t, n, 100)
+		whole := func(gf flux.GroupedFlux[int]) flux.Flux[int] { return gf.Flux }
+		for _, shape := range []struct {
+			name string
+			f    func(n int) flux.Flux[int]
+			ok   int
+			msg  string
+		}{
+			{"FlatMap", func(n int) flux.Flux[int] {
+				return flux.FlatMap(flux.GroupBy(flux.Range(0, n), func(v int) int { return v % 3 }, 3, flux.WithGroupBuffer(2)), whole, 2)
+			}, 8, "group 2 is full and not subscribed, and FlatMap cannot take it: its 2 inners wait for items of groups 0, 1"},
+			{"FlatMap fused", func(n int) flux.Flux[int] {
+				s := newParallel(t, 2)
+				return flux.FlatMap(flux.GroupBy(flux.Range(0, n), func(v int) int { return v % 3 }, 3, flux.WithGroupBuffer(2)),
+					func(gf flux.GroupedFlux[int]) flux.Flux[int] {
+						return flux.ConcatMap(gf.PublishOn(s, 2), func(v int) flux.Flux[int] { return flux.Just(v) })
+					}, 2)
+			}, 8, "group 2 is full and not subscribed"},
+			// ConcatMap is concurrency 1: group 1 waits with 1 and 3 while
+			// group 0 runs, so 5 items complete and a 6th stalls.
+			{"ConcatMap", func(n int) flux.Flux[int] {
+				return flux.ConcatMap(flux.GroupBy(flux.Range(0, n), func(v int) int { return v % 2 }, 2, flux.WithGroupBuffer(2)), whole)
+			}, 5, "group 1 is full and not subscribed, and ConcatMap cannot take it: its inner waits for items of group 0"},
+		} {
+			got, err := flux.Collect(t.Context(), shape.f(shape.ok))
+			require.NoError(t, err, shape.name)
+			require.Len(t, got, shape.ok, shape.name)
+			_, err = flux.Collect(t.Context(), shape.f(shape.ok+1))
+			require.ErrorIs(t, err, flux.ErrStalled, shape.name)
+			require.ErrorContains(t, err, shape.msg, shape.name)
+		}
+	})
+}
+
+// Slow consumers are not stalls: with concurrency 2 over 3 keys and inners
+// that end by themselves after a slow item (Take), the full group waiting for
+// a slot is taken once an inner ended, and the flow completes.
+func TestGroupByNoStallUnderSlowConsumers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var dropped atomic.Int64
+		ctx := flux.WithDiscardHook(t.Context(), func(int, error) { dropped.Add(1) })
+		f := flux.FlatMap(flux.GroupBy(flux.Range(0, 300), func(v int) int { return v % 3 }, 3, flux.WithGroupBuffer(2)),
+			func(gf flux.GroupedFlux[int]) flux.Flux[int] {
+				return gf.DoOnNext(func(int) { time.Sleep(time.Millisecond) }).Take(2)
+			}, 2)
+		got, err := flux.Collect(ctx, f)
+		require.NoError(t, err)
+		require.Equal(t, int64(300), int64(len(got))+dropped.Load(), "each item delivered or discarded")
+
+		// ConcatMap whose groups end by themselves after a slow item.
+		g := flux.ConcatMap(flux.GroupBy(flux.Range(0, 100), func(v int) int { return v % 2 }, 2, flux.WithGroupBuffer(1)),
+			func(gf flux.GroupedFlux[int]) flux.Flux[int] {
+				return gf.DoOnNext(func(int) { time.Sleep(time.Millisecond) }).Take(1)
+			})
+		got, err = flux.Collect(t.Context(), g)
+		require.NoError(t, err)
+		require.Equal(t, seq(100), got)
+	})
+}
+
+// ConcatMap over the groups of GroupBy: each group is run to its end before
+// the next, and groups end when the source does, so the groups after the
+// first wait in GroupBy (buffering their items) while the first runs. Reactor
+// completes this; so must we, even for a single item.
+func TestGroupByConcatMapCompletes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		whole := func(g flux.GroupedFlux[int]) flux.Flux[int] { return g.Flux }
+		testkit.Verify(t, flux.ConcatMap(flux.GroupBy(flux.Just(0), func(int) int { return 0 }, 1), whole)).
+			ExpectNext(0).ExpectComplete().VerifyT()
+		testkit.Verify(t, flux.ConcatMap(flux.GroupBy(flux.Range(0, 10), func(v int) int { return v % 3 }, 3), whole)).
+			ExpectNext(0, 3, 6, 9, 1, 4, 7, 2, 5, 8).ExpectComplete().VerifyT()
+	})
+}
+
+// The groups are handed downstream on a goroutine of GroupBy's: a
+// runtime.Goexit there (t.FailNow in a handler) ends the flow with an error
+// instead of leaving the subscriber waiting.
+func TestGroupByDownstreamGoexit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		err := flux.GroupBy(flux.Range(0, 10), func(v int) int { return v % 2 }, 2).
+			Subscribe(t.Context(), func(flux.GroupedFlux[int]) error { runtime.Goexit(); return nil })
+		require.ErrorIs(t, err, schedulers.ErrGoexit)
+	})
+}
+
+// Stall detection is exact for inners that end with their group: whatever
+// the delays of the consumers, the flow fails with ErrStalled exactly when a
+// group beyond the first concurrency groups opened (those FlatMap or
+// ConcatMap does not take before the upstream ends) gets more items than its
+// buffer, and otherwise delivers every item. Either way every item pulled is
+// delivered or discarded.
+func TestGroupByStallProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		groups := rapid.IntRange(1, 6).Draw(rt, "groups")
+		keys := rapid.SliceOfN(rapid.IntRange(0, groups-1), 0, 60).Draw(rt, "keys")
+		buffer := rapid.IntRange(1, 4).Draw(rt, "buffer")
+		concurrency := rapid.IntRange(1, groups).Draw(rt, "concurrency")
+		concat := rapid.Bool().Draw(rt, "ConcatMap")
+		delays := drawDelays(rt, "consumer delays")
+		if concat {
+			concurrency = 1
+		}
+		// The model: the first concurrency groups opened are taken, the
+		// others wait unsubscribed until the upstream ends.
+		rank, count := map[int]int{}, map[int]int{}
+		for _, k := range keys {
+			if _, ok := rank[k]; !ok {
+				rank[k] = len(rank)
+			}
+			count[k]++
+		}
+		stall := false
+		for k, r := range rank {
+			stall = stall || r >= concurrency && count[k] > buffer
+		}
+		var err error
+		var delivered, discarded, pulled atomic.Int64
+		synctest.Test(t, func(t *testing.T) {
+			ctx := flux.WithDiscardHook(t.Context(), func(int, error) { discarded.Add(1) })
+			src := flux.Range(0, len(keys)).DoOnNext(func(int) { pulled.Add(1) })
+			g := flux.GroupBy(src, func(i int) int { return keys[i] }, groups, flux.WithGroupBuffer(buffer))
+			n := 0
+			inner := func(gf flux.GroupedFlux[int]) flux.Flux[int] {
+				return gf.DoOnNext(func(int) { time.Sleep(delays[n%len(delays)]); n++ })
+			}
+			var f flux.Flux[int]
+			if concat {
+				f = flux.ConcatMap(g, inner)
+			} else {
+				var mu sync.Mutex
+				f = flux.FlatMap(g, func(gf flux.GroupedFlux[int]) flux.Flux[int] {
+					return gf.DoOnNext(func(int) {
+						mu.Lock()
+						d := delays[n%len(delays)]
+						n++
+						mu.Unlock()
+						time.Sleep(d)
+					})
+				}, concurrency)
+			}
+			err = f.Subscribe(ctx, func(int) error { delivered.Add(1); return nil })
+		})
+		if stall {
+			if !errors.Is(err, flux.ErrStalled) {
+				rt.Fatalf("want ErrStalled, got %v", err)
+			}
+		} else if err != nil {
+			rt.Fatalf("want completion, got %v", err)
+		} else if delivered.Load() != int64(len(keys)) {
+			rt.Fatalf("%d of %d items delivered", delivered.Load(), len(keys))
+		}
+		if delivered.Load()+discarded.Load() != pulled.Load() {
+			rt.Fatalf("pulled %d, delivered %d, discarded %d", pulled.Load(), delivered.Load(), discarded.Load())
+		}
+	})
+}
+
+// When FlatMap takes the groups straight from GroupBy and has a free slot,
+// GroupBy hands each group over on the subscribing goroutine, before it
+// pulls the next item, as a synchronous operator would: no goroutine of
+// GroupBy's is started, and the dispatcher's shape costs what it did.
+func TestGroupByHandsToFlatMapOnTheRouter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- dispatch(flux.Range(0, 100), func(v int) int { return v % 4 }, 4, 2, nil,
+				func(v int) flux.Flux[int] {
+					<-release
+					return flux.Just(v)
+				}).Subscribe(t.Context(), func(int) error { return nil })
+		}()
+		synctest.Wait()
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		close(release)
+		require.NoError(t, <-done)
+		require.NotContains(t, stacks, "flux.(*board[...]).deliver", "no goroutine hands the groups out")
 	})
 }

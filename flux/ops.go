@@ -294,19 +294,37 @@ func Buffer[T any](f Flux[T], n int) Flux[[]T] {
 // one inner at a time, in order: the next item is not pulled until the
 // current inner completed (Reactor's concatMap with prefetch 0). The inner
 // runs on the goroutine that delivered the item; its error ends the whole
-// flow (Reactor's IMMEDIATE error mode). Reactor: Flux#concatMap
+// flow (Reactor's IMMEDIATE error mode). Over the groups of GroupBy, the
+// groups after the one running wait unsubscribed; one of them becoming full
+// while the inner running waits for an item of its group fails the flow with
+// ErrStalled (see GroupBy). Reactor: Flux#concatMap
 // (FluxConcatMapNoPrefetch.java).
 func ConcatMap[T, R any](f Flux[T], fn func(T) Flux[R]) Flux[R] {
 	if fn == nil {
 		return Error[R](invalid("ConcatMap", "nil function"))
 	}
+	_, grouped := any(*new(T)).(awaiter)
 	return Flux[R]{subscribe: func(ctx context.Context, emit func(R) error) error {
-		return f.run(ctx, func(v T) error {
+		uctx, ictx := ctx, ctx
+		var w *waiter
+		if grouped {
+			// Over the groups of GroupBy: tell GroupBy while an inner runs,
+			// so that it can fail with ErrStalled when the inner only waits
+			// for items it cannot bring.
+			uctx, ictx = newScope(ctx), newScope(ctx)
+			w = &waiter{ctx: uctx, scope: ictx, op: "ConcatMap", inners: 1}
+		}
+		return f.run(uctx, func(v T) error {
 			inner, err := call1(fn, v)
 			if err != nil {
 				return err
 			}
-			return inner.run(ctx, emit)
+			if w != nil {
+				if a := any(v).(awaiter); a.await(w) {
+					defer a.resume(w)
+				}
+			}
+			return inner.run(ictx, emit)
 		})
 	}}
 }

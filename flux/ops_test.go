@@ -68,6 +68,50 @@ func TestCreate(t *testing.T) {
 	require.ErrorIs(t, kept.Next(1), flux.ErrCancelled, "a sink used after its function returned")
 }
 
+// Sink.Next tells an item that never reached the downstream (an error
+// wrapping ErrNotDelivered and the reason) from one handed to it after which
+// the downstream stopped or failed (its own error).
+func TestSinkNextTellsNotDelivered(t *testing.T) {
+	var errs []error
+	three := flux.Create(func(_ context.Context, s flux.Sink[int]) error {
+		for i := range 3 {
+			errs = append(errs, s.Next(i))
+		}
+		return nil
+	})
+	got, err := flux.Collect(t.Context(), three.Take(1))
+	require.NoError(t, err)
+	require.Equal(t, []int{0}, got)
+	require.Error(t, errs[0], "delivered, then Take stopped")
+	require.NotErrorIs(t, errs[0], flux.ErrNotDelivered)
+	require.ErrorIs(t, errs[1], flux.ErrNotDelivered)
+	require.ErrorIs(t, errs[2], flux.ErrNotDelivered)
+
+	errs = nil
+	err = three.Subscribe(t.Context(), func(v int) error { return errBoom })
+	require.ErrorIs(t, err, errBoom)
+	require.ErrorIs(t, errs[0], errBoom, "delivered, then the subscriber failed")
+	require.NotErrorIs(t, errs[0], flux.ErrNotDelivered)
+	require.ErrorIs(t, errs[1], flux.ErrNotDelivered)
+	require.ErrorIs(t, errs[1], errBoom, "the reason is kept")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	var nextErr error
+	err = flux.Create(func(_ context.Context, s flux.Sink[int]) error {
+		cancel()
+		nextErr = s.Next(1)
+		return nil
+	}).Subscribe(ctx, func(int) error { return nil })
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, nextErr, flux.ErrNotDelivered)
+	require.ErrorIs(t, nextErr, context.Canceled)
+
+	var kept flux.Sink[int]
+	require.NoError(t, flux.Create(func(_ context.Context, s flux.Sink[int]) error { kept = s; return nil }).
+		Subscribe(t.Context(), func(int) error { return nil }))
+	require.ErrorIs(t, kept.Next(1), flux.ErrNotDelivered, "after the function returned")
+}
+
 func TestSynchronousOperators(t *testing.T) {
 	src := flux.Range(1, 10)
 	testkit.Verify(t, flux.Map(src, double)).ExpectNext(2, 4, 6).ExpectNextCount(7).ExpectComplete().VerifyT()

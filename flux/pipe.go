@@ -30,6 +30,10 @@ type pipe[T any] struct {
 	space   chan struct{}
 	dead    <-chan struct{} // closed once no consumer can run any more; nil: never
 	discard func(T, error)
+	key     int             // the group's key (GroupBy)
+	board   *board[T]       // the GroupBy subscription of a group; nil for PublishOn's queue
+	handed  bool            // handed downstream and not cancelled; guarded by board.mu
+	ctx     context.Context // the consumer's, from claim
 }
 
 type pollState uint8
@@ -63,15 +67,16 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// claim registers the only consumer. notify (nil: wake a blocking consumer)
-// is called, never under the lock, after idle was seen by the producer.
-func (p *pipe[T]) claim(notify func()) error {
+// claim registers the only consumer, subscribed with ctx. notify (nil:
+// wake a blocking consumer) is called, never under the lock, after idle was
+// seen by the producer.
+func (p *pipe[T]) claim(notify func(), ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.claimed {
 		return fmt.Errorf("flux: GroupBy: second subscription to a group: %w", ErrUnicastGroup)
 	}
-	p.claimed = true
+	p.claimed, p.ctx = true, ctx
 	if notify == nil {
 		p.wake = make(chan struct{}, 1)
 		notify = func() { signal(p.wake) }
@@ -88,14 +93,12 @@ func (p *pipe[T]) push(ctx context.Context, v T) error {
 	p.mu.Lock()
 	for !p.gone && p.n == len(p.ring) {
 		p.full = true
+		watch := p.board != nil && !p.claimed
 		p.mu.Unlock()
-		select {
-		case <-p.space:
-		case <-p.dead:
-			return errDead
-		case <-ctx.Done():
-			err := context.Cause(ctx)
-			p.discard(v, err)
+		if err := p.waitSpace(ctx, watch); err != nil {
+			if err != errDead {
+				p.discard(v, err)
+			}
 			return err
 		}
 		p.mu.Lock()
@@ -110,13 +113,43 @@ func (p *pipe[T]) push(ctx context.Context, v T) error {
 	}
 	p.ring[i] = v
 	p.n++
-	wake := p.idle
-	p.idle = false
+	wake := p.unidleLocked()
 	p.mu.Unlock()
 	if wake {
 		p.notify()
 	}
 	return nil
+}
+
+// unidleLocked clears the idle flag, telling whether the consumer was
+// waiting (and must be notified). Called with the lock held.
+func (p *pipe[T]) unidleLocked() bool {
+	if !p.idle {
+		return false
+	}
+	p.idle = false
+	if p.board != nil {
+		p.board.idle.Add(-1)
+	}
+	return true
+}
+
+// waitSpace waits for a slot to be freed (nil), dead to close (errDead) or
+// ctx to end (its cause). watch: the pipe is a group nobody subscribed,
+// which GroupBy checks for a stall while the router waits.
+func (p *pipe[T]) waitSpace(ctx context.Context, watch bool) error {
+	if watch {
+		p.board.routerWaits(p)
+		defer p.board.routerWaits(nil)
+	}
+	select {
+	case <-p.space:
+		return nil
+	case <-p.dead:
+		return errDead
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // terminate records the producer's end; buffered items are still delivered
@@ -128,8 +161,7 @@ func (p *pipe[T]) terminate(err error) {
 		return
 	}
 	p.ended, p.err = true, err
-	wake := p.idle
-	p.idle = false
+	wake := p.unidleLocked()
 	p.mu.Unlock()
 	if wake {
 		p.notify()
@@ -158,10 +190,17 @@ func (p *pipe[T]) take(release bool) (v T, st pollState, err error) {
 	default:
 		p.idle = true
 		st = pollEmpty
+		if p.board != nil {
+			p.board.idle.Add(1)
+		}
 	}
 	p.mu.Unlock()
 	if room {
 		signal(p.space)
+	}
+	if st == pollEmpty && p.board != nil {
+		p.board.openGate() // the router may go on
+		p.board.consumerWaits()
 	}
 	return v, st, err
 }
@@ -222,11 +261,13 @@ func (p *pipe[T]) cancel(reason error, release bool) {
 		p.ring[i] = zero
 	}
 	p.n = keep
-	wake := p.idle
-	p.idle = false
+	wake := p.unidleLocked()
 	room = room || p.full
 	p.full = false
 	p.mu.Unlock()
+	if p.board != nil {
+		p.board.cancelled(p) // before the router learns of it
+	}
 	if room {
 		signal(p.space)
 	}
@@ -242,7 +283,7 @@ func (p *pipe[T]) cancel(reason error, release bool) {
 // the pipe and cancels it with reason, discarding what is queued. A pipe
 // already claimed by another subscriber is left alone.
 func (p *pipe[T]) abandon(reason error) {
-	if p.claim(func() {}) == nil {
+	if p.claim(func() {}, nil) == nil {
 		p.cancel(reason, false)
 	}
 }
@@ -250,7 +291,7 @@ func (p *pipe[T]) abandon(reason error) {
 // consume delivers the pipe to emit on the calling goroutine: the group
 // flux of GroupBy when not fused with PublishOn.
 func (p *pipe[T]) consume(ctx context.Context, emit func(T) error) error {
-	if err := p.claim(nil); err != nil {
+	if err := p.claim(nil, ctx); err != nil {
 		return err
 	}
 	release := false

@@ -57,7 +57,7 @@ func (f Flux[T]) PublishOn(s schedulers.Scheduler, prefetch int) Flux[T] {
 		d := &drain[T]{q: f.group, worker: w, emit: emit, batch: prefetch, done: make(chan struct{})}
 		d.task = d.run
 		if d.q != nil {
-			if err := d.q.claim(d.schedule); err != nil {
+			if err := d.q.claim(d.schedule, ctx); err != nil {
 				return err
 			}
 			d.schedule()
@@ -67,7 +67,7 @@ func (f Flux[T]) PublishOn(s schedulers.Scheduler, prefetch int) Flux[T] {
 		// The drain task may be dropped by Dispose while the upstream waits
 		// for room, and wait is only reached once the upstream returned.
 		d.q.dead = s.Done()
-		_ = d.q.claim(d.schedule)
+		_ = d.q.claim(d.schedule, ctx)
 		// The upstream's context ends when the drain does, so that an upstream
 		// waiting for its next item (not pushing) learns of an early end.
 		uctx, stop := context.WithCancelCause(ctx)

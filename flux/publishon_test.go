@@ -132,9 +132,16 @@ func TestPublishOnFusedRejectedAtSubscribeDiscardsTheGroup(t *testing.T) {
 			defer mu.Unlock()
 			discarded, reasons = append(discarded, v), append(reasons, reason)
 		})
+		completed := make(chan struct{})
+		src := flux.Range(0, 3).DoOnComplete(func() { close(completed) })
 		_, err = flux.Collect(ctx, flux.FlatMap(
-			flux.GroupBy(flux.Range(0, 3), func(int) int { return 0 }, 1, flux.WithGroupBuffer(8)),
-			func(g flux.GroupedFlux[int]) flux.Flux[int] { return g.PublishOn(s, 8) }, 1))
+			flux.GroupBy(src, func(int) int { return 0 }, 1, flux.WithGroupBuffer(8)),
+			func(g flux.GroupedFlux[int]) flux.Flux[int] {
+				return flux.Defer(func() flux.Flux[int] {
+					<-completed // subscribe once the upstream completed
+					return g.PublishOn(s, 8)
+				})
+			}, 1))
 		require.ErrorIs(t, err, schedulers.ErrRejected)
 		require.ElementsMatch(t, []int{0, 1, 2}, discarded, "every pulled item is discarded")
 		for _, r := range reasons {

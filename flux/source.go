@@ -76,9 +76,15 @@ func Defer[T any](fn func() Flux[T]) Flux[T] {
 }
 
 // FromChannel emits what it receives from ch until ch is closed (completion)
-// or the subscription's ctx ends. The channel is shared by all subscriptions:
-// each item goes to one of them. A nil channel gives ErrInvalidArgument.
-// Reactor has no direct counterpart (Flux.from a hot source).
+// or the subscription's ctx ends. Unlike the other sources it is hot, not
+// cold: every subscription reads the same channel, so subscriptions running
+// at once split its items between them, silently and in no fixed order (each
+// item reaches one of them), and a later subscription sees only what is left.
+// Subscribe it once to see every item; to fan one channel out to several
+// consumers, subscribe once and let FlatMap or GroupBy split it. An item
+// received is delivered, never put back: a subscription that ends leaves the
+// rest in the channel. A nil channel gives ErrInvalidArgument. Reactor has no
+// direct counterpart (Flux.from a hot source).
 func FromChannel[T any](ch <-chan T) Flux[T] {
 	if ch == nil {
 		return Error[T](invalid("FromChannel", "nil channel"))
@@ -136,10 +142,21 @@ func FromSeq[T any](seq iter.Seq[T]) Flux[T] {
 // (FluxSink.java, FluxCreate.java).
 type Sink[T any] interface {
 	// Next delivers v downstream and returns once downstream took it, so it
-	// blocks while downstream buffers are full (backpressure). It returns a
-	// non-nil error once the subscriber is gone (cancelled, ctx done, or the
-	// Create function returned): stop producing then. Safe for concurrent
-	// use; calls are serialized.
+	// blocks while downstream buffers are full (backpressure). nil: v was
+	// delivered and the downstream wants more. Otherwise the subscriber is
+	// gone and the function should stop producing; the error tells what
+	// became of v:
+	//   - it wraps ErrNotDelivered when v never reached the downstream,
+	//     because an earlier item's delivery had ended the flow, ctx had
+	//     ended, or the Create function had returned; it also wraps that
+	//     reason (the downstream's error, the cause of ctx, ErrCancelled). v
+	//     is still the caller's, to keep or put back.
+	//   - any other error is the downstream's own: v was handed to it, and
+	//     it then failed or stopped the flow (Take satisfied by v, say).
+	//     What became of v is the downstream's: delivered, or given to the
+	//     discard hook by the operator that dropped it.
+	// Safe for concurrent use; calls are serialized. A refusal costs one
+	// allocation (the wrapping error).
 	Next(v T) error
 }
 
@@ -159,9 +176,10 @@ func (s *sink[T]) Next(v T) error {
 	if s.err == nil {
 		s.err = ctxDone(s.ctx)
 	}
-	if s.err == nil {
-		s.err = s.emit(v)
+	if s.err != nil {
+		return fmt.Errorf("%w: %w", ErrNotDelivered, s.err)
 	}
+	s.err = s.emit(v)
 	return s.err
 }
 
@@ -188,7 +206,10 @@ func Create[T any](fn func(ctx context.Context, sink Sink[T]) error) Flux[T] {
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
 		s := &sink[T]{ctx: ctx, emit: emit}
-		err := call2Err(fn, ctx, Sink[T](s))
+		// fn gets a context of its own identity: code of fn's that subscribes
+		// a group elsewhere is not taken for one of the subscription's
+		// inners by GroupBy's stall check.
+		err := call2Err(fn, newScope(ctx), Sink[T](s))
 		if down := s.close(); down != nil {
 			return down
 		}

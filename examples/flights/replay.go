@@ -83,9 +83,9 @@ func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (re
 	}
 	res := replayed{latency: &observer{}}
 	d, err := dispatch.New("flights", airportAggregate, source, handle,
-		dispatch.WithParallelism(cfg.parallelism),
-		dispatch.WithSchedulerSupplier(supplier),
-		dispatch.WithObserver(res.latency))
+		dispatch.WithParallelism[departure](cfg.parallelism),
+		dispatch.WithSchedulerSupplier[departure](supplier),
+		dispatch.WithObserver[departure](res.latency))
 	if err != nil {
 		return res, err
 	}
@@ -121,7 +121,7 @@ func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (re
 // stopSupplier stops the supplier, which owns the scheduler the dispatcher
 // borrowed, and waits until the scheduler's goroutines exited: after that no
 // handler runs any more, even one that a forced stop left running.
-func stopSupplier(supplier aggregate.SchedulerSupplier, force bool) {
+func stopSupplier(supplier *aggregate.Supplier, force bool) {
 	if force {
 		supplier.ForceStop()
 	}

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/aggflow/aggflow/internal/panics"
@@ -84,14 +85,18 @@ func (nopObserver) Started(time.Duration)                  {}
 func (nopObserver) Finished(Outcome, time.Duration, error) {}
 func (nopObserver) Discarded(error)                        {}
 
-// guardedObserver recovers and logs a panic of the Observer it wraps, so
-// that user code never breaks a pipeline nor loses an exchange: the
-// accounting goes on as if the call had returned. Each method has a single
-// deferred call, which the compiler open-codes: no cost without a panic.
+// guardedObserver recovers a panic of the Observer it wraps, so that user
+// code never breaks a dispatcher nor loses an exchange: the accounting goes
+// on as if the call had returned. The first panic is logged with its stack;
+// later ones are only counted, and logged without a stack once per 1024, so
+// that a broken Observer costs a recover, not a stack capture, per exchange.
+// Each method has a single deferred call, which the compiler open-codes: no
+// cost without a panic.
 type guardedObserver struct {
 	obs    Observer
 	logger *slog.Logger
 	name   string
+	panics *atomic.Int64
 }
 
 // guard wraps obs, except the default one, which cannot panic.
@@ -99,7 +104,7 @@ func guard(obs Observer, logger *slog.Logger, name string) Observer {
 	if obs == Observer(nopObserver{}) {
 		return obs
 	}
-	return guardedObserver{obs: obs, logger: logger, name: name}
+	return guardedObserver{obs: obs, logger: logger, name: name, panics: new(atomic.Int64)}
 }
 
 func (g guardedObserver) Admitted() {
@@ -124,26 +129,16 @@ func (g guardedObserver) Discarded(reason error) {
 
 // recovered is deferred by each method: it must call recover itself.
 func (g guardedObserver) recovered(method string) {
-	if v := recover(); v != nil {
+	v := recover()
+	if v == nil {
+		return
+	}
+	switch n := g.panics.Add(1); {
+	case n == 1:
 		g.logger.Error("dispatch: observer panicked", slog.String("dispatcher", g.name),
 			slog.String("method", method), slog.Any("error", panics.New(v)))
+	case n%1024 == 0:
+		g.logger.Error("dispatch: observer keeps panicking", slog.String("dispatcher", g.name),
+			slog.String("method", method), slog.Any("panic", v), slog.Int64("panics", n))
 	}
-}
-
-// ErrorPolicy says what a handler's failure does to the dispatcher.
-type ErrorPolicy int
-
-const (
-	// Continue (the default) reports a failed exchange to the logger and the
-	// observer and goes on: Wow's built-in event handlers (LogResumeErrorHandler).
-	Continue ErrorPolicy = iota
-	// StopOnError makes the first failure the dispatcher's Err() and quiesces
-	// it: intake stops and admitted exchanges drain. This is Wow's
-	// AggregateDispatcher default, where a handler error ends the pipeline.
-	StopOnError
-)
-
-// String returns "Continue" or "StopOnError".
-func (p ErrorPolicy) String() string {
-	return enumName(p, "ErrorPolicy", "Continue", "StopOnError")
 }

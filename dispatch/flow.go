@@ -1,0 +1,138 @@
+package dispatch
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+// flow is the state one intake shares with the lanes it feeds: the gate
+// (shut, forced), the counters, the pending budget and the drained signal.
+// A Dispatcher has one flow for its lanes; a MainDispatcher one for all its
+// children's.
+//
+// Counting protocol: the intake adds to received before it looks at shut,
+// and every path that ends an exchange adds to a final counter before it
+// looks at shut. So once shut is set, whoever brings the in-flight count to
+// zero sees it, and drained closes exactly when the intake is shut and no
+// admitted exchange is left.
+type flow struct {
+	shut, forced atomic.Bool
+
+	received, succeeded, failed, discarded atomic.Int64
+
+	budget budget
+
+	drainedOnce atomic.Bool
+	drained     chan struct{}
+	onDrained   func() // called once, right after drained closed
+}
+
+func newFlow(maxPending int, onDrained func()) *flow {
+	f := &flow{drained: make(chan struct{}), onDrained: onDrained}
+	f.budget.init(int64(maxPending))
+	return f
+}
+
+// stats returns a snapshot in which the identity of Stats holds: the final
+// counters are read before received.
+func (f *flow) stats() Stats {
+	s := Stats{Succeeded: f.succeeded.Load(), Failed: f.failed.Load(), Discarded: f.discarded.Load()}
+	s.Received = f.received.Load()
+	s.InFlight = s.Received - s.Succeeded - s.Failed - s.Discarded
+	return s
+}
+
+// inFlight is received minus the final counters, read in the same order as
+// stats.
+func (f *flow) inFlight() int64 {
+	done := f.succeeded.Load() + f.failed.Load() + f.discarded.Load()
+	return f.received.Load() - done
+}
+
+// close shuts the intake: nothing is admitted from now on.
+func (f *flow) close() {
+	f.shut.Store(true)
+	f.check()
+}
+
+// check closes drained once the intake is shut and nothing is in flight.
+// Call it after every change that may have ended the last exchange.
+func (f *flow) check() {
+	if !f.shut.Load() || f.inFlight() != 0 || f.drainedOnce.Swap(true) {
+		return
+	}
+	close(f.drained)
+	if f.onDrained != nil {
+		f.onDrained()
+	}
+}
+
+// budget bounds the exchanges admitted and not finished. acquire takes a
+// unit only while pending is below the limit; otherwise it announces itself
+// as a waiter, looks again, and waits for room on a channel (so that
+// testing/synctest sees the wait). release subtracts, then wakes a waiter if
+// one is announced; a waiter that gets in wakes the next one while room is
+// left. Since a waiter announces itself before it looks again and a
+// releaser subtracts before it looks for waiters, no wake-up is lost.
+type budget struct {
+	max     int64
+	pending atomic.Int64
+	waiters atomic.Int32
+	room    chan struct{}
+}
+
+func (b *budget) init(max int64) {
+	b.max, b.room = max, make(chan struct{}, 1)
+}
+
+// tryTake takes a unit if one is free.
+func (b *budget) tryTake() bool {
+	for {
+		p := b.pending.Load()
+		if p >= b.max {
+			return false
+		}
+		if b.pending.CompareAndSwap(p, p+1) {
+			return true
+		}
+	}
+}
+
+// acquire takes one unit, waiting while the budget is used up; it returns
+// ctx's cause, holding no unit, if ctx ends first.
+func (b *budget) acquire(ctx context.Context) error {
+	if b.tryTake() {
+		return nil
+	}
+	b.waiters.Add(1)
+	defer b.waiters.Add(-1)
+	for !b.tryTake() {
+		select {
+		case <-b.room:
+		case <-ctx.Done():
+			b.wake() // pass on a wake-up this waiter may have taken
+			return context.Cause(ctx)
+		}
+	}
+	b.wake() // room may be left for the next waiter
+	return nil
+}
+
+// release gives n units back.
+func (b *budget) release(n int64) {
+	if n == 0 {
+		return
+	}
+	b.pending.Add(-n)
+	b.wake()
+}
+
+// wake signals a waiter, if any is announced and there is room.
+func (b *budget) wake() {
+	if b.waiters.Load() > 0 && b.pending.Load() < b.max {
+		select {
+		case b.room <- struct{}{}:
+		default:
+		}
+	}
+}

@@ -1,0 +1,432 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/internal/lifecycle"
+	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/schedulers"
+)
+
+// intake is what Dispatcher and MainDispatcher share: the lifecycle, one
+// flow, the engines it feeds (one per named aggregate), the source and the
+// goroutine that runs it. The intake runs on the source's goroutine (or on
+// Emit's caller): gate, route, budget, lane; no hop in between.
+type intake[T any] struct {
+	life    lifecycle.Core // a named field: its transitions are not the user's
+	f       *flow
+	engines []*engine[T]
+	report  *engine[T] // reports what fails or is refused before a lane
+	route   func(T) (e *engine[T], group int, err error)
+	source  Source[T] // nil: Emit feeds the intake
+	emitMu  sync.Mutex
+	timeout time.Duration
+
+	sourceRunning atomic.Bool // the source's Subscribe has not returned
+
+	// set by Prepare, read after it
+	owned     schedulers.Scheduler // a scheduler made and owned, if any
+	srcCtx    context.Context
+	srcCancel context.CancelCauseFunc
+}
+
+func (in *intake[T]) init(kind, name string, source Source[T], cfg *config[T], engines []*engine[T], report *engine[T]) {
+	in.source, in.engines, in.report, in.timeout = source, engines, report, cfg.stopTimeout
+	in.f = newFlow(cfg.maxPending, in.life.Stop)
+	for _, e := range in.all() {
+		e.f, e.onFail = in.f, in.fail
+	}
+	in.life.Init(kind, name, lifecycle.New, ErrIllegalState, in.end)
+}
+
+// all returns the engines and the reporting one, each once.
+func (in *intake[T]) all() []*engine[T] {
+	if slices.Contains(in.engines, in.report) {
+		return in.engines
+	}
+	return append(slices.Clip(in.engines), in.report)
+}
+
+// Name returns the name given to the constructor.
+func (in *intake[T]) Name() string { return in.life.Name() }
+
+// State returns the current lifecycle state.
+func (in *intake[T]) State() State { return in.life.State() }
+
+// Done is closed once the dispatcher stopped and every goroutine it owns
+// exited: its source's, an owned scheduler's, and every handler returned.
+func (in *intake[T]) Done() <-chan struct{} { return in.life.Done() }
+
+// Err returns the first failure: the source's error, a scheduler that
+// refused work, or the first handler failure under StopOnError.
+// Meaningful once Done is closed.
+func (in *intake[T]) Err() error { return in.life.Err() }
+
+// Stats returns the counters. The identity Received == Succeeded + Failed +
+// Discarded + InFlight holds in every snapshot; InFlight is 0 once Done is
+// closed.
+func (in *intake[T]) Stats() Stats { return in.f.stats() }
+
+// prepare is Prepare's skeleton: resolve (outside any lock: it may call a
+// supplier) gives each engine its scheduler, and may return one scheduler
+// the intake owns.
+func (in *intake[T]) prepare(ctx context.Context, resolve func() (owned schedulers.Scheduler, err error)) error {
+	if err := in.life.Enter("prepare", StateNew); err != nil {
+		return err
+	}
+	defer in.life.Release()
+	owned, err := resolve()
+	if err != nil {
+		return naming(in.life.Kind(), in.Name(), err)
+	}
+	in.owned = owned
+	base := context.WithValue(context.WithoutCancel(ctx), selfKey{}, selfOf(ctx, in))
+	for _, e := range in.all() {
+		e.ctx, e.cancel = context.WithCancelCause(base)
+	}
+	in.srcCtx, in.srcCancel = context.WithCancelCause(base)
+	if !in.life.Advance(StateNew, StatePrepared) {
+		if owned != nil {
+			owned.Dispose()
+		}
+		return fmt.Errorf("%w: %s %q was stopped while preparing", ErrStopped, in.life.Kind(), in.Name())
+	}
+	return nil
+}
+
+// getScheduler asks a supplier (foreign code) for a scheduler, recovering
+// its panic.
+func getScheduler(s aggregate.SchedulerSupplier, named aggregate.NamedAggregate) (sched schedulers.Scheduler, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = panics.New(v)
+		}
+	}()
+	sched, err = s.GetOrInitialize(named)
+	if err == nil && sched == nil {
+		err = errors.New("supplier returned a nil scheduler")
+	}
+	return sched, err
+}
+
+// Start opens the intake: the source is subscribed on a goroutine the
+// dispatcher owns (or Emit is accepted) and exchanges flow. From
+// StatePrepared it moves to StateRunning; it is a no-op when running or
+// stopped, and returns ErrIllegalState from StateNew and StateStopping.
+// Wow: AggregateDispatcher.start.
+func (in *intake[T]) Start() error {
+	if !in.life.Hold() {
+		return nil // stopped and done
+	}
+	if !in.life.Advance(StatePrepared, StateRunning) {
+		defer in.life.Release()
+		switch in.State() {
+		case StateRunning, StateStopped:
+			return nil
+		}
+		return in.life.Refuse("start")
+	}
+	for _, e := range in.engines {
+		if e.sched == in.owned || !in.life.Hold() {
+			continue // only the intake disposes an owned scheduler
+		}
+		probe := e.probe()
+		go func() {
+			defer in.life.Release()
+			e.watch(probe, in.f.drained)
+		}()
+	}
+	go in.own() // takes over the first hold
+	return nil
+}
+
+// own is the intake's goroutine: it runs the source, then waits until every
+// admitted exchange ended and disposes an owned scheduler. A source that
+// ends it with runtime.Goexit (a handler's, on schedulers.Immediate) is an
+// error; the intake shuts and the rest drains as after a source error.
+func (in *intake[T]) own() {
+	defer in.life.Release()
+	returned := false
+	defer func() {
+		if !returned {
+			in.life.Record(fmt.Errorf("dispatch: %s %q: source: %w", in.life.Kind(), in.Name(), schedulers.ErrGoexit))
+			in.sourceDone()
+			in.finish()
+		}
+	}()
+	if in.source != nil {
+		in.subscribe()
+	}
+	returned = true
+	in.finish()
+}
+
+// finish waits until every admitted exchange ended, then disposes an owned
+// scheduler and waits for its goroutines.
+func (in *intake[T]) finish() {
+	<-in.f.drained
+	if in.owned == nil {
+		return
+	}
+	if in.life.Forced() {
+		in.owned.Dispose()
+	} else {
+		_ = in.owned.DisposeGracefully(context.Background()) // nothing is queued any more
+	}
+	<-in.owned.Done()
+}
+
+// subscribe runs the source into the intake; its end, normal or not, shuts
+// the intake. A source error is Err() and the admitted exchanges drain.
+func (in *intake[T]) subscribe() {
+	in.sourceRunning.Store(true)
+	err := in.runSource()
+	if err != nil && in.srcCtx.Err() == nil {
+		in.life.Record(fmt.Errorf("dispatch: %s %q: source failed: %w", in.life.Kind(), in.Name(), err))
+	}
+	in.sourceDone()
+}
+
+// sourceDone records that the source returned and shuts the intake.
+func (in *intake[T]) sourceDone() {
+	in.sourceRunning.Store(false)
+	in.closeIntake(StateRunning)
+}
+
+// runSource subscribes the source, recovering a panic that escaped it.
+func (in *intake[T]) runSource() (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = panics.New(v)
+		}
+	}()
+	return in.source.Subscribe(in.srcCtx, in.emit)
+}
+
+// emit is the intake on the source's goroutine. Every exchange the source
+// emits is accounted for: admitted, failed (no route) or discarded (after
+// the intake shut, or for an unknown aggregate).
+func (in *intake[T]) emit(x T) error {
+	f := in.f
+	f.received.Add(1)
+	if f.shut.Load() {
+		in.report.dropped(x, in.refusal())
+		f.check()
+		return errIntakeClosed
+	}
+	e, g, err := in.route(x)
+	if err != nil {
+		in.unrouted(x, err)
+		return nil
+	}
+	if err := f.budget.acquire(in.srcCtx); err != nil {
+		in.report.dropped(x, in.refusal())
+		f.check()
+		return err
+	}
+	e.push(g, x)
+	return nil
+}
+
+// unrouted accounts for an exchange that has no lane: an unknown aggregate
+// is discarded, an invalid key fails.
+func (in *intake[T]) unrouted(x T, err error) {
+	if errors.Is(err, ErrUnknownAggregate) {
+		in.report.dropped(x, err)
+	} else {
+		in.report.failure(x, OutcomeError, 0, err)
+		in.f.failed.Add(1)
+	}
+	in.f.check() // a stop may have come since the gate
+}
+
+// refusal is the reason given to an exchange refused at the intake.
+func (in *intake[T]) refusal() error {
+	if in.f.forced.Load() {
+		return in.report.forceCause()
+	}
+	return errIntakeClosed
+}
+
+// Emit pushes x on the caller's goroutine, with no hop: the push-style
+// intake of a dispatcher built with a nil source. It waits while the
+// pending budget is used up (backpressure) or until ctx ends (ctx's cause;
+// x is not admitted). Before Start and once the intake shut it returns an
+// error wrapping ErrStopped and x is not admitted nor counted. An exchange
+// that cannot be routed is counted and fails (or is discarded, for an
+// unknown aggregate), and Emit returns nil. Safe for concurrent use:
+// concurrent calls are admitted one at a time, so one group's order is the
+// order of admission. With a source it returns ErrIllegalState.
+func (in *intake[T]) Emit(ctx context.Context, x T) error {
+	if in.source != nil {
+		return fmt.Errorf("%w: %s %q has a source: Emit is for a nil source", ErrIllegalState, in.life.Kind(), in.Name())
+	}
+	if st := in.State(); st != StateRunning {
+		return fmt.Errorf("%w: %s %q is %v", ErrStopped, in.life.Kind(), in.Name(), st)
+	}
+	f := in.f
+	if err := f.budget.acquire(ctx); err != nil {
+		return err
+	}
+	in.emitMu.Lock()
+	defer in.emitMu.Unlock()
+	f.received.Add(1)
+	if f.shut.Load() {
+		f.received.Add(-1)
+		f.budget.release(1)
+		f.check()
+		return fmt.Errorf("%w: %s %q: intake closed", ErrStopped, in.life.Kind(), in.Name())
+	}
+	e, g, err := in.route(x)
+	if err != nil {
+		f.budget.release(1)
+		in.unrouted(x, err)
+		return nil
+	}
+	e.push(g, x)
+	return nil
+}
+
+// Quiesce shuts the intake at once: the source's context is cancelled (its
+// end counts as completion), exchanges it emits from now on are counted and
+// discarded with ErrStopped, and the admitted ones drain; then the
+// dispatcher stops. Prompt, non-blocking, idempotent. Wow:
+// AggregateDispatcher.quiesce.
+func (in *intake[T]) Quiesce() {
+	if from, first := in.life.Quiesce(); first {
+		in.closeIntake(from)
+	}
+}
+
+// closeIntake shuts the intake and, if Prepare had completed when the stop
+// began (from), cancels the source: before that, Prepare may still be
+// writing the contexts, and the source was never subscribed.
+func (in *intake[T]) closeIntake(from State) {
+	if from >= StatePrepared && in.srcCancel != nil { // nil: stopped before Prepare
+		in.srcCancel(errIntakeClosed)
+	}
+	in.f.close()
+}
+
+// fail is the engines' report of a failure that stops the dispatcher: the
+// first handler failure under StopOnError, a scheduler refusing work.
+func (in *intake[T]) fail(err error) {
+	in.life.Record(err)
+	in.Quiesce()
+}
+
+// end runs at the physical end: the engines release their contexts, and a
+// scheduler made and owned but never started is disposed (it has no
+// goroutine).
+func (in *intake[T]) end() {
+	if in.owned != nil {
+		in.owned.Dispose()
+	}
+	for _, e := range in.all() {
+		e.end()
+	}
+}
+
+// StopGracefully quiesces, then waits until every admitted exchange ended
+// and every goroutine the dispatcher owns exited; it returns nil, or Err().
+// If ctx ends first it returns an error wrapping ctx's that names what is
+// still running (the groups of running handlers, or a source that ignores
+// its context); the draining goes on, and a later call waits again. Called
+// with a ctx that comes from the dispatcher's own handlers, it quiesces and
+// returns an error wrapping ErrIllegalState at once: a handler cannot wait
+// for itself.
+func (in *intake[T]) StopGracefully(ctx context.Context) error {
+	in.Quiesce()
+	if isSelf(ctx, in) {
+		return fmt.Errorf("%w: %s %q: StopGracefully called from its own handler cannot wait for itself; the stop has begun",
+			ErrIllegalState, in.life.Kind(), in.Name())
+	}
+	return in.life.Await(ctx, in.stillRunning)
+}
+
+// stillRunning names what keeps the dispatcher from its end.
+func (in *intake[T]) stillRunning(err error) error {
+	return fmt.Errorf("dispatch: %s %q not stopped: %s: %w", in.life.Kind(), in.Name(), in.describe(), err)
+}
+
+// describe says what is left.
+func (in *intake[T]) describe() string {
+	var running []string
+	for _, e := range in.engines {
+		for _, g := range e.running() {
+			running = append(running, fmt.Sprintf("%s/%d", e.named.Aggregate, g))
+		}
+	}
+	s := in.f.stats()
+	switch {
+	case len(running) > 0:
+		return fmt.Sprintf("%d exchanges in flight, handlers running in groups %v", s.InFlight, running)
+	case s.InFlight > 0:
+		return fmt.Sprintf("%d exchanges in flight", s.InFlight)
+	case in.sourceRunning.Load():
+		return "every exchange ended, but its source is still running (it ignores its context)"
+	}
+	return "every exchange ended; its goroutines are exiting"
+}
+
+// ForceStop shuts the intake, drops the admitted exchanges that have not
+// started (each reported to the discard hook and the Observer with
+// ErrForceStopped), cancels the handlers' context with cause
+// ErrForceStopped, and returns without waiting; Done says when the last
+// handler returned and every goroutine exited. Idempotent, safe before
+// Prepare and concurrently with any method. Wow:
+// AggregateDispatcher.forceStop.
+func (in *intake[T]) ForceStop() {
+	from, first := in.life.Force()
+	if !first {
+		return
+	}
+	in.f.forced.Store(true)
+	if from >= StatePrepared {
+		for _, e := range in.all() {
+			e.cancel(ErrForceStopped)
+		}
+	}
+	in.closeIntake(from)
+	for _, e := range in.engines {
+		e.sweep()
+	}
+}
+
+// errIntakeClosed is the reason given for an exchange a source emits after
+// the intake closed: it was refused, not handled.
+var errIntakeClosed = fmt.Errorf("%w: intake closed", ErrStopped)
+
+// selfKey marks the contexts given to a component's own code, so that a
+// stop called from there does not wait for itself.
+type selfKey struct{}
+
+// selves is the chain of components a context was handed down by.
+type selves struct {
+	c      any
+	parent *selves
+}
+
+// selfOf returns the chain of ctx extended by c.
+func selfOf(ctx context.Context, c any) *selves {
+	parent, _ := ctx.Value(selfKey{}).(*selves)
+	return &selves{c: c, parent: parent}
+}
+
+// isSelf reports whether ctx was handed down by c.
+func isSelf(ctx context.Context, c any) bool {
+	s, _ := ctx.Value(selfKey{}).(*selves)
+	for ; s != nil; s = s.parent {
+		if s.c == c {
+			return true
+		}
+	}
+	return false
+}

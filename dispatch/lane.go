@@ -1,0 +1,423 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/internal/queue"
+	"github.com/aggflow/aggflow/schedulers"
+)
+
+// laneBatch bounds how many exchanges of one lane a scheduler goroutine
+// handles before the lane goes back to the tail of the ready queue, so that
+// a busy group cannot starve the others.
+const laneBatch = 64
+
+// Lane states. Only idle -> ready touches the scheduler; whoever moves a
+// lane to running is its one consumer until it leaves the state.
+const (
+	idle    int32 = iota // empty, or being filled, and not scheduled
+	ready                // a drain is scheduled, or about to be
+	running              // a consumer is draining it
+)
+
+// item is an admitted exchange in its lane.
+type item[T any] struct {
+	x        T
+	admitted int64 // nanoseconds since the engine's epoch; 0 when untimed
+}
+
+// lane is one group's queue: filled by the intake (its one producer),
+// drained by whichever scheduler goroutine runs its task.
+type lane[T any] struct {
+	q     queue.SPSC[item[T]]
+	state atomic.Int32
+	group int
+	e     *engine[T]
+	task  schedulers.Task
+}
+
+// engine is the data path of one named aggregate's exchanges: the lanes, the
+// scheduler that runs them, and the handler with its accounting. Its flow
+// (gate, counters, budget) may be shared with other engines of one intake.
+type engine[T any] struct {
+	name   string // the dispatcher's, for errors and logs
+	named  aggregate.MaterializedNamedAggregate
+	f      *flow
+	lanes  []atomic.Pointer[lane[T]]
+	chunks queue.Chunks[item[T]]
+	sched  schedulers.Scheduler
+
+	handler Handler[T]
+	idOf    func(T) aggregate.ID // nil when exchanges are keyed by a function
+	discard func(T, error)
+	obs     Observer
+	timed   bool
+	epoch   time.Time
+	logger  *slog.Logger
+	policy  ErrorPolicy
+	onFail  func(error) // under StopOnError: record and quiesce the owner
+
+	ctx       context.Context // the handlers' context
+	cancel    context.CancelCauseFunc
+	watching  atomic.Bool // the scheduler's task context is watched
+	stopWatch atomic.Pointer[func() bool]
+}
+
+// now returns the time since the epoch in nanoseconds, 0 when untimed.
+func (e *engine[T]) now() int64 {
+	if !e.timed {
+		return 0
+	}
+	return int64(time.Since(e.epoch)) | 1 // never 0
+}
+
+// lane returns group g's lane, made on first use by the producer.
+func (e *engine[T]) lane(g int) *lane[T] {
+	if l := e.lanes[g].Load(); l != nil {
+		return l
+	}
+	l := &lane[T]{group: g, e: e}
+	l.q.Chunks = &e.chunks
+	l.task = l.run
+	e.lanes[g].Store(l)
+	return l
+}
+
+// push appends an admitted exchange to group g and makes the lane ready if
+// it was idle. Producer only.
+func (e *engine[T]) push(g int, x T) {
+	if e.timed {
+		e.obs.Admitted()
+	}
+	l := e.lane(g)
+	l.q.Push(item[T]{x: x, admitted: e.now()})
+	if l.state.Load() == idle && l.state.CompareAndSwap(idle, ready) {
+		e.schedule(l)
+	}
+}
+
+// schedule hands a lane its caller just made ready to the scheduler. After
+// a force no drain is scheduled any more: the caller discards the lane
+// itself, so that no lane waits on a task a disposal may drop.
+func (e *engine[T]) schedule(l *lane[T]) {
+	if e.f.forced.Load() {
+		e.steal(l, ready)
+		return
+	}
+	if err := e.sched.Schedule(l.task); err != nil {
+		e.rejected(err)
+		e.steal(l, ready)
+	}
+}
+
+// rejected reports that the scheduler refused work, or ended, under the
+// dispatcher (not after a force): what is queued is discarded, the
+// dispatcher stops, and this is its error.
+func (e *engine[T]) rejected(err error) {
+	if e.f.forced.Load() {
+		return
+	}
+	err = fmt.Errorf("dispatch: dispatcher %q: scheduler refused work: %w", e.name, err)
+	if e.onFail != nil {
+		e.onFail(err)
+	}
+}
+
+// run is a lane's scheduled task.
+func (l *lane[T]) run(ctx context.Context) {
+	if !l.state.CompareAndSwap(ready, running) {
+		return // a stop took the lane over
+	}
+	l.e.drain(l)
+}
+
+// watch runs on a goroutine of the dispatcher from Start until every
+// admitted exchange ended (drained): it learns the scheduler's task context
+// from a first task, and when that context is cancelled (a forced disposal
+// by the scheduler's owner) it cancels the handlers' context; when the
+// scheduler ended, or its context did, it discards the lanes whose tasks the
+// scheduler dropped. A scheduler that ends under a running dispatcher stops
+// it with an error.
+func (e *engine[T]) watch(probe <-chan context.Context, drained <-chan struct{}) {
+	var taskCtx context.Context
+	var taskDone <-chan struct{}
+	schedDone := e.sched.Done()
+	for {
+		select {
+		case taskCtx = <-probe:
+			probe, taskDone = nil, taskCtx.Done()
+		case <-taskDone:
+			cause := context.Cause(taskCtx)
+			e.cancel(cause)
+			e.ended(cause)
+			taskDone = nil
+		case <-schedDone:
+			e.ended(fmt.Errorf("%w: scheduler %q ended", schedulers.ErrRejected, e.sched.Name()))
+			schedDone = nil
+		case <-drained:
+			return
+		}
+	}
+}
+
+// batch is what one drain did, settled once at its end, even when a handler
+// ends the goroutine with runtime.Goexit.
+type batch struct {
+	n, ok, failed int64
+	done          bool
+}
+
+// drain handles up to laneBatch exchanges of l, one at a time in order, then
+// leaves the lane. After a force it discards instead.
+func (e *engine[T]) drain(l *lane[T]) {
+	var b batch
+	defer e.settle(l, &b)
+	for b.n < laneBatch {
+		it, ok := l.q.Peek()
+		if !ok {
+			break
+		}
+		if e.f.forced.Load() {
+			e.dropped(it.x, e.forceCause())
+		} else {
+			e.handle(it, &b)
+		}
+		l.q.Pop()
+		b.n++
+	}
+	b.done = true
+}
+
+// settle accounts for a batch and leaves the lane: back to ready at the tail
+// of the scheduler's queue if exchanges remain, else idle. A batch cut short
+// by runtime.Goexit has its current exchange accounted already by call.
+func (e *engine[T]) settle(l *lane[T], b *batch) {
+	if !b.done {
+		l.q.Pop()
+		b.n++
+	}
+	e.f.succeeded.Add(b.ok)
+	e.f.failed.Add(b.failed)
+	e.f.budget.release(b.n)
+	e.leave(l)
+	e.f.check()
+}
+
+// leave ends a consumer's turn. After going idle it looks again: a push
+// that saw the lane running before it went idle did not schedule it.
+func (e *engine[T]) leave(l *lane[T]) {
+	if l.q.Len() > 0 {
+		l.state.Store(ready)
+		e.schedule(l)
+		return
+	}
+	l.state.Store(idle)
+	if l.q.Len() > 0 && l.state.CompareAndSwap(idle, ready) {
+		e.schedule(l)
+	}
+}
+
+// steal takes the consumer role of l from state from (ready or idle) and
+// discards what it holds, looking again after each round as leave does.
+// It does nothing when the lane is running: its consumer discards.
+func (e *engine[T]) steal(l *lane[T], from int32) {
+	for l.state.CompareAndSwap(from, running) {
+		var n int64
+		for it, ok := l.q.Peek(); ok; it, ok = l.q.Peek() {
+			e.dropped(it.x, e.stopCause())
+			l.q.Pop()
+			n++
+		}
+		e.f.budget.release(n)
+		l.state.Store(idle)
+		e.f.check()
+		if l.q.Len() == 0 {
+			return
+		}
+		from = idle
+	}
+}
+
+// sweep discards every lane no consumer runs: after a force, or once the
+// scheduler was disposed.
+func (e *engine[T]) sweep() {
+	for i := range e.lanes {
+		if l := e.lanes[i].Load(); l != nil {
+			e.steal(l, ready)
+			e.steal(l, idle)
+		}
+	}
+}
+
+// forceCause is the reason of a drop after a force.
+func (e *engine[T]) forceCause() error {
+	if err := context.Cause(e.ctx); err != nil {
+		return err
+	}
+	return ErrForceStopped
+}
+
+// stopCause is the reason of a drop by steal: the force's, else the
+// scheduler's refusal.
+func (e *engine[T]) stopCause() error {
+	if e.f.forced.Load() {
+		return e.forceCause()
+	}
+	return fmt.Errorf("%w: dispatcher %q: scheduler disposed", schedulers.ErrRejected, e.name)
+}
+
+// handle runs the handler on one exchange and accounts for its outcome.
+func (e *engine[T]) handle(it *item[T], b *batch) {
+	var start int64
+	if e.timed {
+		start = e.now()
+		e.obs.Started(time.Duration(start - it.admitted))
+	}
+	err, panicked := e.call(it.x, start)
+	var o Outcome
+	switch {
+	case err == nil:
+		b.ok++
+		if e.timed {
+			e.obs.Finished(OutcomeSuccess, e.since(start), nil)
+		}
+		return
+	case panicked:
+		o = OutcomePanic
+	case e.ctx.Err() != nil:
+		o = OutcomeCancelled
+	default:
+		o = OutcomeError
+	}
+	b.failed++
+	e.failure(it.x, o, e.since(start), err)
+}
+
+// since returns the time elapsed since start, 0 when untimed.
+func (e *engine[T]) since(start int64) time.Duration {
+	if start == 0 {
+		return 0
+	}
+	return time.Duration(e.now() - start)
+}
+
+// call runs the handler, recovering a panic into *PanicError. A handler that
+// calls runtime.Goexit never returns: its exchange is accounted for here as
+// OutcomePanic, with an error wrapping schedulers.ErrGoexit, before the
+// goroutine unwinds (the scheduler replaces the goroutine; the lane goes on).
+func (e *engine[T]) call(x T, start int64) (err error, panicked bool) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		if v := recover(); v != nil {
+			err, panicked = panics.New(v), true
+			return
+		}
+		e.failure(x, OutcomePanic, e.since(start), fmt.Errorf("dispatch: dispatcher %q: handler: %w", e.name, panics.New(schedulers.ErrGoexit)))
+		e.f.failed.Add(1)
+	}()
+	err = e.handler(e.ctx, x)
+	returned = true
+	return err, false
+}
+
+// failure reports a failed exchange (already counted) and applies the
+// error policy.
+func (e *engine[T]) failure(x T, o Outcome, took time.Duration, err error) {
+	e.obs.Finished(o, took, err)
+	level := slog.LevelError
+	if o == OutcomeCancelled {
+		level = slog.LevelWarn // the force's doing, not the handler's
+	}
+	if e.logger.Enabled(e.ctx, level) {
+		attrs := []slog.Attr{slog.String("dispatcher", e.name), slog.String("named_aggregate", e.named.String()),
+			slog.String("outcome", o.String()), slog.Any("error", err)}
+		if id, ok := e.aggregateID(x); ok {
+			attrs = append(attrs, slog.String("aggregate_id", id))
+		}
+		e.logger.LogAttrs(e.ctx, level, "dispatch: exchange failed", attrs...)
+	}
+	if e.policy == StopOnError && o != OutcomeCancelled && e.onFail != nil {
+		e.onFail(err)
+	}
+}
+
+// aggregateID returns x's aggregate id for logs, if the exchange type has
+// one and its AggregateID does not panic.
+func (e *engine[T]) aggregateID(x T) (id string, ok bool) {
+	if e.idOf == nil {
+		return "", false
+	}
+	defer func() {
+		if recover() != nil {
+			id, ok = "", false
+		}
+	}()
+	return e.idOf(x).ID, true
+}
+
+// dropped accounts for an exchange dropped without being handled.
+// It counts last, so that once the count shows nothing in flight no hook
+// of the exchange still runs.
+func (e *engine[T]) dropped(x T, reason error) {
+	e.obs.Discarded(reason)
+	if e.discard != nil {
+		e.callDiscard(x, reason)
+	}
+	e.f.discarded.Add(1)
+}
+
+// callDiscard runs the discard hook, recovering a panic so that the
+// accounting goes on.
+func (e *engine[T]) callDiscard(x T, reason error) {
+	defer func() {
+		if v := recover(); v != nil {
+			e.logger.Error("dispatch: discard hook panicked", slog.String("dispatcher", e.name), slog.Any("error", v))
+		}
+	}()
+	e.discard(x, reason)
+}
+
+// running returns the groups whose lanes a consumer runs now: the groups of
+// handlers still running (or about to), for stop errors.
+func (e *engine[T]) running() []int {
+	var gs []int
+	for i := range e.lanes {
+		if l := e.lanes[i].Load(); l != nil && l.state.Load() == running {
+			gs = append(gs, i)
+		}
+	}
+	return gs
+}
+
+// probe schedules the task that tells watch the scheduler's task context.
+func (e *engine[T]) probe() <-chan context.Context {
+	probe := make(chan context.Context, 1)
+	if err := e.sched.Schedule(func(ctx context.Context) { probe <- ctx }); err != nil {
+		e.rejected(err)
+	}
+	return probe
+}
+
+// ended reacts to the end of the scheduler under the dispatcher: the
+// dispatcher stops with cause, and the lanes no task will run any more are
+// discarded. After the last exchange ended, the end is none of its business.
+func (e *engine[T]) ended(cause error) {
+	if e.f.drainedOnce.Load() {
+		return
+	}
+	e.rejected(cause)
+	e.sweep()
+}
+
+// end releases what the engine holds once its owner reached its end: the
+// handlers' context is done.
+func (e *engine[T]) end() { e.cancel(ErrStopped) }

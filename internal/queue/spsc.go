@@ -1,0 +1,123 @@
+// Package queue holds the unbounded single-producer single-consumer queue
+// that a dispatcher's lane is built on.
+package queue
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// chunkLen is the number of items per chunk: large enough that a chunk
+// change (one pointer hop, at most one allocation) is rare, small enough
+// that an idle lane that once held an item keeps little.
+const chunkLen = 32
+
+type chunk[T any] struct {
+	items [chunkLen]T
+	next  atomic.Pointer[chunk[T]]
+}
+
+// SPSC is an unbounded FIFO queue for one producer and one consumer at a
+// time, lock-free: a Push is a slot write and one atomic add, a Peek/Pop
+// pair a slot read and, once per run of available items, an atomic load.
+// Items live in linked chunks of 32; the consumer hands the chunk it left
+// back to the producer, so a queue that does not grow does not allocate,
+// and further chunks go through Chunks, a pool that queues of one item type
+// may share, so that a queue growing and shrinking does not allocate either.
+//
+// Roles: Push, and Len, belong to the producer; Peek and Pop to the
+// consumer; Len may be called by either. A role may move to another
+// goroutine only across a happens-before edge (a lane hands its consumer
+// role over with an atomic state word). The zero value is an empty queue
+// that holds no chunk until the first Push.
+type SPSC[T any] struct {
+	// producer side
+	tail    *chunk[T]
+	tailPos int
+	pushed  atomic.Uint64
+	// consumer side
+	head    *chunk[T]
+	headPos int
+	avail   uint64 // items known to be published and not yet popped
+	popped  atomic.Uint64
+	// the chunk the consumer left last, for the producer's next one
+	spare atomic.Pointer[chunk[T]]
+	// Chunks, when not nil, recycles the chunks the spare cannot hold.
+	Chunks *Chunks[T]
+}
+
+// Chunks is a pool of chunks for queues of one item type; safe for
+// concurrent use; the zero value is ready.
+type Chunks[T any] struct{ pool sync.Pool }
+
+func (p *Chunks[T]) get() *chunk[T] {
+	if p != nil {
+		if c, ok := p.pool.Get().(*chunk[T]); ok {
+			return c
+		}
+	}
+	return new(chunk[T])
+}
+
+func (p *Chunks[T]) put(c *chunk[T]) {
+	if p != nil {
+		p.pool.Put(c)
+	}
+}
+
+// Push appends v. Producer only.
+func (q *SPSC[T]) Push(v T) {
+	c := q.tail
+	if c == nil || q.tailPos == chunkLen {
+		n := q.spare.Swap(nil)
+		if n == nil {
+			n = q.Chunks.get()
+		}
+		n.next.Store(nil)
+		if c == nil {
+			q.head = n // published to the consumer by the add below
+		} else {
+			c.next.Store(n)
+		}
+		q.tail, q.tailPos, c = n, 0, n
+	}
+	c.items[q.tailPos] = v
+	q.tailPos++
+	q.pushed.Add(1)
+}
+
+// Peek returns the first item, which stays queued until Pop; ok is false
+// when the queue is empty. Consumer only. The pointer is valid until Pop.
+func (q *SPSC[T]) Peek() (v *T, ok bool) {
+	if q.avail == 0 {
+		q.avail = q.pushed.Load() - q.popped.Load()
+		if q.avail == 0 {
+			return nil, false
+		}
+	}
+	if q.headPos == chunkLen {
+		old := q.head
+		q.head, q.headPos = old.next.Load(), 0
+		if !q.spare.CompareAndSwap(nil, old) {
+			q.Chunks.put(old)
+		}
+	}
+	return &q.head.items[q.headPos], true
+}
+
+// Pop removes the item the last Peek returned. Consumer only; call it only
+// after a Peek that returned ok.
+func (q *SPSC[T]) Pop() {
+	var zero T
+	q.head.items[q.headPos] = zero // let the collector reclaim what it held
+	q.headPos++
+	q.avail--
+	q.popped.Add(1)
+}
+
+// Len returns the number of items queued: exact for the producer and for
+// the consumer, a snapshot for anyone else.
+func (q *SPSC[T]) Len() int {
+	popped := q.popped.Load()
+	return int(q.pushed.Load() - popped)
+}
