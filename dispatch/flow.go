@@ -85,15 +85,18 @@ func (b *budget) init(max int64) {
 	b.max, b.room = max, make(chan struct{}, 1)
 }
 
-// tryTake takes a unit if one is free.
-func (b *budget) tryTake() bool {
+// tryTakeUpTo takes up to n free units (at least one) and returns how many,
+// or 0 when none is free.
+func (b *budget) tryTakeUpTo(n int64) int64 {
 	for {
 		p := b.pending.Load()
-		if p >= b.max {
-			return false
+		free := b.max - p
+		if free <= 0 {
+			return 0
 		}
-		if b.pending.CompareAndSwap(p, p+1) {
-			return true
+		n = min(n, free)
+		if b.pending.CompareAndSwap(p, p+n) {
+			return n
 		}
 	}
 }
@@ -101,21 +104,30 @@ func (b *budget) tryTake() bool {
 // acquire takes one unit, waiting while the budget is used up; it returns
 // ctx's cause, holding no unit, if ctx ends first.
 func (b *budget) acquire(ctx context.Context) error {
-	if b.tryTake() {
-		return nil
+	_, err := b.acquireUpTo(ctx, 1)
+	return err
+}
+
+// acquireUpTo takes up to n units, at least one, waiting while none is
+// free; it returns how many, or ctx's cause and none if ctx ends first.
+func (b *budget) acquireUpTo(ctx context.Context, n int64) (int64, error) {
+	if got := b.tryTakeUpTo(n); got > 0 {
+		return got, nil
 	}
 	b.waiters.Add(1)
 	defer b.waiters.Add(-1)
-	for !b.tryTake() {
+	for {
+		if got := b.tryTakeUpTo(n); got > 0 {
+			b.wake() // room may be left for the next waiter
+			return got, nil
+		}
 		select {
 		case <-b.room:
 		case <-ctx.Done():
 			b.wake() // pass on a wake-up this waiter may have taken
-			return context.Cause(ctx)
+			return 0, context.Cause(ctx)
 		}
 	}
-	b.wake() // room may be left for the next waiter
-	return nil
 }
 
 // release gives n units back.

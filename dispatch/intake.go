@@ -30,6 +30,7 @@ type intake[T any] struct {
 	timeout time.Duration
 
 	sourceRunning atomic.Bool // the source's Subscribe has not returned
+	credit        int64       // budget units the source's goroutine took ahead
 
 	// set by Prepare, read after it
 	owned     schedulers.Scheduler // a scheduler made and owned, if any
@@ -194,8 +195,11 @@ func (in *intake[T]) subscribe() {
 	in.sourceDone()
 }
 
-// sourceDone records that the source returned and shuts the intake.
+// sourceDone records that the source returned, gives its budget units
+// back and shuts the intake.
 func (in *intake[T]) sourceDone() {
+	in.f.budget.release(in.credit)
+	in.credit = 0
 	in.sourceRunning.Store(false)
 	in.closeIntake(StateRunning)
 }
@@ -226,14 +230,25 @@ func (in *intake[T]) emit(x T) error {
 		in.unrouted(x, err)
 		return nil
 	}
-	if err := f.budget.acquire(in.srcCtx); err != nil {
-		in.report.dropped(x, in.refusal())
-		f.check()
-		return err
+	if in.credit == 0 {
+		n, err := f.budget.acquireUpTo(in.srcCtx, creditBatch)
+		if err != nil {
+			in.report.dropped(x, in.refusal())
+			f.check()
+			return err
+		}
+		in.credit = n
 	}
+	in.credit--
 	e.push(g, x)
 	return nil
 }
+
+// creditBatch is how many budget units the source's goroutine takes at a
+// time, so that it touches the budget shared with the consumers once per
+// batch rather than once per exchange. Units taken ahead count as pending:
+// the bound holds; they go back when the source returns.
+const creditBatch = 32
 
 // unrouted accounts for an exchange that has no lane: an unknown aggregate
 // is discarded, an invalid key fails.

@@ -217,8 +217,9 @@ func (e *engine[T]) leave(l *lane[T]) {
 		e.schedule(l)
 		return
 	}
+	mark := l.q.Mark() // the consumer role ends with the store below
 	l.state.Store(idle)
-	if l.q.Len() > 0 && l.state.CompareAndSwap(idle, ready) {
+	if l.q.Since(mark) && l.state.CompareAndSwap(idle, ready) {
 		e.schedule(l)
 	}
 }
@@ -235,9 +236,10 @@ func (e *engine[T]) steal(l *lane[T], from int32) {
 			n++
 		}
 		e.f.budget.release(n)
+		mark := l.q.Mark()
 		l.state.Store(idle)
 		e.f.check()
-		if l.q.Len() == 0 {
+		if !l.q.Since(mark) {
 			return
 		}
 		from = idle

@@ -25,8 +25,7 @@ type chunk[T any] struct {
 // and further chunks go through Chunks, a pool that queues of one item type
 // may share, so that a queue growing and shrinking does not allocate either.
 //
-// Roles: Push, and Len, belong to the producer; Peek and Pop to the
-// consumer; Len may be called by either. A role may move to another
+// Roles: Push belongs to the producer; Peek, Pop and Len to the consumer. A role may move to another
 // goroutine only across a happens-before edge (a lane hands its consumer
 // role over with an atomic state word). The zero value is an empty queue
 // that holds no chunk until the first Push.
@@ -39,7 +38,7 @@ type SPSC[T any] struct {
 	head    *chunk[T]
 	headPos int
 	avail   uint64 // items known to be published and not yet popped
-	popped  atomic.Uint64
+	popped  uint64
 	// the chunk the consumer left last, for the producer's next one
 	spare atomic.Pointer[chunk[T]]
 	// Chunks, when not nil, recycles the chunks the spare cannot hold.
@@ -90,7 +89,7 @@ func (q *SPSC[T]) Push(v T) {
 // when the queue is empty. Consumer only. The pointer is valid until Pop.
 func (q *SPSC[T]) Peek() (v *T, ok bool) {
 	if q.avail == 0 {
-		q.avail = q.pushed.Load() - q.popped.Load()
+		q.avail = q.pushed.Load() - q.popped
 		if q.avail == 0 {
 			return nil, false
 		}
@@ -112,12 +111,17 @@ func (q *SPSC[T]) Pop() {
 	q.head.items[q.headPos] = zero // let the collector reclaim what it held
 	q.headPos++
 	q.avail--
-	q.popped.Add(1)
+	q.popped++
 }
 
-// Len returns the number of items queued: exact for the producer and for
-// the consumer, a snapshot for anyone else.
-func (q *SPSC[T]) Len() int {
-	popped := q.popped.Load()
-	return int(q.pushed.Load() - popped)
-}
+// Len returns the number of items queued. Consumer only: it is exact, and
+// costs one atomic load.
+func (q *SPSC[T]) Len() int { return int(q.pushed.Load() - q.popped) }
+
+// Mark returns how many items were popped so far. Consumer only: a consumer
+// about to give up its role takes a mark first, and may ask Since after.
+func (q *SPSC[T]) Mark() uint64 { return q.popped }
+
+// Since reports whether an item was pushed beyond mark: safe from any
+// goroutine, as it reads only what the producer publishes.
+func (q *SPSC[T]) Since(mark uint64) bool { return q.pushed.Load() > mark }
