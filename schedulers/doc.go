@@ -11,7 +11,11 @@
 //   - NewSingle(name): one goroutine (Reactor newSingle).
 //   - Immediate(): the caller's goroutine, no state (Reactor immediate).
 //
-// DefaultPoolSize (Reactor DEFAULT_POOL_SIZE) is the usual n.
+// DefaultPoolSize (Reactor DEFAULT_POOL_SIZE) is the usual n. The
+// constructors return the concrete *Parallel, which implements Scheduler, so
+// that methods can be added to it without breaking implementations of the
+// interface; on error the *Parallel is nil, and storing that in a Scheduler
+// variable gives a non-nil interface: test the error, not the value.
 //
 // # Concurrency contract
 //

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func newParallel(t *testing.T, name string, n int, opts ...schedulers.Option) schedulers.Scheduler {
+func newParallel(t *testing.T, name string, n int, opts ...schedulers.Option) *schedulers.Parallel {
 	t.Helper()
 	s, err := schedulers.NewParallel(name, n, opts...)
 	require.NoError(t, err)

@@ -44,7 +44,13 @@ type entry struct {
 	w    *worker
 }
 
-type parallel struct {
+// Parallel is the scheduler returned by NewParallel and NewSingle: at most n
+// goroutines, started on demand, serving one ready queue of direct tasks and
+// workers with pending tasks. It implements Scheduler; the package doc states
+// its contract (goroutines, what blocks, ordering, contexts, panics,
+// disposal). All methods are safe for concurrent use. The zero value is not
+// usable: build one with a constructor.
+type Parallel struct {
 	name     string
 	n        int
 	opts     options
@@ -77,14 +83,14 @@ type parallel struct {
 // ErrInvalidParallelism for parallelism < 1. The caller owns the scheduler
 // and must end it with DisposeGracefully or Dispose. Reactor:
 // Schedulers.newParallel(name, n) (Schedulers.java, ParallelScheduler.java).
-func NewParallel(name string, parallelism int, opts ...Option) (Scheduler, error) {
+func NewParallel(name string, parallelism int, opts ...Option) (*Parallel, error) {
 	if name == "" {
 		return nil, ErrInvalidName
 	}
 	if parallelism < 1 {
 		return nil, fmt.Errorf("%w: got %d for scheduler %q", ErrInvalidParallelism, parallelism, name)
 	}
-	s := &parallel{
+	s := &Parallel{
 		name:     name,
 		n:        parallelism,
 		opts:     buildOptions(opts),
@@ -103,7 +109,7 @@ func NewParallel(name string, parallelism int, opts ...Option) (Scheduler, error
 // NewSingle returns a scheduler with one goroutine: NewParallel(name, 1,
 // opts...). Every task of it, direct or through any Worker, runs on that one
 // goroutine in turn. Reactor: Schedulers.newSingle(name) (SingleScheduler.java).
-func NewSingle(name string, opts ...Option) (Scheduler, error) {
+func NewSingle(name string, opts ...Option) (*Parallel, error) {
 	return NewParallel(name, 1, opts...)
 }
 
@@ -129,12 +135,21 @@ func workerRejected(scheduler string) error {
 	return fmt.Errorf("%w: worker of scheduler %q is disposed", ErrRejected, scheduler)
 }
 
-func (s *parallel) Name() string { return s.name }
+var _ Scheduler = (*Parallel)(nil)
 
-// String mirrors Reactor's ParallelScheduler.toString.
-func (s *parallel) String() string { return fmt.Sprintf("parallel(%d,%q)", s.n, s.name) }
+// Name returns the name given at construction, also the pprof label
+// "scheduler" of its goroutines.
+func (s *Parallel) Name() string { return s.name }
 
-func (s *parallel) Schedule(task Task) error {
+// String returns parallel(n,"name"), as Reactor's ParallelScheduler.toString.
+func (s *Parallel) String() string { return fmt.Sprintf("parallel(%d,%q)", s.n, s.name) }
+
+// Schedule queues task to run on some goroutine of s, in no order relative
+// to other direct tasks. It never blocks: it takes s's lock once and, if no
+// goroutine is idle, starts one (while fewer than n exist). It returns
+// ErrNilTask for nil and an error wrapping ErrRejected, naming s, once
+// disposal began.
+func (s *Parallel) Schedule(task Task) error {
 	if task == nil {
 		return ErrNilTask
 	}
@@ -153,7 +168,7 @@ func (s *parallel) Schedule(task Task) error {
 // idle goroutine, or starts one if fewer than n exist; otherwise every
 // goroutine is busy and looks at the ready queue before it waits. Called
 // with mu held.
-func (s *parallel) wake() {
+func (s *Parallel) wake() {
 	switch {
 	case s.waiting > 0:
 		s.waiting--
@@ -164,18 +179,27 @@ func (s *parallel) wake() {
 	}
 }
 
-func (s *parallel) NewWorker() (Worker, error) {
+// NewWorker returns a serial queue on s (see Worker); it allocates one small
+// struct and takes no lock. It returns an error wrapping ErrRejected once
+// disposal began.
+func (s *Parallel) NewWorker() (Worker, error) {
 	if s.stopped.Load() {
 		return nil, s.rejected
 	}
 	return &worker{s: s}, nil
 }
 
-func (s *parallel) IsDisposed() bool { return s.stopped.Load() }
+// IsDisposed reports whether either disposal has begun (one atomic load).
+func (s *Parallel) IsDisposed() bool { return s.stopped.Load() }
 
-func (s *parallel) Done() <-chan struct{} { return s.done }
+// Done is closed once disposal has begun, every goroutine of s has exited
+// and every call of the discard hook has returned.
+func (s *Parallel) Done() <-chan struct{} { return s.done }
 
-func (s *parallel) DisposeGracefully(ctx context.Context) error {
+// DisposeGracefully rejects new tasks at once, lets every queued task run,
+// and returns nil once every goroutine has exited, or ctx.Err() if ctx ends
+// first (draining goes on; a later call waits for the same end).
+func (s *Parallel) DisposeGracefully(ctx context.Context) error {
 	s.mu.Lock()
 	if s.state == running {
 		s.stop(shutdown)
@@ -194,7 +218,11 @@ func (s *parallel) DisposeGracefully(ctx context.Context) error {
 	}
 }
 
-func (s *parallel) Dispose() {
+// Dispose rejects new tasks, reports each queued task to the discard hook
+// before it returns, cancels the task context with cause ErrDisposed and
+// returns without waiting for running tasks; Done tells when they ended.
+// Idempotent; it may follow DisposeGracefully to cut a drain short.
+func (s *Parallel) Dispose() {
 	s.mu.Lock()
 	if s.state == disposed {
 		s.mu.Unlock()
@@ -217,7 +245,7 @@ func (s *parallel) Dispose() {
 
 // stop moves to state (shutdown or disposed) and wakes every idle goroutine
 // so that it sees the new state. Called with mu held.
-func (s *parallel) stop(state int) {
+func (s *Parallel) stop(state int) {
 	s.state = state
 	s.stopped.Store(true)
 	s.waiting = 0
@@ -228,7 +256,7 @@ func (s *parallel) stop(state int) {
 // closeIfDone closes done once disposal has begun, no goroutine is left and
 // no discard report is being made, so that Done means "nothing more will
 // run or be reported". Called with mu held.
-func (s *parallel) closeIfDone() {
+func (s *Parallel) closeIfDone() {
 	if s.state != running && s.goroutines == 0 && s.reporting == 0 && !s.closed {
 		s.closed = true
 		close(s.done)
@@ -238,7 +266,7 @@ func (s *parallel) closeIfDone() {
 // unlockAndDiscard unlocks mu and reports dropped to the discard hook,
 // keeping done open until the reports are made. Called with mu held, by a
 // caller that is not one of the scheduler's goroutines.
-func (s *parallel) unlockAndDiscard(dropped []Task) {
+func (s *Parallel) unlockAndDiscard(dropped []Task) {
 	if len(dropped) == 0 {
 		s.mu.Unlock()
 		return
@@ -252,7 +280,7 @@ func (s *parallel) unlockAndDiscard(dropped []Task) {
 	s.mu.Unlock()
 }
 
-func (s *parallel) discard(tasks []Task) {
+func (s *Parallel) discard(tasks []Task) {
 	if s.opts.onDiscard == nil {
 		return
 	}
@@ -266,7 +294,7 @@ func (s *parallel) discard(tasks []Task) {
 // locals lets the goroutine's deferred cleanup put them back should a task
 // end the goroutine with runtime.Goexit.
 type runner struct {
-	s       *parallel
+	s       *Parallel
 	w       *worker // owner of the batch; nil for a direct task
 	batch   [batchSize]Task
 	next, n int
@@ -274,7 +302,7 @@ type runner struct {
 }
 
 // loop is the body of every goroutine of the scheduler.
-func (s *parallel) loop() {
+func (s *Parallel) loop() {
 	r := &runner{s: s}
 	pprof.Do(s.ctx, s.labels, r.serve)
 }
@@ -356,7 +384,7 @@ func (r *runner) runBatch(ctx context.Context) {
 // tasks, else idle. Once the scheduler or w is disposed, its tasks are
 // removed and returned for discarding (Dispose could not reach the queue of
 // a worker that was executing). Called with mu held.
-func (s *parallel) release(w *worker) (dropped []Task) {
+func (s *Parallel) release(w *worker) (dropped []Task) {
 	switch {
 	case w.tasks.len() == 0:
 		w.state = idle
@@ -398,7 +426,7 @@ func (r *runner) abandon() {
 }
 
 // run is small so that its deferred call is open-coded (no allocation).
-func (s *parallel) run(ctx context.Context, t Task) {
+func (s *Parallel) run(ctx context.Context, t Task) {
 	returned := false
 	defer s.settle(&returned)
 	t(ctx)
@@ -407,7 +435,7 @@ func (s *parallel) run(ctx context.Context, t Task) {
 
 // settle reports a panic of the task, or its call to runtime.Goexit (which
 // recover cannot stop), to the panic hook.
-func (s *parallel) settle(returned *bool) {
+func (s *Parallel) settle(returned *bool) {
 	if v := recover(); v != nil {
 		s.opts.onPanic(panics.New(v))
 	} else if !*returned {
@@ -416,7 +444,7 @@ func (s *parallel) settle(returned *bool) {
 }
 
 type worker struct {
-	s        *parallel
+	s        *Parallel
 	tasks    ring[Task] // guarded by s.mu
 	state    int        // guarded by s.mu
 	disposed atomic.Bool

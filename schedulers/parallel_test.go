@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"runtime"
@@ -31,6 +32,20 @@ func TestConstructorsValidate(t *testing.T) {
 	assert.ErrorIs(t, err, schedulers.ErrInvalidName)
 	_, err = schedulers.NewSingle("")
 	assert.ErrorIs(t, err, schedulers.ErrInvalidName)
+}
+
+func TestConstructorsReturnTheConcreteType(t *testing.T) {
+	p, err := schedulers.NewParallel("orders", 3)
+	require.NoError(t, err)
+	single, err := schedulers.NewSingle("billing")
+	require.NoError(t, err)
+	assert.Equal(t, `parallel(3,"orders")`, p.String())
+	assert.Equal(t, `parallel(1,"billing")`, single.String())
+	var s schedulers.Scheduler = p // callers holding the interface keep compiling
+	assert.Equal(t, "orders", s.Name())
+	assert.Equal(t, `parallel(3,"orders")`, fmt.Sprint(s), "String is reached through the interface too")
+	p.Dispose()
+	single.Dispose()
 }
 
 func TestConstructorsStartNoGoroutine(t *testing.T) {
