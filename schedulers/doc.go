@@ -48,7 +48,10 @@
 // Contexts. Every task receives a context of the scheduler, cancelled with
 // cause ErrDisposed (see context.Cause) when Dispose is called: the Go
 // counterpart of Reactor's thread interrupt. A task that may run long should
-// watch it.
+// watch it. The context is done once the scheduler has terminated either
+// way: a graceful disposal cancels it with cause ErrTerminated when its last
+// goroutine has exited, before Done closes, so that a goroutine a task
+// handed it to does not outlive the scheduler unnoticed.
 //
 // Panics. A task's panic is recovered into a *PanicError (value and stack)
 // and handed to the panic hook (WithPanicHook; by default logged at error

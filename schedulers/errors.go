@@ -26,4 +26,9 @@ var (
 	// task context by Dispose: the counterpart of the thread interrupt of
 	// Reactor's dispose() (ExecutorService.shutdownNow).
 	ErrDisposed = errors.New("schedulers: disposed")
+	// ErrTerminated is the cause (context.Cause) of the cancellation of the
+	// task context when a graceful disposal ends (the last goroutine
+	// exited), so that no task context, nor any goroutine a task handed it
+	// to, outlives the scheduler. After Dispose the cause is ErrDisposed.
+	ErrTerminated = errors.New("schedulers: terminated")
 )

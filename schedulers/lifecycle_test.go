@@ -300,3 +300,42 @@ func TestDoneWaitsForDiscardReports(t *testing.T) {
 		assert.Equal(t, 3, reported.get())
 	})
 }
+
+// A task may hand its context to a goroutine that outlives it; that context
+// must not outlive the scheduler.
+func TestTaskContextIsDoneOnceTerminated(t *testing.T) {
+	for _, tc := range []struct {
+		stop  string
+		cause error
+	}{
+		{"graceful", schedulers.ErrTerminated},
+		{"force", schedulers.ErrDisposed},
+		{"graceful then force", schedulers.ErrTerminated},
+	} {
+		t.Run(tc.stop, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newParallel(t, "ctx", 2)
+				kept := make(chan context.Context, 2)
+				keep := func(ctx context.Context) { kept <- ctx }
+				require.NoError(t, s.Schedule(keep))
+				require.NoError(t, newWorker(t, s).Schedule(keep))
+				synctest.Wait()
+				if tc.stop == "force" {
+					s.Dispose()
+					<-s.Done()
+				} else {
+					drain(t, s)
+				}
+				if tc.stop == "graceful then force" {
+					s.Dispose()
+				}
+				for range cap(kept) {
+					ctx := <-kept
+					require.True(t, isClosed(ctx.Done()), "the task context is done once the scheduler terminated")
+					assert.ErrorIs(t, context.Cause(ctx), tc.cause)
+					assert.ErrorIs(t, ctx.Err(), context.Canceled)
+				}
+			})
+		})
+	}
+}

@@ -198,7 +198,9 @@ func (s *Parallel) Done() <-chan struct{} { return s.done }
 
 // DisposeGracefully rejects new tasks at once, lets every queued task run,
 // and returns nil once every goroutine has exited, or ctx.Err() if ctx ends
-// first (draining goes on; a later call waits for the same end).
+// first (draining goes on; a later call waits for the same end). When the
+// last goroutine exits, the task context is cancelled with cause
+// ErrTerminated.
 func (s *Parallel) DisposeGracefully(ctx context.Context) error {
 	s.mu.Lock()
 	if s.state == running {
@@ -221,7 +223,8 @@ func (s *Parallel) DisposeGracefully(ctx context.Context) error {
 // Dispose rejects new tasks, reports each queued task to the discard hook
 // before it returns, cancels the task context with cause ErrDisposed and
 // returns without waiting for running tasks; Done tells when they ended.
-// Idempotent; it may follow DisposeGracefully to cut a drain short.
+// Idempotent; it may follow DisposeGracefully to cut a drain short (after a
+// completed one, the context keeps its cause ErrTerminated).
 func (s *Parallel) Dispose() {
 	s.mu.Lock()
 	if s.state == disposed {
@@ -229,6 +232,7 @@ func (s *Parallel) Dispose() {
 		return
 	}
 	s.forced.Store(true)
+	s.cancel(ErrDisposed) // before stop, whose closeIfDone may cancel too
 	s.stop(disposed)
 	var dropped []Task
 	for e, ok := s.ready.pop(); ok; e, ok = s.ready.pop() {
@@ -239,7 +243,6 @@ func (s *Parallel) Dispose() {
 		dropped = append(dropped, e.w.tasks.drain()...)
 		e.w.state = idle
 	}
-	s.cancel(ErrDisposed)
 	s.unlockAndDiscard(dropped)
 }
 
@@ -255,10 +258,13 @@ func (s *Parallel) stop(state int) {
 
 // closeIfDone closes done once disposal has begun, no goroutine is left and
 // no discard report is being made, so that Done means "nothing more will
-// run or be reported". Called with mu held.
+// run or be reported". It cancels the task context first (a no-op after
+// Dispose), so that no context of a task outlives the scheduler. Called with
+// mu held; cancelling runs no user code.
 func (s *Parallel) closeIfDone() {
 	if s.state != running && s.goroutines == 0 && s.reporting == 0 && !s.closed {
 		s.closed = true
+		s.cancel(ErrTerminated)
 		close(s.done)
 	}
 }

@@ -13,6 +13,8 @@ import (
 // Task is a unit of work run by a Scheduler or a Worker. ctx is cancelled, with
 // cause ErrDisposed, when the scheduler is disposed by force (Dispose): the Go
 // counterpart of the thread interrupt Reactor's Scheduler.dispose() delivers.
+// It is done, at the latest, once the scheduler has terminated either way:
+// after a graceful disposal, with cause ErrTerminated.
 type Task func(ctx context.Context)
 
 // Scheduler runs Tasks on goroutines it owns. It mirrors Reactor's
@@ -34,7 +36,8 @@ type Scheduler interface {
 	// It returns an error wrapping ErrRejected once disposal began.
 	NewWorker() (Worker, error)
 	// DisposeGracefully rejects new tasks at once, lets every queued and running
-	// task finish, and returns nil when every goroutine has exited. If ctx ends
+	// task finish, and returns nil when every goroutine has exited, the task
+	// context then being done (cause ErrTerminated). If ctx ends
 	// first it returns ctx's error (errors.Is context.DeadlineExceeded or
 	// context.Canceled) and draining goes on; a later call waits again for the
 	// same termination. Reactor: disposeGracefully() with timeout(...).
