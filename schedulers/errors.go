@@ -8,9 +8,14 @@ var (
 	// message names the scheduler. Reactor: RejectedExecutionException
 	// (Exceptions.failWithRejected, Exceptions.java).
 	ErrRejected = errors.New("schedulers: rejected")
-	// ErrInvalidParallelism is returned by NewParallel for parallelism < 1.
-	// Reactor: the IllegalArgumentException of ParallelScheduler's constructor.
+	// ErrInvalidParallelism is returned by NewParallel for parallelism < 1
+	// and by NewBoundedElastic for maxGoroutines < 1. Reactor: the
+	// IllegalArgumentException of ParallelScheduler's constructor.
 	ErrInvalidParallelism = errors.New("schedulers: parallelism must be at least 1")
+	// ErrInvalidOption is returned by the constructors for an option they
+	// cannot honour: WithTTL(d <= 0), or WithTTL on NewParallel. Reactor:
+	// the IllegalArgumentException of newBoundedElastic's ttlSeconds.
+	ErrInvalidOption = errors.New("schedulers: invalid option")
 	// ErrInvalidName is returned by the constructors for an empty name, which
 	// would leave goroutines and logs unattributable.
 	ErrInvalidName = errors.New("schedulers: name must not be empty")

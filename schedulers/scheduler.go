@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"time"
 
 	"github.com/aggflow/aggflow/internal/panics"
 )
@@ -85,7 +86,8 @@ func envPositive(name string, fallback int) int {
 	return fallback
 }
 
-// Option configures NewParallel and NewSingle; a nil Option is ignored. It
+// Option configures NewParallel, NewSingle and NewBoundedElastic; a nil
+// Option is ignored. It
 // stands for the hooks and settings Reactor passes through Schedulers.Factory
 // and Schedulers.onHandleError (Schedulers.java).
 type Option func(*options)
@@ -94,6 +96,8 @@ type options struct {
 	onPanic   func(*PanicError)
 	onDiscard func(Task)
 	logger    *slog.Logger
+	ttl       time.Duration
+	ttlSet    bool
 }
 
 // WithPanicHook is called, on the goroutine that ran the task, with each task
@@ -116,6 +120,15 @@ func WithPanicHook(hook func(*PanicError)) Option {
 // Hooks.onNextDropped (Hooks.java).
 func WithDiscardHook(hook func(Task)) Option {
 	return func(o *options) { o.onDiscard = hook }
+}
+
+// WithTTL sets how long a goroutine of NewBoundedElastic stays idle before
+// it exits (default DefaultTTL). d <= 0 makes the constructor return an
+// error wrapping ErrInvalidOption, and so does WithTTL given to NewParallel
+// or NewSingle, whose goroutines stay until disposal. Reactor: the
+// ttlSeconds of Schedulers.newBoundedElastic.
+func WithTTL(d time.Duration) Option {
+	return func(o *options) { o.ttl, o.ttlSet = d, true }
 }
 
 // WithLogger sets the logger of the default panic hook (default, and for
