@@ -65,6 +65,8 @@ func TestBoundedElasticRunsTasksQueuedWhileAllAreBusy(t *testing.T) {
 		require.NoError(t, s.Schedule(blocking(&g, release)))
 		w := newWorker(t, s)
 		require.NoError(t, w.Schedule(blocking(&g, release)))
+		synctest.Wait()
+		require.Equal(t, 2, s.Goroutines(), "both busy")
 		var ran counter
 		var order recorder
 		for i := range 50 {
@@ -154,6 +156,7 @@ func TestParallelGoroutinesNeverRetire(t *testing.T) {
 		for range 3 {
 			require.NoError(t, s.Schedule(blocking(&g, release)))
 		}
+		synctest.Wait()
 		close(release)
 		time.Sleep(24 * time.Hour)
 		synctest.Wait()
