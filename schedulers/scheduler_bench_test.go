@@ -50,22 +50,31 @@ func measureWork(b *testing.B, n int, work func(), submit func(schedulers.Task))
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/tasks, "allocs/task")
 }
 
+// channelPool starts n goroutines running the tasks sent on the returned
+// channel, of the given capacity, until b ends.
+func channelPool(b *testing.B, n, capacity int) chan<- schedulers.Task {
+	ch := make(chan schedulers.Task, capacity)
+	var pool sync.WaitGroup
+	for range n {
+		pool.Go(func() {
+			for t := range ch {
+				t(context.Background())
+			}
+		})
+	}
+	b.Cleanup(func() {
+		close(ch)
+		pool.Wait()
+	})
+	return ch
+}
+
 // baselines runs, next to the scheduler's own sub-benchmarks, a fixed pool
 // of n goroutines fed by one buffered channel and a goroutine per task.
 func baselines(b *testing.B, n int) {
 	b.Run("channel-pool", func(b *testing.B) {
-		ch := make(chan schedulers.Task, burst)
-		var pool sync.WaitGroup
-		for range n {
-			pool.Go(func() {
-				for t := range ch {
-					t(context.Background())
-				}
-			})
-		}
+		ch := channelPool(b, n, burst)
 		measure(b, func(t schedulers.Task) { ch <- t })
-		close(ch)
-		pool.Wait()
 	})
 	b.Run("go-per-task", func(b *testing.B) {
 		measure(b, func(t schedulers.Task) { go t(context.Background()) })
