@@ -31,10 +31,10 @@
 // busy, until the scheduler is disposed; on a bounded elastic one it exits
 // once idle for the TTL (a timer while idle, no other goroutine). No other
 // goroutine is ever started: no evictor, no poller, no goroutine per task or
-// per waiter. Goroutines() tells how many there are. Every goroutine carries the pprof label scheduler=<name>. A
-// goroutine is started by a Schedule call and so joins that caller's
-// testing/synctest bubble, if any: in such tests, create, use and dispose a
-// scheduler inside one bubble.
+// per waiter. Goroutines() tells how many there are. Every goroutine carries
+// the pprof label scheduler=<name>. A goroutine is started by a Schedule call
+// and so joins that caller's testing/synctest bubble, if any: in such tests,
+// create, use and dispose a scheduler inside one bubble.
 //
 // What blocks. Schedule, NewWorker, Worker.Schedule, Worker.Dispose, Dispose
 // and IsDisposed never wait for a task: they take one short lock and return

@@ -38,8 +38,8 @@ type Scheduler interface {
 	NewWorker() (Worker, error)
 	// DisposeGracefully rejects new tasks at once, lets every queued and running
 	// task finish, and returns nil when every goroutine has exited, the task
-	// context then being done (cause ErrTerminated). If ctx ends
-	// first it returns ctx's error (errors.Is context.DeadlineExceeded or
+	// context then being done (cause ErrTerminated). If ctx ends first it
+	// returns ctx's error (errors.Is context.DeadlineExceeded or
 	// context.Canceled) and draining goes on; a later call waits again for the
 	// same termination. Reactor: disposeGracefully() with timeout(...).
 	DisposeGracefully(ctx context.Context) error
@@ -87,9 +87,8 @@ func envPositive(name string, fallback int) int {
 }
 
 // Option configures NewParallel, NewSingle and NewBoundedElastic; a nil
-// Option is ignored. It
-// stands for the hooks and settings Reactor passes through Schedulers.Factory
-// and Schedulers.onHandleError (Schedulers.java).
+// Option is ignored. It stands for the hooks and settings Reactor passes
+// through Schedulers.Factory and Schedulers.onHandleError (Schedulers.java).
 type Option func(*options)
 
 type options struct {
