@@ -9,20 +9,32 @@
 //
 //   - NewParallel(name, n): at most n goroutines (Reactor newParallel).
 //   - NewSingle(name): one goroutine (Reactor newSingle).
+//   - NewBoundedElastic(name, n): at most n goroutines for blocking tasks,
+//     each ending after a TTL idle (Reactor newBoundedElastic).
 //   - Immediate(): the caller's goroutine, no state (Reactor immediate).
 //
-// DefaultPoolSize (Reactor DEFAULT_POOL_SIZE) is the usual n.
+// DefaultPoolSize (Reactor DEFAULT_POOL_SIZE) is the usual n of a parallel
+// scheduler, DefaultBoundedElasticSize (DEFAULT_BOUNDED_ELASTIC_SIZE) that
+// of a bounded elastic one. Both kinds are one engine: same queue, workers,
+// batches, disposal and hooks; they differ only in whether idle goroutines
+// retire. The constructors return concrete types (*Parallel,
+// *BoundedElastic), which implement Scheduler, so that methods can be added
+// to them without breaking implementations of the interface; on error the
+// pointer is nil, and storing that in a Scheduler variable gives a non-nil
+// interface: test the error, not the value.
 //
 // # Concurrency contract
 //
-// Goroutines. A parallel scheduler owns at most n goroutines. The constructor
-// starts none; the first tasks start them one by one, and a goroutine once
-// started stays, idle or busy, until the scheduler is disposed. No other
-// goroutine is ever started: no timer, no poller, no goroutine per task or per
-// waiter. Every goroutine carries the pprof label scheduler=<name>. A
-// goroutine is started by a Schedule call and so joins that caller's
-// testing/synctest bubble, if any: in such tests, create, use and dispose a
-// scheduler inside one bubble.
+// Goroutines. A scheduler owns at most n goroutines. The constructor starts
+// none; a task that finds no idle goroutine starts one, while fewer than n
+// exist. On a parallel scheduler a goroutine once started stays, idle or
+// busy, until the scheduler is disposed; on a bounded elastic one it exits
+// once idle for the TTL (a timer while idle, no other goroutine). No other
+// goroutine is ever started: no evictor, no poller, no goroutine per task or
+// per waiter. Goroutines() tells how many there are. Every goroutine carries
+// the pprof label scheduler=<name>. A goroutine is started by a Schedule call
+// and so joins that caller's testing/synctest bubble, if any: in such tests,
+// create, use and dispose a scheduler inside one bubble.
 //
 // What blocks. Schedule, NewWorker, Worker.Schedule, Worker.Dispose, Dispose
 // and IsDisposed never wait for a task: they take one short lock and return
@@ -44,7 +56,10 @@
 // Contexts. Every task receives a context of the scheduler, cancelled with
 // cause ErrDisposed (see context.Cause) when Dispose is called: the Go
 // counterpart of Reactor's thread interrupt. A task that may run long should
-// watch it.
+// watch it. The context is done once the scheduler has terminated either
+// way: a graceful disposal cancels it with cause ErrTerminated when its last
+// goroutine has exited, before Done closes, so that a goroutine a task
+// handed it to does not outlive the scheduler unnoticed.
 //
 // Panics. A task's panic is recovered into a *PanicError (value and stack)
 // and handed to the panic hook (WithPanicHook; by default logged at error
@@ -56,8 +71,9 @@
 //
 // # Who must dispose
 //
-// Whoever calls NewParallel or NewSingle owns the scheduler and must end it,
-// or its goroutines live as long as the process:
+// Whoever calls NewParallel, NewSingle or NewBoundedElastic owns the
+// scheduler and must end it, or its goroutines (on a parallel scheduler) and
+// its queued tasks live as long as the process:
 //
 //   - DisposeGracefully(ctx) rejects new tasks with ErrRejected at once, lets
 //     every queued task run (direct and on workers), and returns nil when the

@@ -8,9 +8,14 @@ var (
 	// message names the scheduler. Reactor: RejectedExecutionException
 	// (Exceptions.failWithRejected, Exceptions.java).
 	ErrRejected = errors.New("schedulers: rejected")
-	// ErrInvalidParallelism is returned by NewParallel for parallelism < 1.
-	// Reactor: the IllegalArgumentException of ParallelScheduler's constructor.
+	// ErrInvalidParallelism is returned by NewParallel for parallelism < 1
+	// and by NewBoundedElastic for maxGoroutines < 1. Reactor: the
+	// IllegalArgumentException of ParallelScheduler's constructor.
 	ErrInvalidParallelism = errors.New("schedulers: parallelism must be at least 1")
+	// ErrInvalidOption is returned by the constructors for an option they
+	// cannot honour: WithTTL(d <= 0), or WithTTL on NewParallel. Reactor:
+	// the IllegalArgumentException of newBoundedElastic's ttlSeconds.
+	ErrInvalidOption = errors.New("schedulers: invalid option")
 	// ErrInvalidName is returned by the constructors for an empty name, which
 	// would leave goroutines and logs unattributable.
 	ErrInvalidName = errors.New("schedulers: name must not be empty")
@@ -26,4 +31,9 @@ var (
 	// task context by Dispose: the counterpart of the thread interrupt of
 	// Reactor's dispose() (ExecutorService.shutdownNow).
 	ErrDisposed = errors.New("schedulers: disposed")
+	// ErrTerminated is the cause (context.Cause) of the cancellation of the
+	// task context when a graceful disposal ends (the last goroutine
+	// exited), so that no task context, nor any goroutine a task handed it
+	// to, outlives the scheduler. After Dispose the cause is ErrDisposed.
+	ErrTerminated = errors.New("schedulers: terminated")
 )

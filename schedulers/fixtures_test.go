@@ -2,6 +2,7 @@ package schedulers_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,11 +12,62 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func newParallel(t *testing.T, name string, n int, opts ...schedulers.Option) schedulers.Scheduler {
+// built takes a constructor's results and returns what it built, failing
+// t if it failed: built(schedulers.NewParallel(...))(t).
+func built[S any](s S, err error) func(t *testing.T) S {
+	return func(t *testing.T) S {
+		t.Helper()
+		require.NoError(t, err)
+		return s
+	}
+}
+
+func newParallel(t *testing.T, name string, n int, opts ...schedulers.Option) *schedulers.Parallel {
 	t.Helper()
-	s, err := schedulers.NewParallel(name, n, opts...)
-	require.NoError(t, err)
-	return s
+	return built(schedulers.NewParallel(name, n, opts...))(t)
+}
+
+func newElastic(t *testing.T, name string, n int, opts ...schedulers.Option) *schedulers.BoundedElastic {
+	t.Helper()
+	return built(schedulers.NewBoundedElastic(name, n, opts...))(t)
+}
+
+// testScheduler is what every constructor's scheduler offers.
+type testScheduler interface {
+	schedulers.Scheduler
+	fmt.Stringer
+	Goroutines() int
+}
+
+// kind is one constructor of a scheduler of n goroutines. Parallel and
+// bounded elastic schedulers share one engine and one contract, so the
+// contract's tests run over both.
+type kind struct {
+	name  string
+	build func(name string, n int, opts ...schedulers.Option) (testScheduler, error)
+}
+
+var kinds = []kind{
+	{"parallel", func(name string, n int, opts ...schedulers.Option) (testScheduler, error) {
+		return schedulers.NewParallel(name, n, opts...)
+	}},
+	{"elastic", func(name string, n int, opts ...schedulers.Option) (testScheduler, error) {
+		return schedulers.NewBoundedElastic(name, n, opts...)
+	}},
+}
+
+func (k kind) new(t *testing.T, name string, n int, opts ...schedulers.Option) testScheduler {
+	t.Helper()
+	return built(k.build(name, n, opts...))(t)
+}
+
+// eachKind runs f in a synctest bubble for every kind, as a subtest.
+func eachKind(t *testing.T, f func(t *testing.T, k kind)) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { f(t, k) })
+		})
+	}
 }
 
 func newWorker(t *testing.T, s schedulers.Scheduler) schedulers.Worker {
@@ -92,10 +144,10 @@ type rig struct {
 	g         gauge
 }
 
-func newRig(t *testing.T, name string, n int) *rig {
+func newRig(t *testing.T, k kind, name string, n int) *rig {
 	t.Helper()
 	r := &rig{}
-	r.s = newParallel(t, name, n, schedulers.WithDiscardHook(r.discarded.hook))
+	r.s = k.new(t, name, n, schedulers.WithDiscardHook(r.discarded.hook))
 	return r
 }
 

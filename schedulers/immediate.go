@@ -11,8 +11,12 @@ import (
 // Immediate returns the scheduler that runs each task on the caller's
 // goroutine, inside Schedule, with context.Background() (never cancelled). It
 // is a stateless singleton owning no goroutine: Dispose does nothing,
-// DisposeGracefully returns nil at once, IsDisposed stays false and Done
-// returns a channel that is never closed, since it is never disposed. A task
+// DisposeGracefully returns nil at once and IsDisposed stays false, as in
+// Reactor. It never terminates, so Done returns nil, as
+// context.Background().Done() does: a channel that is never closed, shared
+// with no testing/synctest bubble, so that a goroutine of a bubble waiting
+// on it (with its bubble's channels) is durably blocked and synctest.Wait
+// returns. A closed channel would tell waiters that it terminated. A task
 // panic is recovered and logged through slog.Default().
 //
 // Its workers run tasks inline too, so tasks of one worker are serial only
@@ -20,9 +24,9 @@ import (
 // ErrRejected. Reactor: Schedulers.immediate() (ImmediateScheduler.java).
 func Immediate() Scheduler { return immediateScheduler }
 
-var immediateScheduler = &immediate{never: make(chan struct{})}
+var immediateScheduler = &immediate{}
 
-type immediate struct{ never chan struct{} }
+type immediate struct{}
 
 func (immediate) Name() string { return "immediate" }
 
@@ -51,7 +55,7 @@ func (immediate) Dispose() {}
 
 func (immediate) IsDisposed() bool { return false }
 
-func (i *immediate) Done() <-chan struct{} { return i.never }
+func (*immediate) Done() <-chan struct{} { return nil }
 
 type immediateWorker struct{ disposed atomic.Bool }
 

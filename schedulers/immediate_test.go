@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"testing"
+	"testing/synctest"
 
 	"github.com/aggflow/aggflow/schedulers"
 	"github.com/stretchr/testify/assert"
@@ -32,6 +33,34 @@ func TestImmediateDisposalIsANoOp(t *testing.T) {
 	var ran counter
 	assert.NoError(t, s.Schedule(ran.task))
 	assert.Equal(t, 1, ran.get())
+}
+
+// flux.PublishOn waits for its drain and for the scheduler's Done in one
+// select; on Immediate that must leave a goroutine durably blocked inside a
+// synctest bubble, or synctest.Wait never returns (the test then hangs until
+// go test's -timeout).
+func TestImmediateDoneLetsSynctestWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := schedulers.Immediate()
+		release := make(chan struct{})
+		ended := make(chan string, 1)
+		require.NoError(t, s.Schedule(func(context.Context) {
+			go func() {
+				select {
+				case <-release:
+					ended <- "released"
+				case <-s.Done():
+					ended <- "terminated"
+				}
+			}()
+		}))
+		synctest.Wait()
+		assert.Empty(t, ended, "Immediate never terminates")
+		close(release)
+		assert.Equal(t, "released", <-ended)
+		s.Dispose()
+		assert.False(t, isClosed(s.Done()), "Dispose does nothing")
+	})
 }
 
 func TestImmediateWorker(t *testing.T) {

@@ -24,8 +24,8 @@ func assertRejected(t *testing.T, s schedulers.Scheduler, w schedulers.Worker) {
 }
 
 func TestDisposeGracefullyDrainsQueuedWork(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, "drain", 2)
+	eachKind(t, func(t *testing.T, k kind) {
+		r := newRig(t, k, "drain", 2)
 		release := make(chan struct{})
 		w := newWorker(t, r.s)
 		r.block(t, w, release)
@@ -52,8 +52,8 @@ func TestDisposeGracefullyDrainsQueuedWork(t *testing.T) {
 }
 
 func TestDisposeGracefullyTimesOutThenCompletes(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, "slow", 1)
+	eachKind(t, func(t *testing.T, k kind) {
+		r := newRig(t, k, "slow", 1)
 		release := make(chan struct{})
 		r.block(t, r.s, release)
 		require.NoError(t, r.s.Schedule(r.ran.task))
@@ -76,8 +76,8 @@ func TestDisposeGracefullyTimesOutThenCompletes(t *testing.T) {
 }
 
 func TestConcurrentGracefulCallersShareTheResult(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, "shared", 2)
+	eachKind(t, func(t *testing.T, k kind) {
+		r := newRig(t, k, "shared", 2)
 		release := make(chan struct{})
 		r.block(t, r.s, release)
 		results := make(chan error, 8)
@@ -94,8 +94,8 @@ func TestConcurrentGracefulCallersShareTheResult(t *testing.T) {
 }
 
 func TestDisposeDropsQueuedAndCancelsRunning(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, "force", 2)
+	eachKind(t, func(t *testing.T, k kind) {
+		r := newRig(t, k, "force", 2)
 		causes := make(chan error, 1)
 		// One task watches its ctx, the other ignores it, so Dispose cannot
 		// be waiting for running tasks.
@@ -130,8 +130,8 @@ func TestDisposeDropsQueuedAndCancelsRunning(t *testing.T) {
 // A worker's tasks queued while it executes are out of the ready queue; the
 // goroutine executing it reports them.
 func TestDisposeDiscardsTasksOfAnExecutingWorker(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, "executing", 1)
+	eachKind(t, func(t *testing.T, k kind) {
+		r := newRig(t, k, "executing", 1)
 		release := make(chan struct{})
 		w := newWorker(t, r.s)
 		r.block(t, w, release) // a batch of one
@@ -161,8 +161,8 @@ func (r *rig) batchBehind(t *testing.T, w schedulers.Worker, n int, release <-ch
 }
 
 func TestDisposeDiscardsTheRestOfARunningBatch(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, "batch", 1)
+	eachKind(t, func(t *testing.T, k kind) {
+		r := newRig(t, k, "batch", 1)
 		release := make(chan struct{})
 		r.batchBehind(t, newWorker(t, r.s), 10, release)
 		r.s.Dispose()
@@ -175,8 +175,8 @@ func TestDisposeDiscardsTheRestOfARunningBatch(t *testing.T) {
 }
 
 func TestDisposeTakesOverGracefulStop(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, "takeover", 1)
+	eachKind(t, func(t *testing.T, k kind) {
+		r := newRig(t, k, "takeover", 1)
 		w := newWorker(t, r.s)
 		require.NoError(t, w.Schedule(func(ctx context.Context) { <-ctx.Done() }))
 		for range 5 {
@@ -198,7 +198,13 @@ func TestDisposeTakesOverGracefulStop(t *testing.T) {
 }
 
 func TestConcurrentDisposalsAreSafe(t *testing.T) {
-	r := newRig(t, "storm", 4)
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) { concurrentDisposals(t, k) })
+	}
+}
+
+func concurrentDisposals(t *testing.T, k kind) {
+	r := newRig(t, k, "storm", 4)
 	w := newWorker(t, r.s)
 	const tasks = 1000
 	for range tasks / 2 {
@@ -231,8 +237,8 @@ func TestConcurrentDisposalsAreSafe(t *testing.T) {
 }
 
 func TestWorkerDispose(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, "wd", 1)
+	eachKind(t, func(t *testing.T, k kind) {
+		r := newRig(t, k, "wd", 1)
 		release := make(chan struct{})
 		w, other := newWorker(t, r.s), newWorker(t, r.s)
 		r.block(t, w, release) // a batch of one
@@ -257,8 +263,8 @@ func TestWorkerDispose(t *testing.T) {
 }
 
 func TestWorkerDisposeDiscardsTheRestOfItsBatch(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t, "wdb", 1)
+	eachKind(t, func(t *testing.T, k kind) {
+		r := newRig(t, k, "wdb", 1)
 		release := make(chan struct{})
 		w := newWorker(t, r.s)
 		r.batchBehind(t, w, 7, release)
@@ -271,10 +277,10 @@ func TestWorkerDisposeDiscardsTheRestOfItsBatch(t *testing.T) {
 }
 
 func TestDoneWaitsForDiscardReports(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	eachKind(t, func(t *testing.T, k kind) {
 		hookRelease := make(chan struct{})
 		var reported counter
-		s := newParallel(t, "reports", 1, schedulers.WithDiscardHook(func(schedulers.Task) {
+		s := k.new(t, "reports", 1, schedulers.WithDiscardHook(func(schedulers.Task) {
 			<-hookRelease
 			reported.n.Add(1)
 		}))
@@ -299,4 +305,43 @@ func TestDoneWaitsForDiscardReports(t *testing.T) {
 		<-s.Done()
 		assert.Equal(t, 3, reported.get())
 	})
+}
+
+// A task may hand its context to a goroutine that outlives it; that context
+// must not outlive the scheduler.
+func TestTaskContextIsDoneOnceTerminated(t *testing.T) {
+	for _, tc := range []struct {
+		stop  string
+		cause error
+	}{
+		{"graceful", schedulers.ErrTerminated},
+		{"force", schedulers.ErrDisposed},
+		{"graceful then force", schedulers.ErrTerminated},
+	} {
+		t.Run(tc.stop, func(t *testing.T) {
+			eachKind(t, func(t *testing.T, k kind) {
+				s := k.new(t, "ctx", 2)
+				kept := make(chan context.Context, 2)
+				keep := func(ctx context.Context) { kept <- ctx }
+				require.NoError(t, s.Schedule(keep))
+				require.NoError(t, newWorker(t, s).Schedule(keep))
+				synctest.Wait()
+				if tc.stop == "force" {
+					s.Dispose()
+					<-s.Done()
+				} else {
+					drain(t, s)
+				}
+				if tc.stop == "graceful then force" {
+					s.Dispose()
+				}
+				for range cap(kept) {
+					ctx := <-kept
+					require.True(t, isClosed(ctx.Done()), "the task context is done once the scheduler terminated")
+					assert.ErrorIs(t, context.Cause(ctx), tc.cause)
+					assert.ErrorIs(t, ctx.Err(), context.Canceled)
+				}
+			})
+		})
+	}
 }

@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/aggflow/aggflow/internal/panics"
 )
@@ -23,7 +25,7 @@ const batchSize = 64
 // then taken without a park and a wake-up, the dearest part of a hand-off.
 const idleSpins = 8
 
-// Lifecycle states of a parallel scheduler; they only move forward.
+// Lifecycle states of an engine; they only move forward.
 const (
 	running  = iota
 	shutdown // DisposeGracefully began: reject, drain, exit
@@ -44,9 +46,14 @@ type entry struct {
 	w    *worker
 }
 
-type parallel struct {
+// engine is what Parallel and BoundedElastic are made of: at most n
+// goroutines, started on demand, serving one ready queue of direct tasks and
+// workers with pending tasks, and retiring after ttl idle (never if ttl is
+// 0). Its methods are theirs.
+type engine struct {
 	name     string
 	n        int
+	ttl      time.Duration
 	opts     options
 	labels   pprof.LabelSet
 	ctx      context.Context
@@ -57,14 +64,20 @@ type parallel struct {
 	forced   atomic.Bool // Dispose began: running batches discard the rest
 
 	mu         sync.Mutex
-	cond       sync.Cond // L = &mu; idle goroutines wait on it
 	state      int
 	ready      ring[entry]
-	goroutines int // started and not yet exited
-	waiting    int // goroutines in cond.Wait that no Signal has been sent to
-	reporting  int // callers of the discard hook outside a goroutine; hold done open
+	goroutines int       // started and not yet exited
+	parked     []*runner // idle goroutines not yet woken, in the order they parked
+	reporting  int       // callers of the discard hook outside a goroutine; hold done open
 	closed     bool
 }
+
+// Parallel is the scheduler returned by NewParallel and NewSingle. It
+// implements Scheduler; the package doc states its contract (goroutines,
+// what blocks, ordering, contexts, panics, disposal). All methods are safe
+// for concurrent use. The zero value is not usable: build one with a
+// constructor.
+type Parallel struct{ engine }
 
 // NewParallel returns a scheduler that runs tasks on at most parallelism
 // goroutines, started one by one as tasks arrive (the constructor starts
@@ -73,41 +86,59 @@ type parallel struct {
 // order, and the Worker is not pinned to a goroutine. At most parallelism
 // tasks run at once.
 //
-// It returns an error wrapping ErrInvalidName for an empty name and
-// ErrInvalidParallelism for parallelism < 1. The caller owns the scheduler
+// It returns an error wrapping ErrInvalidName for an empty name,
+// ErrInvalidParallelism for parallelism < 1 and ErrInvalidOption for
+// WithTTL, whose goroutines never retire. The caller owns the scheduler
 // and must end it with DisposeGracefully or Dispose. Reactor:
 // Schedulers.newParallel(name, n) (Schedulers.java, ParallelScheduler.java).
-func NewParallel(name string, parallelism int, opts ...Option) (Scheduler, error) {
-	if name == "" {
-		return nil, ErrInvalidName
+func NewParallel(name string, parallelism int, opts ...Option) (*Parallel, error) {
+	o, err := buildOptions(opts)
+	if err == nil && o.ttlSet {
+		err = fmt.Errorf("%w: WithTTL applies to NewBoundedElastic only", ErrInvalidOption)
 	}
-	if parallelism < 1 {
-		return nil, fmt.Errorf("%w: got %d for scheduler %q", ErrInvalidParallelism, parallelism, name)
+	s := &Parallel{}
+	if err := s.init(name, parallelism, 0, o, err); err != nil {
+		return nil, err
 	}
-	s := &parallel{
+	return s, nil
+}
+
+// init validates the arguments of a constructor, which found optErr in its
+// options, and sets s up; it starts no goroutine.
+func (s *engine) init(name string, n int, ttl time.Duration, o options, optErr error) error {
+	switch {
+	case name == "":
+		return ErrInvalidName
+	case n < 1:
+		return fmt.Errorf("%w: got %d for scheduler %q", ErrInvalidParallelism, n, name)
+	case optErr != nil:
+		return fmt.Errorf("%w (scheduler %q)", optErr, name)
+	}
+	*s = engine{
 		name:     name,
-		n:        parallelism,
-		opts:     buildOptions(opts),
+		n:        n,
+		ttl:      ttl,
+		opts:     o,
 		labels:   pprof.Labels("scheduler", name),
 		rejected: fmt.Errorf("%w: scheduler %q is disposed", ErrRejected, name),
 		done:     make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
-	s.cond.L = &s.mu
 	if s.opts.onPanic == nil {
 		s.opts.onPanic = func(p *PanicError) { logPanic(s.opts.logger, name, p) }
 	}
-	return s, nil
+	return nil
 }
 
 // NewSingle returns a scheduler with one goroutine: NewParallel(name, 1,
 // opts...). Every task of it, direct or through any Worker, runs on that one
 // goroutine in turn. Reactor: Schedulers.newSingle(name) (SingleScheduler.java).
-func NewSingle(name string, opts ...Option) (Scheduler, error) {
+func NewSingle(name string, opts ...Option) (*Parallel, error) {
 	return NewParallel(name, 1, opts...)
 }
 
-func buildOptions(opts []Option) options {
+// buildOptions applies opts; the error is that of the first invalid one.
+func buildOptions(opts []Option) (options, error) {
 	var o options
 	for _, opt := range opts {
 		if opt != nil {
@@ -117,7 +148,10 @@ func buildOptions(opts []Option) options {
 	if o.logger == nil {
 		o.logger = slog.Default()
 	}
-	return o
+	if o.ttlSet && o.ttl <= 0 {
+		return o, fmt.Errorf("%w: WithTTL(%v): the TTL must be positive", ErrInvalidOption, o.ttl)
+	}
+	return o, nil
 }
 
 // logPanic is the default panic hook.
@@ -129,12 +163,30 @@ func workerRejected(scheduler string) error {
 	return fmt.Errorf("%w: worker of scheduler %q is disposed", ErrRejected, scheduler)
 }
 
-func (s *parallel) Name() string { return s.name }
+var _ Scheduler = (*Parallel)(nil)
 
-// String mirrors Reactor's ParallelScheduler.toString.
-func (s *parallel) String() string { return fmt.Sprintf("parallel(%d,%q)", s.n, s.name) }
+// Name returns the name given at construction, also the pprof label
+// "scheduler" of its goroutines.
+func (s *engine) Name() string { return s.name }
 
-func (s *parallel) Schedule(task Task) error {
+// String returns parallel(n,"name"), as Reactor's ParallelScheduler.toString.
+func (s *Parallel) String() string { return fmt.Sprintf("parallel(%d,%q)", s.n, s.name) }
+
+// Goroutines returns how many goroutines the scheduler has started that
+// have not exited: a snapshot, stale as soon as it returns, for metrics and
+// tests. It takes the scheduler's lock.
+func (s *engine) Goroutines() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.goroutines
+}
+
+// Schedule queues task to run on some goroutine of s, in no order relative
+// to other direct tasks. It never blocks: it takes s's lock once and, if no
+// goroutine is idle, starts one (while fewer than n exist). It returns
+// ErrNilTask for nil and an error wrapping ErrRejected, naming s, once
+// disposal began.
+func (s *engine) Schedule(task Task) error {
 	if task == nil {
 		return ErrNilTask
 	}
@@ -149,33 +201,46 @@ func (s *parallel) Schedule(task Task) error {
 	return nil
 }
 
-// wake makes sure a goroutine will pop the entry just pushed: it signals an
-// idle goroutine, or starts one if fewer than n exist; otherwise every
-// goroutine is busy and looks at the ready queue before it waits. Called
-// with mu held.
-func (s *parallel) wake() {
+// wake makes sure a goroutine will pop the entry just pushed: it wakes the
+// goroutine parked last (so that the others stay idle and, with a TTL,
+// retire), or starts one if fewer than n exist; otherwise every goroutine is
+// busy and looks at the ready queue before it parks. Called with mu held.
+func (s *engine) wake() {
 	switch {
-	case s.waiting > 0:
-		s.waiting--
-		s.cond.Signal()
+	case len(s.parked) > 0:
+		last := len(s.parked) - 1
+		s.parked[last].unpark()
+		s.parked[last] = nil
+		s.parked = s.parked[:last]
 	case s.goroutines < s.n:
 		s.goroutines++
 		go s.loop()
 	}
 }
 
-func (s *parallel) NewWorker() (Worker, error) {
+// NewWorker returns a serial queue on s (see Worker); it allocates one small
+// struct and takes no lock. It returns an error wrapping ErrRejected once
+// disposal began.
+func (s *engine) NewWorker() (Worker, error) {
 	if s.stopped.Load() {
 		return nil, s.rejected
 	}
 	return &worker{s: s}, nil
 }
 
-func (s *parallel) IsDisposed() bool { return s.stopped.Load() }
+// IsDisposed reports whether either disposal has begun (one atomic load).
+func (s *engine) IsDisposed() bool { return s.stopped.Load() }
 
-func (s *parallel) Done() <-chan struct{} { return s.done }
+// Done is closed once disposal has begun, every goroutine of s has exited
+// and every call of the discard hook has returned.
+func (s *engine) Done() <-chan struct{} { return s.done }
 
-func (s *parallel) DisposeGracefully(ctx context.Context) error {
+// DisposeGracefully rejects new tasks at once, lets every queued task run,
+// and returns nil once every goroutine has exited, or ctx.Err() if ctx ends
+// first (draining goes on; a later call waits for the same end). When the
+// last goroutine exits, the task context is cancelled with cause
+// ErrTerminated.
+func (s *engine) DisposeGracefully(ctx context.Context) error {
 	s.mu.Lock()
 	if s.state == running {
 		s.stop(shutdown)
@@ -194,13 +259,19 @@ func (s *parallel) DisposeGracefully(ctx context.Context) error {
 	}
 }
 
-func (s *parallel) Dispose() {
+// Dispose rejects new tasks, reports each queued task to the discard hook
+// before it returns, cancels the task context with cause ErrDisposed and
+// returns without waiting for running tasks; Done tells when they ended.
+// Idempotent; it may follow DisposeGracefully to cut a drain short (after a
+// completed one, the context keeps its cause ErrTerminated).
+func (s *engine) Dispose() {
 	s.mu.Lock()
 	if s.state == disposed {
 		s.mu.Unlock()
 		return
 	}
 	s.forced.Store(true)
+	s.cancel(ErrDisposed) // before stop, whose closeIfDone may cancel too
 	s.stop(disposed)
 	var dropped []Task
 	for e, ok := s.ready.pop(); ok; e, ok = s.ready.pop() {
@@ -211,26 +282,31 @@ func (s *parallel) Dispose() {
 		dropped = append(dropped, e.w.tasks.drain()...)
 		e.w.state = idle
 	}
-	s.cancel(ErrDisposed)
 	s.unlockAndDiscard(dropped)
 }
 
 // stop moves to state (shutdown or disposed) and wakes every idle goroutine
 // so that it sees the new state. Called with mu held.
-func (s *parallel) stop(state int) {
+func (s *engine) stop(state int) {
 	s.state = state
 	s.stopped.Store(true)
-	s.waiting = 0
-	s.cond.Broadcast()
+	for _, r := range s.parked {
+		r.unpark()
+	}
+	clear(s.parked)
+	s.parked = s.parked[:0]
 	s.closeIfDone()
 }
 
 // closeIfDone closes done once disposal has begun, no goroutine is left and
 // no discard report is being made, so that Done means "nothing more will
-// run or be reported". Called with mu held.
-func (s *parallel) closeIfDone() {
+// run or be reported". It cancels the task context first (a no-op after
+// Dispose), so that no context of a task outlives the scheduler. Called with
+// mu held; cancelling runs no user code.
+func (s *engine) closeIfDone() {
 	if s.state != running && s.goroutines == 0 && s.reporting == 0 && !s.closed {
 		s.closed = true
+		s.cancel(ErrTerminated)
 		close(s.done)
 	}
 }
@@ -238,7 +314,7 @@ func (s *parallel) closeIfDone() {
 // unlockAndDiscard unlocks mu and reports dropped to the discard hook,
 // keeping done open until the reports are made. Called with mu held, by a
 // caller that is not one of the scheduler's goroutines.
-func (s *parallel) unlockAndDiscard(dropped []Task) {
+func (s *engine) unlockAndDiscard(dropped []Task) {
 	if len(dropped) == 0 {
 		s.mu.Unlock()
 		return
@@ -252,7 +328,7 @@ func (s *parallel) unlockAndDiscard(dropped []Task) {
 	s.mu.Unlock()
 }
 
-func (s *parallel) discard(tasks []Task) {
+func (s *engine) discard(tasks []Task) {
 	if s.opts.onDiscard == nil {
 		return
 	}
@@ -266,17 +342,57 @@ func (s *parallel) discard(tasks []Task) {
 // locals lets the goroutine's deferred cleanup put them back should a task
 // end the goroutine with runtime.Goexit.
 type runner struct {
-	s       *parallel
+	s       *engine
 	w       *worker // owner of the batch; nil for a direct task
 	batch   [batchSize]Task
 	next, n int
-	inTask  bool // a task runs: the only way the goroutine can end abruptly
+	inTask  bool          // a task runs: the only way the goroutine can end abruptly
+	wakeup  chan struct{} // capacity 1: the one wake-up of a park
+	idle    *time.Timer   // the TTL of a park; nil until the first park with a TTL
 }
 
 // loop is the body of every goroutine of the scheduler.
-func (s *parallel) loop() {
-	r := &runner{s: s}
+func (s *engine) loop() {
+	r := &runner{s: s, wakeup: make(chan struct{}, 1)}
 	pprof.Do(s.ctx, s.labels, r.serve)
+}
+
+// unpark wakes r, which the caller has just taken off the parked list. The
+// send never blocks: r is sent at most one wake-up per park. Called with mu
+// held.
+func (r *runner) unpark() { r.wakeup <- struct{}{} }
+
+// park waits, with mu released, until r is woken or, with a TTL, until the
+// TTL has passed. It reports whether r retires: the TTL passed and no
+// wake-up was sent. Called and returns with mu held.
+func (r *runner) park() (retire bool) {
+	s := r.s
+	s.parked = append(s.parked, r)
+	s.mu.Unlock()
+	if s.ttl <= 0 {
+		<-r.wakeup
+		s.mu.Lock()
+		return false
+	}
+	if r.idle == nil {
+		r.idle = time.NewTimer(s.ttl)
+	} else {
+		r.idle.Reset(s.ttl)
+	}
+	select {
+	case <-r.wakeup:
+		r.idle.Stop()
+		s.mu.Lock()
+		return false
+	case <-r.idle.C:
+	}
+	s.mu.Lock()
+	if i := slices.Index(s.parked, r); i >= 0 {
+		s.parked = slices.Delete(s.parked, i, i+1)
+		return true
+	}
+	<-r.wakeup // a waker took r off the list, and sent under mu, just before the TTL
+	return false
 }
 
 // serve pops entries from the ready queue until the scheduler stops and the
@@ -302,8 +418,9 @@ func (r *runner) serve(ctx context.Context) {
 				s.mu.Lock()
 				continue
 			}
-			s.waiting++
-			s.cond.Wait()
+			if r.park() {
+				break
+			}
 			continue
 		}
 		spins = 0
@@ -356,7 +473,7 @@ func (r *runner) runBatch(ctx context.Context) {
 // tasks, else idle. Once the scheduler or w is disposed, its tasks are
 // removed and returned for discarding (Dispose could not reach the queue of
 // a worker that was executing). Called with mu held.
-func (s *parallel) release(w *worker) (dropped []Task) {
+func (s *engine) release(w *worker) (dropped []Task) {
 	switch {
 	case w.tasks.len() == 0:
 		w.state = idle
@@ -398,7 +515,7 @@ func (r *runner) abandon() {
 }
 
 // run is small so that its deferred call is open-coded (no allocation).
-func (s *parallel) run(ctx context.Context, t Task) {
+func (s *engine) run(ctx context.Context, t Task) {
 	returned := false
 	defer s.settle(&returned)
 	t(ctx)
@@ -407,7 +524,7 @@ func (s *parallel) run(ctx context.Context, t Task) {
 
 // settle reports a panic of the task, or its call to runtime.Goexit (which
 // recover cannot stop), to the panic hook.
-func (s *parallel) settle(returned *bool) {
+func (s *engine) settle(returned *bool) {
 	if v := recover(); v != nil {
 		s.opts.onPanic(panics.New(v))
 	} else if !*returned {
@@ -416,7 +533,7 @@ func (s *parallel) settle(returned *bool) {
 }
 
 type worker struct {
-	s        *parallel
+	s        *engine
 	tasks    ring[Task] // guarded by s.mu
 	state    int        // guarded by s.mu
 	disposed atomic.Bool

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"runtime"
@@ -31,6 +32,20 @@ func TestConstructorsValidate(t *testing.T) {
 	assert.ErrorIs(t, err, schedulers.ErrInvalidName)
 	_, err = schedulers.NewSingle("")
 	assert.ErrorIs(t, err, schedulers.ErrInvalidName)
+}
+
+func TestConstructorsReturnTheConcreteType(t *testing.T) {
+	p, err := schedulers.NewParallel("orders", 3)
+	require.NoError(t, err)
+	single, err := schedulers.NewSingle("billing")
+	require.NoError(t, err)
+	assert.Equal(t, `parallel(3,"orders")`, p.String())
+	assert.Equal(t, `parallel(1,"billing")`, single.String())
+	var s schedulers.Scheduler = p // callers holding the interface keep compiling
+	assert.Equal(t, "orders", s.Name())
+	assert.Equal(t, `parallel(3,"orders")`, fmt.Sprint(s), "String is reached through the interface too")
+	p.Dispose()
+	single.Dispose()
 }
 
 func TestConstructorsStartNoGoroutine(t *testing.T) {
@@ -65,6 +80,7 @@ func TestAtMostParallelismTasksRunAtOnce(t *testing.T) {
 	}{
 		{3, func() (schedulers.Scheduler, error) { return schedulers.NewParallel("three", 3) }},
 		{1, func() (schedulers.Scheduler, error) { return schedulers.NewSingle("one") }},
+		{3, func() (schedulers.Scheduler, error) { return schedulers.NewBoundedElastic("elastic", 3) }},
 	} {
 		synctest.Test(t, func(t *testing.T) {
 			s, err := tc.build()
@@ -232,9 +248,9 @@ func TestBlockedWorkerDoesNotStopOthers(t *testing.T) {
 }
 
 func TestPanicGoesToHookAndGoroutineKeepsServing(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	eachKind(t, func(t *testing.T, k kind) {
 		panicsSeen := make(chan *schedulers.PanicError, 2)
-		s := newParallel(t, "panicky", 1, schedulers.WithPanicHook(func(p *schedulers.PanicError) {
+		s := k.new(t, "panicky", 1, schedulers.WithPanicHook(func(p *schedulers.PanicError) {
 			panicsSeen <- p
 		}))
 		w := newWorker(t, s)
@@ -298,9 +314,9 @@ func TestGoroutinesCarrySchedulerLabel(t *testing.T) {
 // the scheduler reports it, replaces the goroutine and loses nothing.
 func TestGoexitInATaskLosesNothing(t *testing.T) {
 	for _, stop := range []string{"graceful", "during graceful"} {
-		synctest.Test(t, func(t *testing.T) {
+		eachKind(t, func(t *testing.T, k kind) {
 			reports := make(chan *schedulers.PanicError, 2)
-			s := newParallel(t, "goexit", 1, schedulers.WithPanicHook(func(p *schedulers.PanicError) {
+			s := k.new(t, "goexit", 1, schedulers.WithPanicHook(func(p *schedulers.PanicError) {
 				reports <- p
 			}))
 			gate := make(chan struct{})
@@ -338,9 +354,9 @@ func TestGoexitInATaskLosesNothing(t *testing.T) {
 }
 
 func TestGoexitThenDisposeDiscardsTheRest(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	eachKind(t, func(t *testing.T, k kind) {
 		var discarded counter
-		s := newParallel(t, "goexit-force", 1,
+		s := k.new(t, "goexit-force", 1,
 			schedulers.WithDiscardHook(discarded.hook),
 			schedulers.WithPanicHook(func(*schedulers.PanicError) {}))
 		w := newWorker(t, s)

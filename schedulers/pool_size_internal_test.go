@@ -9,6 +9,7 @@ import (
 
 func TestDefaultPoolSize(t *testing.T) {
 	assert.Equal(t, envPositive("AGGFLOW_POOL_SIZE", runtime.GOMAXPROCS(0)), DefaultPoolSize)
+	assert.Equal(t, envPositive("AGGFLOW_BOUNDED_ELASTIC_SIZE", 10*runtime.GOMAXPROCS(0)), DefaultBoundedElasticSize)
 }
 
 func TestEnvPositive(t *testing.T) {

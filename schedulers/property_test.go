@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aggflow/aggflow/schedulers"
 	"pgregory.net/rapid"
@@ -80,8 +81,18 @@ const (
 // alone; every worker ran its tasks in submission order, one at a time, and
 // none after one of its tasks was discarded; Done closes.
 func TestPropertyEveryTaskEndsOnce(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) { rapid.Check(t, everyTaskEndsOnce(k)) })
+	}
+}
+
+// ttls are the idle TTLs drawn for an elastic scheduler: short enough for
+// goroutines to retire, and be replaced, while the tasks race a stop.
+var ttls = []time.Duration{time.Microsecond, 50 * time.Microsecond, time.Millisecond, schedulers.DefaultTTL}
+
+func everyTaskEndsOnce(k kind) func(*rapid.T) {
 	discardCtx := context.WithValue(context.Background(), discardKey{}, true)
-	rapid.Check(t, func(rt *rapid.T) {
+	return func(rt *rapid.T) {
 		n := rapid.IntRange(1, 4).Draw(rt, "parallelism")
 		workers := rapid.IntRange(1, 4).Draw(rt, "workers")
 		lanes := make([][]int, workers+1) // per submitter, how its tasks end; the last is direct
@@ -95,9 +106,14 @@ func TestPropertyEveryTaskEndsOnce(t *testing.T) {
 		disposeWorker := rapid.IntRange(-1, workers-1).Draw(rt, "disposed worker")
 		disposeAt := rapid.IntRange(0, total).Draw(rt, "worker dispose at")
 
-		s, err := schedulers.NewParallel("prop", n,
+		opts := []schedulers.Option{
 			schedulers.WithDiscardHook(func(task schedulers.Task) { task(discardCtx) }),
-			schedulers.WithPanicHook(func(*schedulers.PanicError) {}))
+			schedulers.WithPanicHook(func(*schedulers.PanicError) {}),
+		}
+		if k.name == "elastic" {
+			opts = append(opts, schedulers.WithTTL(rapid.SampledFrom(ttls).Draw(rt, "ttl")))
+		}
+		s, err := k.build("prop", n, opts...)
 		if err != nil {
 			rt.Fatal(err)
 		}
@@ -194,5 +210,5 @@ func TestPropertyEveryTaskEndsOnce(t *testing.T) {
 				rt.Fatalf("worker %d: run order %v, want %v", lane, w.order, ran)
 			}
 		}
-	})
+	}
 }

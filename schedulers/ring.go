@@ -39,27 +39,25 @@ func (r *ring[T]) copyTo(dst []T) {
 
 // pop removes and returns the oldest element; ok is false when r is empty.
 func (r *ring[T]) pop() (v T, ok bool) {
-	var one [1]T
-	if r.popInto(one[:]) == 0 {
+	if r.n == 0 {
 		return v, false
 	}
-	return one[0], true
+	var zero T
+	v, r.buf[r.head] = r.buf[r.head], zero // let the collector reclaim what the task captured
+	r.head = (r.head + 1) & (len(r.buf) - 1)
+	r.n--
+	if r.n == 0 {
+		r.reset()
+	}
+	return v, true
 }
 
 // popInto moves up to len(dst) of the oldest elements into dst, oldest
 // first, and returns how many it moved.
 func (r *ring[T]) popInto(dst []T) int {
 	k := min(len(dst), r.n)
-	var zero T
 	for i := range k {
-		j := (r.head + i) & (len(r.buf) - 1)
-		dst[i] = r.buf[j]
-		r.buf[j] = zero // let the collector reclaim what the task captured
-	}
-	r.head = (r.head + k) & (len(r.buf) - 1)
-	r.n -= k
-	if r.n == 0 {
-		r.reset()
+		dst[i], _ = r.pop()
 	}
 	return k
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"time"
 
 	"github.com/aggflow/aggflow/internal/panics"
 )
@@ -13,6 +14,8 @@ import (
 // Task is a unit of work run by a Scheduler or a Worker. ctx is cancelled, with
 // cause ErrDisposed, when the scheduler is disposed by force (Dispose): the Go
 // counterpart of the thread interrupt Reactor's Scheduler.dispose() delivers.
+// It is done, at the latest, once the scheduler has terminated either way:
+// after a graceful disposal, with cause ErrTerminated.
 type Task func(ctx context.Context)
 
 // Scheduler runs Tasks on goroutines it owns. It mirrors Reactor's
@@ -34,8 +37,9 @@ type Scheduler interface {
 	// It returns an error wrapping ErrRejected once disposal began.
 	NewWorker() (Worker, error)
 	// DisposeGracefully rejects new tasks at once, lets every queued and running
-	// task finish, and returns nil when every goroutine has exited. If ctx ends
-	// first it returns ctx's error (errors.Is context.DeadlineExceeded or
+	// task finish, and returns nil when every goroutine has exited, the task
+	// context then being done (cause ErrTerminated). If ctx ends first it
+	// returns ctx's error (errors.Is context.DeadlineExceeded or
 	// context.Canceled) and draining goes on; a later call waits again for the
 	// same termination. Reactor: disposeGracefully() with timeout(...).
 	DisposeGracefully(ctx context.Context) error
@@ -82,15 +86,17 @@ func envPositive(name string, fallback int) int {
 	return fallback
 }
 
-// Option configures NewParallel and NewSingle; a nil Option is ignored. It
-// stands for the hooks and settings Reactor passes through Schedulers.Factory
-// and Schedulers.onHandleError (Schedulers.java).
+// Option configures NewParallel, NewSingle and NewBoundedElastic; a nil
+// Option is ignored. It stands for the hooks and settings Reactor passes
+// through Schedulers.Factory and Schedulers.onHandleError (Schedulers.java).
 type Option func(*options)
 
 type options struct {
 	onPanic   func(*PanicError)
 	onDiscard func(Task)
 	logger    *slog.Logger
+	ttl       time.Duration
+	ttlSet    bool
 }
 
 // WithPanicHook is called, on the goroutine that ran the task, with each task
@@ -113,6 +119,15 @@ func WithPanicHook(hook func(*PanicError)) Option {
 // Hooks.onNextDropped (Hooks.java).
 func WithDiscardHook(hook func(Task)) Option {
 	return func(o *options) { o.onDiscard = hook }
+}
+
+// WithTTL sets how long a goroutine of NewBoundedElastic stays idle before
+// it exits (default DefaultTTL). d <= 0 makes the constructor return an
+// error wrapping ErrInvalidOption, and so does WithTTL given to NewParallel
+// or NewSingle, whose goroutines stay until disposal. Reactor: the
+// ttlSeconds of Schedulers.newBoundedElastic.
+func WithTTL(d time.Duration) Option {
+	return func(o *options) { o.ttl, o.ttlSet = d, true }
 }
 
 // WithLogger sets the logger of the default panic hook (default, and for
