@@ -179,8 +179,11 @@ func (d *Dispatcher[T]) Prepare(ctx context.Context) error {
 		}
 		s, err := schedulers.NewParallel(d.Name()+"-"+e.named.Aggregate, schedulers.DefaultPoolSize,
 			schedulers.WithLogger(d.cfg.logger))
+		if err != nil {
+			return nil, err // s is a nil *Parallel: keep it out of the interfaces
+		}
 		e.sched = s
-		return s, err
+		return s, nil
 	})
 }
 
