@@ -140,12 +140,17 @@ func (e *engine[T]) withLanes(groups int) *engine[T] {
 // groupKey returns x's group, failing it with ErrInvalidGroupKey when the key
 // function panics or returns a key outside [0, groups).
 func groupKey[T any](name string, key func(T) int, groups int, x T) (g int, err error) {
+	returned := false
 	defer func() {
+		if returned {
+			return // recover is not free: only call it on the way out of a panic
+		}
 		if v := recover(); v != nil {
 			err = fmt.Errorf("%w: dispatcher %q: key function panicked: %w", ErrInvalidGroupKey, name, panics.New(v))
 		}
 	}()
 	g = key(x)
+	returned = true
 	if g < 0 || g >= groups {
 		return 0, fmt.Errorf("%w: dispatcher %q: key %d not in [0, %d)", ErrInvalidGroupKey, name, g, groups)
 	}

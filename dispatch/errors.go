@@ -13,7 +13,7 @@ var (
 	// ForceStop and the reason given to the discard hook and Observer.Discarded
 	// for every exchange dropped by ForceStop.
 	ErrForceStopped = errors.New("dispatch: force stopped")
-	// ErrInvalidGroupKey fails one exchange whose WithGroupKey function returned
+	// ErrInvalidGroupKey fails one exchange whose NewKeyed key function returned
 	// a key outside [0, parallelism) or panicked, or (in a MainDispatcher)
 	// whose AggregateID panicked; the dispatcher goes on.
 	ErrInvalidGroupKey = errors.New("dispatch: invalid group key")
@@ -23,15 +23,12 @@ var (
 	// ErrInvalidParallelism is returned by New for a parallelism below 1.
 	ErrInvalidParallelism = errors.New("dispatch: parallelism must be at least 1")
 	// ErrInvalidOption is returned by the constructors for an invalid option
-	// value: a group buffer below 1, a nil function, a typed hook whose type
-	// parameter differs from the dispatcher's, a shutdown timeout below 1ns.
+	// value: a pending budget below 1, a nil function or observer, an unknown
+	// error policy, a stop or shutdown timeout that is not positive.
 	ErrInvalidOption = errors.New("dispatch: invalid option")
 	// ErrInvalidArgument is returned by the constructors for an empty name, a nil
 	// handler, a nil component or one registered twice.
 	ErrInvalidArgument = errors.New("dispatch: invalid argument")
-	// ErrNoGroupKey is returned by New when the exchange type does not implement
-	// aggregate.IDCapable and no WithGroupKey function is given.
-	ErrNoGroupKey = errors.New("dispatch: exchange type has no group key")
 	// ErrShutdownTimeout is returned by Runtime.StopGracefully when the shutdown
 	// deadline expired and the remaining components were force-stopped.
 	ErrShutdownTimeout = errors.New("dispatch: shutdown timed out")

@@ -15,10 +15,18 @@ import (
 // looks at shut. So once shut is set, whoever brings the in-flight count to
 // zero sees it, and drained closes exactly when the intake is shut and no
 // admitted exchange is left.
+// The fields are grouped by who writes them, each group on cache lines of
+// its own, so that the intake's reads of the gate and its count do not miss
+// on lines the consumers write.
 type flow struct {
-	shut, forced atomic.Bool
+	shut, forced atomic.Bool // read per exchange, written by stops
+	_            [56]byte
 
-	received, succeeded, failed, discarded atomic.Int64
+	received atomic.Int64 // written by the intake
+	_        [56]byte
+
+	succeeded, failed, discarded atomic.Int64 // written by the consumers
+	_                            [40]byte
 
 	budget budget
 
@@ -75,8 +83,9 @@ func (f *flow) check() {
 // left. Since a waiter announces itself before it looks again and a
 // releaser subtracts before it looks for waiters, no wake-up is lost.
 type budget struct {
-	max     int64
 	pending atomic.Int64
+	_       [56]byte
+	max     int64
 	waiters atomic.Int32
 	room    chan struct{}
 }

@@ -15,11 +15,10 @@ import (
 // on the dispatcher it runs in.
 //
 // Why a bounded source deadlocks: the dispatcher pulls from its source only
-// as fast as the groups take exchanges, and a group takes the next one only
-// after its handler returned. A handler that pushes into a full bounded
-// source (a channel, say) waits for the router; the router waits for room in
-// a full group, possibly the handler's own, which waits for the handler.
-// Nothing moves again. The Mailbox breaks the cycle by never waiting; the
+// while its pending budget has room, and room comes back only when handlers
+// return. A handler that pushes into a full bounded source (a channel, or
+// Emit on its own dispatcher) waits for the intake; the intake waits for
+// budget, which waits for the handler. Nothing moves again. The Mailbox breaks the cycle by never waiting; the
 // price is memory: while handlers produce follow-ups faster than they are
 // handled, the queue grows without bound (Len tells how far). Reactor has
 // the same trade-off between a bounded sink that blocks or errors and

@@ -75,12 +75,17 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 	m.init("main dispatcher", name, source, &m.cfg, engines, report)
 	groups := m.cfg.groups
 	m.route = func(x T) (e *engine[T], g int, err error) {
+		returned := false
 		defer func() {
+			if returned {
+				return
+			}
 			if v := recover(); v != nil {
 				err = fmt.Errorf("%w: main dispatcher %q: AggregateID panicked: %w", ErrInvalidGroupKey, name, panics.New(v))
 			}
 		}()
 		id := x.AggregateID()
+		returned = true
 		e, ok := routes[aggregate.Materialize(id)]
 		if !ok {
 			return nil, 0, fmt.Errorf("%w: %v", ErrUnknownAggregate, aggregate.Materialize(id))
