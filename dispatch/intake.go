@@ -356,7 +356,9 @@ func (in *intake[T]) end() {
 // its context); the draining goes on, and a later call waits again. Called
 // with a ctx that comes from the dispatcher's own handlers, it quiesces and
 // returns an error wrapping ErrIllegalState at once: a handler cannot wait
-// for itself.
+// for itself. The handler's ctx is how it is recognised: a handler that
+// passes a context of its own (context.Background()) waits until that ends,
+// so from a handler call Quiesce, or pass the handler's ctx.
 func (in *intake[T]) StopGracefully(ctx context.Context) error {
 	in.Quiesce()
 	if isSelf(ctx, in) {
