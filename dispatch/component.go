@@ -101,3 +101,29 @@ func isDone(c Component) bool {
 		return false
 	}
 }
+
+// markKey is the key of the chain of components a context was handed down
+// by: a stop called with such a context, from the component's own code,
+// must not wait for itself.
+type markKey struct{}
+
+type markChain struct {
+	c     any
+	outer *markChain
+}
+
+// mark returns ctx marked as handed down by c, keeping the outer marks.
+func mark(ctx context.Context, c any) context.Context {
+	outer, _ := ctx.Value(markKey{}).(*markChain)
+	return context.WithValue(ctx, markKey{}, &markChain{c, outer})
+}
+
+// marked reports whether ctx was handed down by c.
+func marked(ctx context.Context, c any) bool {
+	for m, _ := ctx.Value(markKey{}).(*markChain); m != nil; m = m.outer {
+		if m.c == c {
+			return true
+		}
+	}
+	return false
+}

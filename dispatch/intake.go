@@ -88,7 +88,7 @@ func (in *intake[T]) prepare(ctx context.Context, resolve func() (owned schedule
 		return naming(in.life.Kind(), in.Name(), err)
 	}
 	in.owned = owned
-	base := context.WithValue(context.WithoutCancel(ctx), selfKey{}, selfOf(ctx, in))
+	base := mark(context.WithoutCancel(ctx), in)
 	for _, e := range in.all() {
 		e.ctx, e.cancel = context.WithCancelCause(base)
 	}
@@ -361,7 +361,7 @@ func (in *intake[T]) end() {
 // so from a handler call Quiesce, or pass the handler's ctx.
 func (in *intake[T]) StopGracefully(ctx context.Context) error {
 	in.Quiesce()
-	if isSelf(ctx, in) {
+	if marked(ctx, in) {
 		return fmt.Errorf("%w: %s %q: StopGracefully called from its own handler cannot wait for itself; the stop has begun",
 			ErrIllegalState, in.life.Kind(), in.Name())
 	}
@@ -420,30 +420,3 @@ func (in *intake[T]) ForceStop() {
 // errIntakeClosed is the reason given for an exchange a source emits after
 // the intake closed: it was refused, not handled.
 var errIntakeClosed = fmt.Errorf("%w: intake closed", ErrStopped)
-
-// selfKey marks the contexts given to a component's own code, so that a
-// stop called from there does not wait for itself.
-type selfKey struct{}
-
-// selves is the chain of components a context was handed down by.
-type selves struct {
-	c      any
-	parent *selves
-}
-
-// selfOf returns the chain of ctx extended by c.
-func selfOf(ctx context.Context, c any) *selves {
-	parent, _ := ctx.Value(selfKey{}).(*selves)
-	return &selves{c: c, parent: parent}
-}
-
-// isSelf reports whether ctx was handed down by c.
-func isSelf(ctx context.Context, c any) bool {
-	s, _ := ctx.Value(selfKey{}).(*selves)
-	for ; s != nil; s = s.parent {
-		if s.c == c {
-			return true
-		}
-	}
-	return false
-}

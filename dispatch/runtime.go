@@ -198,7 +198,7 @@ func (r *Runtime) Err() error { return r.life.Err() }
 // waits for that, a force does not, and forces the components again then
 // (Wow's compensation, S-1.14.3). Wow: WowRuntime.start(), prepare phase.
 func (r *Runtime) Prepare(ctx context.Context) error {
-	ctx, cancel := context.WithCancelCause(within(ctx, r))
+	ctx, cancel := context.WithCancelCause(mark(ctx, r))
 	context.AfterFunc(r.stopCtx, func() { cancel(context.Cause(r.stopCtx)) })
 	return r.step("prepare", StateNew, StatePrepared, func(c Component) error { return c.Prepare(ctx) })
 }
@@ -311,7 +311,7 @@ func (r *Runtime) Quiesce() { r.begin(context.Background(), false) }
 // begins the stop, with the shutdown timeout as deadline, and returns at
 // once an error wrapping ErrIllegalState.
 func (r *Runtime) StopGracefully(ctx context.Context) error {
-	if r.contains(ctx) {
+	if marked(ctx, r) {
 		r.begin(context.Background(), true)
 		return fmt.Errorf("%w: called from inside runtime %q: it cannot wait for itself", ErrIllegalState, r.Name())
 	}
@@ -580,31 +580,6 @@ func (r *Runtime) finish() {
 // stop gracefully within the shutdown timeout and return the stop's result.
 // A Prepare or Start failure force-stops the Runtime and is returned.
 func (r *Runtime) Run(ctx context.Context) error { return run(ctx, r, r.timeout) }
-
-// runtimeMark is the value that identifies, in a ctx, the runtimes whose
-// work the ctx belongs to, innermost first.
-type runtimeMark struct {
-	r     *Runtime
-	outer *runtimeMark
-}
-
-type runtimeKey struct{}
-
-// within returns ctx marked as belonging to r's work.
-func within(ctx context.Context, r *Runtime) context.Context {
-	outer, _ := ctx.Value(runtimeKey{}).(*runtimeMark)
-	return context.WithValue(ctx, runtimeKey{}, &runtimeMark{r, outer})
-}
-
-// contains reports whether ctx belongs to r's work.
-func (r *Runtime) contains(ctx context.Context) bool {
-	for m, _ := ctx.Value(runtimeKey{}).(*runtimeMark); m != nil; m = m.outer {
-		if m.r == r {
-			return true
-		}
-	}
-	return false
-}
 
 // protect returns f's error, or f's panic as a *PanicError.
 func protect(f func() error) (err error) {
