@@ -82,7 +82,7 @@ func run(ctx context.Context, c Component, timeout time.Duration) error {
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	err := c.StopGracefully(stopCtx)
-	if stopCtx.Err() == nil || isDone(c) {
+	if stopCtx.Err() == nil || isClosed(c.Done()) {
 		return err
 	}
 	c.ForceStop()
@@ -90,16 +90,6 @@ func run(ctx context.Context, c Component, timeout time.Duration) error {
 		return err // the component forced itself and said so
 	}
 	return errors.Join(fmt.Errorf("%w: %q forced after %v", ErrShutdownTimeout, c.Name(), timeout), err)
-}
-
-// isDone reports whether c's Done is closed.
-func isDone(c Component) bool {
-	select {
-	case <-c.Done():
-		return true
-	default:
-		return false
-	}
 }
 
 // markKey is the key of the chain of components a context was handed down

@@ -11,7 +11,6 @@ import (
 
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/internal/lifecycle"
-	"github.com/aggflow/aggflow/internal/panics"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
@@ -105,12 +104,10 @@ func (in *intake[T]) prepare(ctx context.Context, resolve func() (owned schedule
 // getScheduler asks a supplier (foreign code) for a scheduler, recovering
 // its panic.
 func getScheduler(s aggregate.SchedulerSupplier, named aggregate.NamedAggregate) (sched schedulers.Scheduler, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = panics.New(v)
-		}
-	}()
-	sched, err = s.GetOrInitialize(named)
+	err = protect(func() error {
+		sched, err = s.GetOrInitialize(named)
+		return err
+	})
 	if err == nil && sched == nil {
 		err = errors.New("supplier returned a nil scheduler")
 	}
@@ -205,13 +202,8 @@ func (in *intake[T]) sourceDone() {
 }
 
 // runSource subscribes the source, recovering a panic that escaped it.
-func (in *intake[T]) runSource() (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = panics.New(v)
-		}
-	}()
-	return in.source.Subscribe(in.srcCtx, in.emit)
+func (in *intake[T]) runSource() error {
+	return protect(func() error { return in.source.Subscribe(in.srcCtx, in.emit) })
 }
 
 // emit is the intake on the source's goroutine. Every exchange the source
