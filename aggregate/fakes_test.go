@@ -24,6 +24,9 @@ type fakeScheduler struct {
 	once     sync.Once
 }
 
+// Context is never cancelled: the tests of the supplier do not run tasks.
+func (f *fakeScheduler) Context() context.Context { return context.Background() }
+
 func newFake(name string) *fakeScheduler {
 	return &fakeScheduler{name: name, done: make(chan struct{})}
 }

@@ -23,7 +23,8 @@ type flow struct {
 	_            [56]byte
 
 	received atomic.Int64 // written by the intake
-	_        [56]byte
+	emitting atomic.Int64 // Emit calls past the gate, not yet counted
+	_        [48]byte
 
 	succeeded, failed, discarded atomic.Int64 // written by the consumers
 	_                            [40]byte
@@ -32,11 +33,12 @@ type flow struct {
 
 	drainedOnce atomic.Bool
 	drained     chan struct{}
-	onDrained   func() // called once, right after drained closed
+	shutCh      chan struct{} // closed with shut, for waits on the budget
+	onDrained   func()        // called once, right after drained closed
 }
 
 func newFlow(maxPending int, onDrained func()) *flow {
-	f := &flow{drained: make(chan struct{}), onDrained: onDrained}
+	f := &flow{drained: make(chan struct{}), shutCh: make(chan struct{}), onDrained: onDrained}
 	f.budget.init(int64(maxPending))
 	return f
 }
@@ -59,14 +61,19 @@ func (f *flow) inFlight() int64 {
 
 // close shuts the intake: nothing is admitted from now on.
 func (f *flow) close() {
-	f.shut.Store(true)
+	if !f.shut.Swap(true) {
+		close(f.shutCh)
+	}
 	f.check()
 }
 
 // check closes drained once the intake is shut and nothing is in flight.
 // Call it after every change that may have ended the last exchange.
+// Emit counts itself in emitting before it looks at shut and leaves it only
+// after adding to received, so emitting is read first: an Emit is either
+// seen there, or its count in received, or it saw shut.
 func (f *flow) check() {
-	if !f.shut.Load() || f.inFlight() != 0 || f.drainedOnce.Swap(true) {
+	if !f.shut.Load() || f.emitting.Load() != 0 || f.inFlight() != 0 || f.drainedOnce.Swap(true) {
 		return
 	}
 	close(f.drained)
@@ -111,15 +118,16 @@ func (b *budget) tryTakeUpTo(n int64) int64 {
 }
 
 // acquire takes one unit, waiting while the budget is used up; it returns
-// ctx's cause, holding no unit, if ctx ends first.
-func (b *budget) acquire(ctx context.Context) error {
-	_, err := b.acquireUpTo(ctx, 1)
+// ctx's cause, or errIntakeClosed once stop is closed, holding no unit.
+func (b *budget) acquire(ctx context.Context, stop <-chan struct{}) error {
+	_, err := b.acquireUpTo(ctx, stop, 1)
 	return err
 }
 
 // acquireUpTo takes up to n units, at least one, waiting while none is
-// free; it returns how many, or ctx's cause and none if ctx ends first.
-func (b *budget) acquireUpTo(ctx context.Context, n int64) (int64, error) {
+// free; it returns how many, or, holding none, ctx's cause or
+// errIntakeClosed once stop is closed.
+func (b *budget) acquireUpTo(ctx context.Context, stop <-chan struct{}, n int64) (int64, error) {
 	if got := b.tryTakeUpTo(n); got > 0 {
 		return got, nil
 	}
@@ -135,6 +143,9 @@ func (b *budget) acquireUpTo(ctx context.Context, n int64) (int64, error) {
 		case <-ctx.Done():
 			b.wake() // pass on a wake-up this waiter may have taken
 			return 0, context.Cause(ctx)
+		case <-stop:
+			b.wake()
+			return 0, errIntakeClosed
 		}
 	}
 }

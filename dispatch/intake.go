@@ -135,10 +135,9 @@ func (in *intake[T]) Start() error {
 		if e.sched == in.owned || !in.life.Hold() {
 			continue // only the intake disposes an owned scheduler
 		}
-		probe := e.probe()
 		go func() {
 			defer in.life.Release()
-			e.watch(probe, in.f.drained)
+			e.watch(in.f.drained)
 		}()
 	}
 	go in.own() // takes over the first hold
@@ -223,7 +222,7 @@ func (in *intake[T]) emit(x T) error {
 		return nil
 	}
 	if in.credit == 0 {
-		n, err := f.budget.acquireUpTo(in.srcCtx, creditBatch)
+		n, err := f.budget.acquireUpTo(in.srcCtx, f.shutCh, creditBatch)
 		if err != nil {
 			in.report.dropped(x, in.refusal())
 			f.check()
@@ -279,26 +278,40 @@ func (in *intake[T]) Emit(ctx context.Context, x T) error {
 		return fmt.Errorf("%w: %s %q is %v", ErrStopped, in.life.Kind(), in.Name(), st)
 	}
 	f := in.f
-	if err := f.budget.acquire(ctx); err != nil {
+	if err := f.budget.acquire(ctx, f.shutCh); err != nil {
+		if errors.Is(err, errIntakeClosed) {
+			return in.emitRefused()
+		}
 		return err
 	}
-	in.emitMu.Lock()
-	defer in.emitMu.Unlock()
-	f.received.Add(1)
+	f.emitting.Add(1)
 	if f.shut.Load() {
-		f.received.Add(-1)
+		f.emitting.Add(-1)
 		f.budget.release(1)
 		f.check()
-		return fmt.Errorf("%w: %s %q: intake closed", ErrStopped, in.life.Kind(), in.Name())
+		return in.emitRefused()
 	}
+	in.emitMu.Lock()
+	f.received.Add(1)
+	f.emitting.Add(-1)
 	e, g, err := in.route(x)
 	if err != nil {
+		in.emitMu.Unlock()
 		f.budget.release(1)
 		in.unrouted(x, err)
 		return nil
 	}
-	e.push(g, x)
+	l, kick := e.enqueue(g, x)
+	in.emitMu.Unlock()
+	if kick {
+		e.schedule(l) // outside the lock: on Immediate the handler runs here
+	}
 	return nil
+}
+
+// emitRefused is Emit's error once the intake shut.
+func (in *intake[T]) emitRefused() error {
+	return fmt.Errorf("%w: %s %q: intake closed", ErrStopped, in.life.Kind(), in.Name())
 }
 
 // Quiesce shuts the intake at once: the source's context is cancelled (its

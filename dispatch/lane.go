@@ -92,14 +92,21 @@ func (e *engine[T]) lane(g int) *lane[T] {
 // push appends an admitted exchange to group g and makes the lane ready if
 // it was idle. Producer only.
 func (e *engine[T]) push(g int, x T) {
+	if l, kick := e.enqueue(g, x); kick {
+		e.schedule(l)
+	}
+}
+
+// enqueue is push without the scheduling: kick says the caller made the
+// lane ready and must schedule it (after releasing any lock: on Immediate
+// the drain runs right there). Producer only.
+func (e *engine[T]) enqueue(g int, x T) (l *lane[T], kick bool) {
 	if e.timed {
 		e.obs.Admitted()
 	}
-	l := e.lane(g)
+	l = e.lane(g)
 	l.q.Push(item[T]{x: x, admitted: e.now()})
-	if l.state.Load() == idle && l.state.CompareAndSwap(idle, ready) {
-		e.schedule(l)
-	}
+	return l, l.state.Load() == idle && l.state.CompareAndSwap(idle, ready)
 }
 
 // schedule hands a lane its caller just made ready to the scheduler. After
@@ -138,31 +145,19 @@ func (l *lane[T]) run(ctx context.Context) {
 }
 
 // watch runs on a goroutine of the dispatcher from Start until every
-// admitted exchange ended (drained): it learns the scheduler's task context
-// from a first task, and when that context is cancelled (a forced disposal
-// by the scheduler's owner) it cancels the handlers' context; when the
-// scheduler ended, or its context did, it discards the lanes whose tasks the
-// scheduler dropped. A scheduler that ends under a running dispatcher stops
-// it with an error.
-func (e *engine[T]) watch(probe <-chan context.Context, drained <-chan struct{}) {
-	var taskCtx context.Context
-	var taskDone <-chan struct{}
-	schedDone := e.sched.Done()
-	for {
-		select {
-		case taskCtx = <-probe:
-			probe, taskDone = nil, taskCtx.Done()
-		case <-taskDone:
-			cause := context.Cause(taskCtx)
-			e.cancel(cause)
-			e.ended(cause)
-			taskDone = nil
-		case <-schedDone:
-			e.ended(fmt.Errorf("%w: scheduler %q ended", schedulers.ErrRejected, e.sched.Name()))
-			schedDone = nil
-		case <-drained:
-			return
-		}
+// admitted exchange ended (drained). When the scheduler's context ends (its
+// owner disposes it by force, or it terminated) it cancels the handlers'
+// context with that cause and discards the lanes whose tasks the scheduler
+// dropped; a scheduler that ends under a running dispatcher stops it with an
+// error.
+func (e *engine[T]) watch(drained <-chan struct{}) {
+	sctx := e.sched.Context()
+	select {
+	case <-sctx.Done():
+		cause := context.Cause(sctx)
+		e.cancel(cause)
+		e.ended(fmt.Errorf("%w: scheduler %q ended: %w", schedulers.ErrRejected, e.sched.Name(), cause))
+	case <-drained:
 	}
 }
 
@@ -398,15 +393,6 @@ func (e *engine[T]) running() []int {
 		}
 	}
 	return gs
-}
-
-// probe schedules the task that tells watch the scheduler's task context.
-func (e *engine[T]) probe() <-chan context.Context {
-	probe := make(chan context.Context, 1)
-	if err := e.sched.Schedule(func(ctx context.Context) { probe <- ctx }); err != nil {
-		e.rejected(err)
-	}
-	return probe
 }
 
 // ended reacts to the end of the scheduler under the dispatcher: the

@@ -57,6 +57,8 @@ func (immediate) IsDisposed() bool { return false }
 
 func (*immediate) Done() <-chan struct{} { return nil }
 
+func (*immediate) Context() context.Context { return context.Background() }
+
 type immediateWorker struct{ disposed atomic.Bool }
 
 func (w *immediateWorker) Schedule(task Task) error {

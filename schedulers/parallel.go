@@ -235,6 +235,8 @@ func (s *engine) IsDisposed() bool { return s.stopped.Load() }
 // and every call of the discard hook has returned.
 func (s *engine) Done() <-chan struct{} { return s.done }
 
+func (s *engine) Context() context.Context { return s.ctx }
+
 // DisposeGracefully rejects new tasks at once, lets every queued task run,
 // and returns nil once every goroutine has exited, or ctx.Err() if ctx ends
 // first (draining goes on; a later call waits for the same end). When the

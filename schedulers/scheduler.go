@@ -51,6 +51,13 @@ type Scheduler interface {
 	IsDisposed() bool
 	// Done is closed once disposal has begun and every goroutine has exited.
 	Done() <-chan struct{}
+	// Context returns the context every task of the scheduler receives (or
+	// the parent of it): cancelled with cause ErrDisposed when Dispose
+	// begins, and done with cause ErrTerminated once the scheduler
+	// terminated after a graceful disposal. It lets a user of a lent
+	// scheduler learn of its disposal without scheduling a task.
+	// Immediate's is context.Background(): it is never disposed.
+	Context() context.Context
 }
 
 // Worker is a serial task queue on a Scheduler (Reactor's Scheduler.Worker).
