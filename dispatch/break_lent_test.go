@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -47,5 +48,41 @@ func TestBreakLentSchedulerDisposedWhileBusyIsNotNoticed(t *testing.T) {
 		<-d.Done()
 		assert.Equal(t, dispatch.Stats{Received: 10, Discarded: 10}, d.Stats())
 		assert.ErrorIs(t, d.Err(), schedulers.ErrRejected)
+	})
+}
+
+// Dispose "drops the queued tasks" and the scheduler itself discards the
+// rest of a worker's batch once it is disposed. A lane's batch does not:
+// after its lent scheduler was disposed by force, the lane that was running
+// goes on calling the handler, with a cancelled context, for the rest of its
+// batch of 64, and only the exchanges after that are discarded.
+func TestBreakLaneBatchGoesOnAfterForcedDisposal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sched, err := schedulers.NewParallel("brk", 1, schedulers.WithLogger(discardLogger))
+		require.NoError(t, err)
+		first, release := make(chan struct{}), make(chan struct{})
+		var calls, afterCancel atomic.Int64
+		d := started(t, flux.FromSlice(exchanges(100, 1)), func(ctx context.Context, x testkit.Exchange) error {
+			calls.Add(1)
+			if x.Seq == 0 {
+				close(first)
+				<-release // a call in progress that does not watch ctx
+				return nil
+			}
+			if ctx.Err() != nil {
+				afterCancel.Add(1)
+			}
+			return ctx.Err()
+		}, dispatch.WithScheduler[testkit.Exchange](sched))
+		<-first
+		synctest.Wait() // the source is read to its end: 99 exchanges queued behind the first
+		sched.Dispose()
+		synctest.Wait() // the dispatcher has seen the disposal
+		close(release)
+		<-d.Done()
+		<-sched.Done()
+		s := d.Stats()
+		assert.EqualValues(t, 1, calls.Load(), "handler calls after the forced disposal (%d with a cancelled ctx); %+v", afterCancel.Load(), s)
+		assert.Equal(t, dispatch.Stats{Received: 100, Succeeded: 1, Discarded: 99}, s)
 	})
 }
