@@ -29,6 +29,7 @@ type intake[T any] struct {
 	timeout time.Duration
 
 	sourceRunning atomic.Bool // the source's Subscribe has not returned
+	prepared      atomic.Bool // Prepare made the contexts
 	credit        int64       // budget units the source's goroutine took ahead
 
 	// set by Prepare, read after it
@@ -92,6 +93,7 @@ func (in *intake[T]) prepare(ctx context.Context, resolve func() (owned schedule
 		e.ctx, e.cancel = context.WithCancelCause(base)
 	}
 	in.srcCtx, in.srcCancel = context.WithCancelCause(base)
+	in.prepared.Store(true) // publishes the contexts to the stops
 	if !in.life.Advance(StateNew, StatePrepared) {
 		if owned != nil {
 			owned.Dispose()
@@ -197,7 +199,7 @@ func (in *intake[T]) sourceDone() {
 	in.f.budget.release(in.credit)
 	in.credit = 0
 	in.sourceRunning.Store(false)
-	in.closeIntake(StateRunning)
+	in.closeIntake()
 }
 
 // runSource subscribes the source, recovering a panic that escaped it.
@@ -320,16 +322,16 @@ func (in *intake[T]) emitRefused() error {
 // dispatcher stops. Prompt, non-blocking, idempotent. Wow:
 // AggregateDispatcher.quiesce.
 func (in *intake[T]) Quiesce() {
-	if from, first := in.life.Quiesce(); first {
-		in.closeIntake(from)
+	if _, first := in.life.Quiesce(); first {
+		in.closeIntake()
 	}
 }
 
-// closeIntake shuts the intake and, if Prepare had completed when the stop
-// began (from), cancels the source: before that, Prepare may still be
-// writing the contexts, and the source was never subscribed.
-func (in *intake[T]) closeIntake(from State) {
-	if from >= StatePrepared && in.srcCancel != nil { // nil: stopped before Prepare
+// closeIntake shuts the intake and, once Prepare made the contexts, cancels
+// the source's: before that, Prepare may still be writing them (under a
+// stop that came first), and the source was never subscribed.
+func (in *intake[T]) closeIntake() {
+	if in.prepared.Load() {
 		in.srcCancel(errIntakeClosed)
 	}
 	in.f.close()
@@ -406,17 +408,19 @@ func (in *intake[T]) describe() string {
 // Prepare and concurrently with any method. Wow:
 // AggregateDispatcher.forceStop.
 func (in *intake[T]) ForceStop() {
-	from, first := in.life.Force()
-	if !first {
+	if _, first := in.life.Force(); !first {
 		return
 	}
 	in.f.forced.Store(true)
-	if from >= StatePrepared {
+	for _, e := range in.engines {
+		e.halt.Store(true)
+	}
+	if in.prepared.Load() {
 		for _, e := range in.all() {
 			e.cancel(ErrForceStopped)
 		}
 	}
-	in.closeIntake(from)
+	in.closeIntake()
 	for _, e := range in.engines {
 		e.sweep()
 	}

@@ -65,6 +65,7 @@ type engine[T any] struct {
 
 	ctx       context.Context // the handlers' context
 	cancel    context.CancelCauseFunc
+	halt      atomic.Bool // no more handling: forced, or the scheduler ended
 	watching  atomic.Bool // the scheduler's task context is watched
 	stopWatch atomic.Pointer[func() bool]
 }
@@ -113,7 +114,7 @@ func (e *engine[T]) enqueue(g int, x T) (l *lane[T], kick bool) {
 // a force no drain is scheduled any more: the caller discards the lane
 // itself, so that no lane waits on a task a disposal may drop.
 func (e *engine[T]) schedule(l *lane[T]) {
-	if e.f.forced.Load() {
+	if e.halt.Load() {
 		e.steal(l, ready)
 		return
 	}
@@ -155,6 +156,7 @@ func (e *engine[T]) watch(drained <-chan struct{}) {
 	select {
 	case <-sctx.Done():
 		cause := context.Cause(sctx)
+		e.halt.Store(true)
 		e.cancel(cause)
 		e.ended(fmt.Errorf("%w: scheduler %q ended: %w", schedulers.ErrRejected, e.sched.Name(), cause))
 	case <-drained:
@@ -169,20 +171,17 @@ type batch struct {
 }
 
 // drain handles up to laneBatch exchanges of l, one at a time in order, then
-// leaves the lane. After a force it discards instead.
+// leaves the lane. Once halted (a force, or the scheduler's end) it stops
+// at once: leaving, the lane is stolen and its rest discarded.
 func (e *engine[T]) drain(l *lane[T]) {
 	var b batch
 	defer e.settle(l, &b)
-	for b.n < laneBatch {
+	for b.n < laneBatch && !e.halt.Load() {
 		it, ok := l.q.Peek()
 		if !ok {
 			break
 		}
-		if e.f.forced.Load() {
-			e.dropped(it.x, e.forceCause())
-		} else {
-			e.handle(it, &b)
-		}
+		e.handle(it, &b)
 		l.q.Pop()
 		b.n++
 	}
