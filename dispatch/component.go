@@ -60,12 +60,17 @@ type Component interface {
 }
 
 // run is the one-call lifecycle shared by Dispatcher, MainDispatcher and
-// Runtime: prepare, start, wait until done; when ctx ends, stop gracefully
+// Runtime: with ctx already done it starts nothing, stops c and returns ctx's cause;
+// else prepare, start, wait until done; when ctx ends, stop gracefully
 // within timeout, then force. It returns the component's first error, or the
 // error of a stop that had to be forced (wrapping ErrShutdownTimeout). It
 // does not wait for goroutines stuck in user code after the force: Done
 // tells when they exited.
 func run(ctx context.Context, c Component, timeout time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		c.ForceStop() // told to stop before it began: start nothing, end
+		return context.Cause(ctx)
+	}
 	if err := c.Prepare(ctx); err != nil {
 		c.ForceStop()
 		return err

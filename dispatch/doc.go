@@ -69,9 +69,9 @@
 //
 // Dispatcher, MainDispatcher and Runtime follow Wow's RuntimeComponent
 // (Component), on one lifecycle core: NEW -Prepare-> PREPARED -Start->
-// RUNNING -Quiesce-> STOPPING -> STOPPED, with ForceStop from anywhere. Construction starts nothing;
-// Prepare subscribes with the intake closed (nothing is pulled before
-// Start); Quiesce closes the intake and lets the admitted exchanges drain;
+// RUNNING -Quiesce-> STOPPING -> STOPPED, with ForceStop from anywhere.
+// Construction starts nothing; Prepare resolves the schedulers; Start
+// subscribes the source (nothing is pulled before); Quiesce closes the intake and lets the admitted exchanges drain;
 // ForceStop discards what has not started (ErrForceStopped) and cancels the
 // handlers' context. Every exchange the source emits ends exactly once:
 // Stats().Received == Succeeded + Failed + Discarded + InFlight, InFlight 0

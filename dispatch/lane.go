@@ -342,7 +342,8 @@ func (e *engine[T]) failure(x T, o Outcome, took time.Duration, err error) {
 		e.logger.LogAttrs(e.ctx, level, "dispatch: exchange failed", attrs...)
 	}
 	if e.policy == StopOnError && o != OutcomeCancelled && e.onFail != nil {
-		e.onFail(err)
+		id, _ := e.aggregateID(x)
+		e.onFail(fmt.Errorf("dispatch: dispatcher %q: %s %q: exchange failed (StopOnError): %w", e.name, e.named, id, err))
 	}
 }
 

@@ -70,10 +70,10 @@ type Observer interface {
 	// Discarded is called once per exchange received and dropped without
 	// being handled: admitted ones, and ones refused at the intake. The
 	// reason wraps ErrForceStopped (dropped by ForceStop), ErrStopped (emitted
-	// by the source after the intake closed, or routed to a stopped child),
-	// ErrUnknownAggregate (a MainDispatcher has no child for it),
-	// schedulers.ErrRejected (the scheduler refused the group's work), or the
-	// error that broke the pipeline (a handler that called runtime.Goexit).
+	// by the source after the intake closed), ErrUnknownAggregate (a
+	// MainDispatcher has no lanes for its named aggregate), or
+	// schedulers.ErrRejected (the scheduler refused or ended under the
+	// dispatcher).
 	Discarded(reason error)
 }
 
