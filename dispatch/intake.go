@@ -79,10 +79,10 @@ func (in *intake[T]) Stats() Stats { return in.f.stats() }
 // supplier) gives each engine its scheduler, and may return one scheduler
 // the intake owns.
 func (in *intake[T]) prepare(ctx context.Context, resolve func() (owned schedulers.Scheduler, err error)) error {
-	if err := in.life.Enter("prepare", StateNew); err != nil {
+	if err := in.life.Step("prepare", StateNew); err != nil {
 		return err
 	}
-	defer in.life.Release()
+	defer in.life.Leave()
 	owned, err := resolve()
 	if err != nil {
 		return naming(in.life.Kind(), in.Name(), err)

@@ -219,7 +219,7 @@ func (r *Runtime) step(op string, from, to State, f func(Component) error) error
 		r.mu.Unlock()
 		return fmt.Errorf("%w: runtime %q cannot %s while a Prepare or Start is in progress", ErrIllegalState, r.Name(), op)
 	}
-	if err := r.life.Enter(op, from); err != nil {
+	if err := r.life.Step(op, from); err != nil {
 		r.mu.Unlock()
 		if r.life.State() >= StateStopping {
 			return fmt.Errorf("%w: runtime %q cannot %s after a stop", ErrStopped, r.Name(), op)
@@ -229,7 +229,7 @@ func (r *Runtime) step(op string, from, to State, f func(Component) error) error
 	busy := make(chan struct{})
 	r.busy = busy
 	r.mu.Unlock()
-	defer r.life.Release()
+	defer r.life.Leave()
 
 	err, failed := r.each(op, from, f)
 	if failed {

@@ -54,6 +54,7 @@ type Core struct {
 	forced  bool
 	err     error
 	holds   int
+	busy    bool // an Enter has not left yet
 	closed  bool
 	stopped chan struct{} // closed at the logical end
 	done    chan struct{} // closed at the physical end
@@ -129,7 +130,7 @@ func (c *Core) refuseLocked(op string) error {
 
 // Enter takes a hold for op if the state is from and no stop began, else it
 // returns the refusal. The caller then works outside the lock and ends with
-// Advance (or not) and Release.
+// Advance (or not) and Release. Calls may overlap (a supplier's creations).
 func (c *Core) Enter(op string, from State) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -138,6 +139,31 @@ func (c *Core) Enter(op string, from State) error {
 	}
 	c.holds++
 	return nil
+}
+
+// Step is Enter for a step that must not overlap itself (Prepare, Start):
+// while one is in progress, another is refused. End it with Leave.
+func (c *Core) Step(op string, from State) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.busy {
+		return fmt.Errorf("%w: %s %q cannot %s while another step is in progress", c.illegal, c.kind, c.name, op)
+	}
+	if c.state != from || c.forced {
+		return c.refuseLocked(op)
+	}
+	c.busy = true
+	c.holds++
+	return nil
+}
+
+// Leave ends what Step began: the next Step may go, and the hold is given
+// back.
+func (c *Core) Leave() {
+	c.mu.Lock()
+	c.busy = false
+	c.holds--
+	c.endLocked() // unlocks
 }
 
 // Advance moves from one state to the next one and reports whether it did:

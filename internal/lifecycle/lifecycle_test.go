@@ -37,9 +37,10 @@ func closed(ch <-chan struct{}) bool {
 
 func TestForwardTransitions(t *testing.T) {
 	c := newCore(nil)
-	require.NoError(t, c.Enter("prepare", lifecycle.New))
+	require.NoError(t, c.Step("prepare", lifecycle.New))
+	assert.ErrorContains(t, c.Step("prepare", lifecycle.New), "while another step is in progress")
 	assert.True(t, c.Advance(lifecycle.New, lifecycle.Prepared))
-	c.Release()
+	c.Leave()
 	assert.Equal(t, lifecycle.Prepared, c.State())
 	err := c.Enter("prepare", lifecycle.New)
 	require.ErrorIs(t, err, errIllegal)
@@ -74,13 +75,13 @@ func TestDoneWaitsForHoldsAndFinalizes(t *testing.T) {
 
 func TestForceDuringEnterRefusesAdvance(t *testing.T) {
 	c := newCore(nil)
-	require.NoError(t, c.Enter("prepare", lifecycle.New))
+	require.NoError(t, c.Step("prepare", lifecycle.New))
 	from, first := c.Force()
 	assert.Equal(t, lifecycle.New, from)
 	assert.True(t, first)
 	assert.False(t, c.Advance(lifecycle.New, lifecycle.Prepared), "a force taken over a prepare")
 	assert.False(t, closed(c.Done()), "Done waits for the prepare to leave")
-	c.Release()
+	c.Leave()
 	assert.True(t, closed(c.Done()))
 	_, first = c.Force()
 	assert.False(t, first)
@@ -136,9 +137,9 @@ func TestConcurrentStops(t *testing.T) {
 						c.Release()
 					}
 				case 4:
-					if c.Enter("prepare", lifecycle.New) == nil {
+					if c.Step("prepare", lifecycle.New) == nil {
 						c.Advance(lifecycle.New, lifecycle.Prepared)
-						c.Release()
+						c.Leave()
 					}
 				}
 			})
