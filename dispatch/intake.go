@@ -293,16 +293,18 @@ func (in *intake[T]) Emit(ctx context.Context, x T) error {
 		f.check()
 		return in.emitRefused()
 	}
-	in.emitMu.Lock()
-	f.received.Add(1)
-	f.emitting.Add(-1)
-	e, g, err := in.route(x)
+	e, g, err := in.route(x) // user code (AggregateID): outside the lock
 	if err != nil {
-		in.emitMu.Unlock()
+		f.received.Add(1)
+		f.emitting.Add(-1)
 		f.budget.release(1)
 		in.unrouted(x, err)
 		return nil
 	}
+	e.admitted()
+	in.emitMu.Lock() // held only for the queue write: no user code under it
+	f.received.Add(1)
+	f.emitting.Add(-1)
 	l, kick := e.enqueue(g, x)
 	in.emitMu.Unlock()
 	if kick {

@@ -93,8 +93,16 @@ func (e *engine[T]) lane(g int) *lane[T] {
 // push appends an admitted exchange to group g and makes the lane ready if
 // it was idle. Producer only.
 func (e *engine[T]) push(g int, x T) {
+	e.admitted()
 	if l, kick := e.enqueue(g, x); kick {
 		e.schedule(l)
+	}
+}
+
+// admitted tells the Observer an exchange is about to be enqueued.
+func (e *engine[T]) admitted() {
+	if e.timed {
+		e.obs.Admitted()
 	}
 }
 
@@ -102,9 +110,6 @@ func (e *engine[T]) push(g int, x T) {
 // lane ready and must schedule it (after releasing any lock: on Immediate
 // the drain runs right there). Producer only.
 func (e *engine[T]) enqueue(g int, x T) (l *lane[T], kick bool) {
-	if e.timed {
-		e.obs.Admitted()
-	}
 	l = e.lane(g)
 	l.q.Push(item[T]{x: x, admitted: e.now()})
 	return l, l.state.Load() == idle && l.state.CompareAndSwap(idle, ready)
