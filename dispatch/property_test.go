@@ -166,17 +166,20 @@ func runMain(rt *rapid.T, p, budget int, w testkit.Workload) {
 		}
 		return testkit.Tag{Key: x.ID.String(), Seq: x.Seq, Group: child*p + x.ID.Mod(p)}
 	}, testkit.Perform)
-	var hooked, unknown atomic.Int64
+	var hooked atomic.Int64
 	source, emitted := counted(flux.FromSlice(w.Exchanges))
 	m, err := dispatch.NewMain("property", []aggregate.NamedAggregate{orders, invoices}, source,
 		rec.Handle, sup, quiet, dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithMaxPending[testkit.Exchange](budget),
 		dispatch.WithDiscardHook(func(x testkit.Exchange, reason error) {
 			hooked.Add(1)
-			if errors.Is(reason, dispatch.ErrUnknownAggregate) != (x.ID.Named == payments) {
+			stopped := errors.Is(reason, dispatch.ErrStopped) || errors.Is(reason, dispatch.ErrForceStopped)
+			switch {
+			case errors.Is(reason, dispatch.ErrUnknownAggregate):
+				if x.ID.Named != payments {
+					rt.Errorf("%v discarded for %v", x.ID, reason)
+				}
+			case !stopped:
 				rt.Errorf("%v discarded for %v", x.ID, reason)
-			}
-			if x.ID.Named == payments {
-				unknown.Add(1)
 			}
 		}))
 	if err != nil {
