@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,7 +56,9 @@ func brkEmitRun(t *testing.T, seed uint64) (afterDone dispatch.Stats, bad bool) 
 			}
 		})
 	}
-	time.Sleep(time.Duration(r.IntN(2000)) * time.Microsecond)
+	for range r.IntN(2000) { // a random point of the stream for the stop
+		runtime.Gosched()
+	}
 	switch stop {
 	case 0:
 		d.Quiesce()

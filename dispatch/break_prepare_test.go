@@ -3,7 +3,6 @@ package dispatch_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/dispatch"
@@ -36,8 +35,8 @@ func TestBreakQuiesceThenForceDuringPrepare(t *testing.T) {
 	<-entered
 	d.Quiesce()      // NEW -> STOPPING, Prepare still in the supplier
 	go d.ForceStop() // from STOPPING: "Prepare completed", it has not
-	time.Sleep(time.Millisecond)
-	close(release) // Prepare now writes the contexts
+	close(release)   // Prepare now writes the contexts; -race needs no overlap in time
+
 	<-prepared
 	<-d.Done()
 }
