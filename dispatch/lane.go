@@ -63,11 +63,9 @@ type engine[T any] struct {
 	policy  ErrorPolicy
 	onFail  func(error) // under StopOnError: record and quiesce the owner
 
-	ctx       context.Context // the handlers' context
-	cancel    context.CancelCauseFunc
-	halt      atomic.Bool // no more handling: forced, or the scheduler ended
-	watching  atomic.Bool // the scheduler's task context is watched
-	stopWatch atomic.Pointer[func() bool]
+	ctx    context.Context // the handlers' context
+	cancel context.CancelCauseFunc
+	halt   atomic.Bool // no more handling: forced, or the scheduler ended
 }
 
 // now returns the time since the epoch in nanoseconds, 0 when untimed.

@@ -54,8 +54,8 @@ const (
 
 var lpSourceKinds = []string{lpSlice, lpEndless, lpIgnores, lpPanics, lpFails, lpPush}
 
-// lpErrSource is what a failing source returns.
-var lpErrSource = errors.New("lp: source failed")
+// errLpSource is what a failing source returns.
+var errLpSource = errors.New("lp: source failed")
 
 // lpWorld is what one case shares: the violations seen, the releases of
 // what is held, and the lock that serialises synctest.Wait.
@@ -255,7 +255,7 @@ func lpSource(kind string, gen lpGen, count int, pace time.Duration, release <-c
 					return err
 				}
 			}
-			return lpErrSource
+			return errLpSource
 		})
 	case lpIgnores, lpPanics:
 		src = lpRaw{kind: kind, gen: gen, n: count, release: release}
