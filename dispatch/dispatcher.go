@@ -118,8 +118,9 @@ func build[T any](name string, named aggregate.NamedAggregate, source Source[T],
 	return d, nil
 }
 
-// newEngine returns the engine of one named aggregate with groups lanes
-// (none for groups 0), without its scheduler, flow and context.
+// newEngine returns the engine of one named aggregate, without lanes
+// (withLanes gives them), scheduler or flow; its context is a placeholder
+// until Prepare makes the real one.
 func newEngine[T any](name string, named aggregate.NamedAggregate, handler Handler[T], cfg *config[T]) *engine[T] {
 	e := &engine[T]{
 		name: name, named: aggregate.Materialize(named),

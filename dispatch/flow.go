@@ -15,6 +15,7 @@ import (
 // looks at shut. So once shut is set, whoever brings the in-flight count to
 // zero sees it, and drained closes exactly when the intake is shut and no
 // admitted exchange is left.
+//
 // The fields are grouped by who writes them, each group on cache lines of
 // its own, so that the intake's reads of the gate and its count do not miss
 // on lines the consumers write.
@@ -52,13 +53,6 @@ func (f *flow) stats() Stats {
 	return s
 }
 
-// inFlight is received minus the final counters, read in the same order as
-// stats.
-func (f *flow) inFlight() int64 {
-	done := f.succeeded.Load() + f.failed.Load() + f.discarded.Load()
-	return f.received.Load() - done
-}
-
 // close shuts the intake: nothing is admitted from now on.
 func (f *flow) close() {
 	if !f.shut.Swap(true) {
@@ -73,7 +67,7 @@ func (f *flow) close() {
 // after adding to received, so emitting is read first: an Emit is either
 // seen there, or its count in received, or it saw shut.
 func (f *flow) check() {
-	if !f.shut.Load() || f.emitting.Load() != 0 || f.inFlight() != 0 || f.drainedOnce.Swap(true) {
+	if !f.shut.Load() || f.emitting.Load() != 0 || f.stats().InFlight != 0 || f.drainedOnce.Swap(true) {
 		return
 	}
 	close(f.drained)

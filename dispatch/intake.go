@@ -93,11 +93,8 @@ func (in *intake[T]) prepare(ctx context.Context, resolve func() (owned schedule
 		e.ctx, e.cancel = context.WithCancelCause(base)
 	}
 	in.srcCtx, in.srcCancel = context.WithCancelCause(base)
-	in.prepared.Store(true) // publishes the contexts to the stops
-	if !in.life.Advance(StateNew, StatePrepared) {
-		if owned != nil {
-			owned.Dispose()
-		}
+	in.prepared.Store(true)                        // publishes the contexts to the stops
+	if !in.life.Advance(StateNew, StatePrepared) { // end disposes what was made
 		return fmt.Errorf("%w: %s %q was stopped while preparing", ErrStopped, in.life.Kind(), in.Name())
 	}
 	return nil
@@ -346,9 +343,9 @@ func (in *intake[T]) fail(err error) {
 	in.Quiesce()
 }
 
-// end runs at the physical end: the engines release their contexts, and a
-// scheduler made and owned but never started is disposed (it has no
-// goroutine).
+// end runs at the physical end: the engines release their contexts, and an
+// owned scheduler is disposed (a no-op after finish did; one made by a
+// Prepare that a stop overtook, or never started, has no goroutine).
 func (in *intake[T]) end() {
 	if in.owned != nil {
 		in.owned.Dispose()

@@ -37,7 +37,6 @@ type item[T any] struct {
 type lane[T any] struct {
 	q     queue.SPSC[item[T]]
 	state atomic.Int32
-	group int
 	e     *engine[T]
 	task  schedulers.Task
 }
@@ -81,7 +80,7 @@ func (e *engine[T]) lane(g int) *lane[T] {
 	if l := e.lanes[g].Load(); l != nil {
 		return l
 	}
-	l := &lane[T]{group: g, e: e}
+	l := &lane[T]{e: e}
 	l.q.Chunks = &e.chunks
 	l.task = l.run
 	e.lanes[g].Store(l)
@@ -113,9 +112,10 @@ func (e *engine[T]) enqueue(g int, x T) (l *lane[T], kick bool) {
 	return l, l.state.Load() == idle && l.state.CompareAndSwap(idle, ready)
 }
 
-// schedule hands a lane its caller just made ready to the scheduler. After
-// a force no drain is scheduled any more: the caller discards the lane
-// itself, so that no lane waits on a task a disposal may drop.
+// schedule hands a lane its caller just made ready to the scheduler. Once
+// halted (a force, or the scheduler's end) no drain is scheduled any more:
+// the caller discards the lane itself, so that no lane waits on a task a
+// disposal may drop.
 func (e *engine[T]) schedule(l *lane[T]) {
 	if e.halt.Load() {
 		e.steal(l, ready)
