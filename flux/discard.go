@@ -24,6 +24,26 @@ func WithDiscardHook[T any](ctx context.Context, hook func(v T, reason error)) c
 	return context.WithValue(ctx, discardKey[T]{}, hook)
 }
 
+// DoOnDiscard returns f with hook installed for the items of type U that
+// the operators upstream of it drop after pulling them: Reactor's
+// doOnDiscard(Class<U>, Consumer<U>). U need not be f's item type: a hook
+// for the source's items sees what a GroupBy or a PublishOn before a Map
+// drops. Each dropped item is given to hook once, with the reason: the
+// cause of the subscription's context, the error that ended the flow, or
+// ErrCancelled when the downstream stopped early. An inner DoOnDiscard for
+// the same U takes precedence over an outer one. The hook may run on any
+// goroutine of the subscription, concurrently with itself, so it must be
+// safe for concurrent use; a panic of it is recovered and ignored. Costs one
+// context value per subscription, nothing per item.
+func DoOnDiscard[T, U any](f Flux[T], hook func(v U, reason error)) Flux[T] {
+	if hook == nil {
+		return f
+	}
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		return f.run(context.WithValue(ctx, discardKey[U]{}, hook), emit)
+	}}
+}
+
 // discarder returns the discard function for T of ctx: the hook guarded
 // against panics, or a no-op.
 func discarder[T any](ctx context.Context) func(T, error) {

@@ -97,16 +97,16 @@ func ExampleFlux_All() {
 	// b
 }
 
-func ExampleWithDiscardHook() {
-	ctx := flux.WithDiscardHook(context.Background(), func(v int, reason error) {
-		fmt.Println("discarded", v, "because", reason)
-	})
+func ExampleDoOnDiscard() {
 	failing := flux.Create(func(_ context.Context, s flux.Sink[int]) error {
 		_ = s.Next(1)
 		_ = s.Next(2)
 		return fmt.Errorf("source failed")
 	})
-	err := flux.Buffer(failing, 3).Subscribe(ctx, func([]int) error { return nil })
+	buffered := flux.DoOnDiscard(flux.Buffer(failing, 3), func(v int, reason error) {
+		fmt.Println("discarded", v, "because", reason)
+	})
+	err := buffered.Subscribe(context.Background(), func([]int) error { return nil })
 	fmt.Println(err)
 	// Output:
 	// discarded 1 because source failed
