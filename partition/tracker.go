@@ -41,7 +41,9 @@ const minRing = 16
 // Cost: O(1) time per position (expected, whatever the gaps between
 // positions), memory proportional to the positions held, those above the
 // prefix, at about 48 bytes each; the ring and its index double when full and
-// are reused after, so the steady state allocates nothing. Every method takes
+// are reused after, so the steady state allocates nothing, and they keep the
+// size of the most positions ever held. A blocked tracker holds every position
+// tracked after the one blocking it, until a Reset. Every method takes
 // one short mutex with no foreign code under it; all are safe for concurrent
 // use. The zero value is an empty tracker, ready to use; a Tracker must not
 // be copied after first use.
