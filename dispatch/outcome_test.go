@@ -43,7 +43,9 @@ func (o *labelsObserver) Started(_ context.Context, l dispatch.Labels, _ time.Du
 func (o *labelsObserver) Finished(_ context.Context, l dispatch.Labels, _ dispatch.Outcome, _ time.Duration, _ error) {
 	o.add("finished", l)
 }
-func (o *labelsObserver) Discarded(_ context.Context, l dispatch.Labels, _ error) { o.add("discarded", l) }
+func (o *labelsObserver) Discarded(_ context.Context, l dispatch.Labels, _ error) {
+	o.add("discarded", l)
+}
 
 // Each child of a MainDispatcher reports as itself; several observers see
 // every event; an exchange of no named aggregate is discarded under the main
