@@ -27,6 +27,7 @@ type intake[T any] struct {
 	source  Source[T] // nil: Emit feeds the intake
 	emitMu  sync.Mutex
 	timeout time.Duration
+	ends    []func() // WithResults' completions
 
 	sourceRunning atomic.Bool // the source's Subscribe has not returned
 	prepared      atomic.Bool // Prepare made the contexts
@@ -39,7 +40,7 @@ type intake[T any] struct {
 }
 
 func (in *intake[T]) init(kind, name string, source Source[T], cfg *config[T], engines []*engine[T], report *engine[T]) {
-	in.source, in.engines, in.report, in.timeout = source, engines, report, cfg.stopTimeout
+	in.source, in.engines, in.report, in.timeout, in.ends = source, engines, report, cfg.stopTimeout, cfg.ends
 	in.f = newFlow(cfg.maxPending, in.life.Stop)
 	for _, e := range in.all() {
 		e.f, e.onFail = in.f, in.fail
@@ -360,6 +361,9 @@ func (in *intake[T]) end() {
 	}
 	for _, e := range in.all() {
 		e.end()
+	}
+	for _, end := range in.ends {
+		end()
 	}
 }
 

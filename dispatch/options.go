@@ -32,6 +32,7 @@ type config[T any] struct {
 	outcomes    []func(context.Context, Result[T])
 	discards    []func(T, error)
 	contextOf   func(context.Context, T) context.Context
+	ends        []func() // called at the physical end, before Done closes
 	logger      *slog.Logger
 	failLevel   slog.Level
 	stopTimeout time.Duration
