@@ -88,6 +88,7 @@ func TestResultsStalledReaderIsBoundedByTheStopTimeout(t *testing.T) {
 		err = <-done
 		require.Equal(t, time.Second, time.Since(start), "the stop took its timeout, then forced")
 		require.Error(t, err)
+		<-d.Done() // a force returns at once; the end follows
 		s := d.Stats()
 		require.Equal(t, s.Received, s.Succeeded+s.Failed+s.Discarded)
 		got, err := flux.Collect(t.Context(), r.Flux())
