@@ -2,6 +2,8 @@ package middleware_test
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -9,8 +11,10 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/dispatch/middleware"
+	"github.com/aggflow/aggflow/schedulers"
 	"github.com/aggflow/aggflow/testkit"
 )
 
@@ -200,4 +204,54 @@ func TestDeadLetterHookPanicOnADispatcher(t *testing.T) {
 		require.ErrorAs(t, obs.errs[0], &pe)
 		require.Equal(t, "hook", pe.Value)
 	})
+}
+
+// The cost of a retry inside the handler: a group in backoff holds one
+// scheduler goroutine. On two goroutines, two groups in backoff stall every
+// other group for the length of their retries; on a bounded elastic
+// scheduler the other groups run at once.
+func TestBackoffHoldsASchedulerGoroutine(t *testing.T) {
+	const groups = 64
+	ids := []string{"slow-a", "slow-b", "fast-0", "fast-1", "fast-2", "fast-3", "fast-4", "fast-5"}
+	seen := map[int]bool{}
+	for _, id := range ids {
+		g := aggregate.GroupKey(id, groups)
+		require.False(t, seen[g], "every id in a group of its own")
+		seen[g] = true
+	}
+	for name, c := range map[string]struct {
+		sched func() (schedulers.Scheduler, error)
+		fast  time.Duration // when the last fast exchange ended
+	}{
+		"parallel(2)":        {func() (schedulers.Scheduler, error) { return schedulers.NewParallel("p", 2) }, 3 * time.Second},
+		"boundedElastic(16)": {func() (schedulers.Scheduler, error) { return schedulers.NewBoundedElastic("e", 16) }, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sched, err := c.sched()
+				require.NoError(t, err)
+				t0 := time.Now()
+				var mu sync.Mutex
+				var fastEnd time.Duration
+				f := newFlaky()
+				h := retry(t, constant(time.Second))(func(ctx context.Context, j job) error {
+					if err := f.handle(ctx, j); err != nil {
+						return err
+					}
+					if strings.HasPrefix(j.id.ID, "fast") {
+						mu.Lock()
+						fastEnd = max(fastEnd, time.Since(t0))
+						mu.Unlock()
+					}
+					return nil
+				})
+				d := start(t, jobs(ids, []int{3, 3, 0, 0, 0, 0, 0, 0}), h, groups, dispatch.WithScheduler[job](sched))
+				<-d.Done()
+				require.NoError(t, sched.DisposeGracefully(context.Background()))
+				require.Equal(t, 3*time.Second, time.Since(t0), "the slow ones took their three waits")
+				require.Equal(t, c.fast, fastEnd)
+				require.Equal(t, dispatch.Stats{Received: 8, Succeeded: 8}, d.Stats())
+			})
+		})
+	}
 }

@@ -23,8 +23,8 @@ import (
 // pass unchanged.
 //
 // A d that is not positive returns ErrInvalidOption. Cost per call: one
-// context with a timer (context.WithTimeoutCause), about three small
-// allocations.
+// context with a timer (context.WithTimeoutCause), 4 allocations (272 B)
+// and about 400 ns on the project's machine.
 func Timeout[T any](d time.Duration) (Middleware[T], error) {
 	if d <= 0 {
 		return nil, fmt.Errorf("%w: Timeout: duration %v is not positive", ErrInvalidOption, d)
