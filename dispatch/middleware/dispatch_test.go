@@ -65,6 +65,7 @@ func TestForceStopInterruptsABackoffWait(t *testing.T) {
 		require.Zero(t, time.Since(t0), "no backoff elapsed")
 		require.Equal(t, dispatch.Stats{Received: 3, Failed: 1, Discarded: 2}, d.Stats())
 		require.Equal(t, []dispatch.Outcome{dispatch.OutcomeCancelled}, obs.finished)
+		require.ErrorIs(t, obs.errs[0], middleware.ErrRetryStopped)
 		require.ErrorIs(t, obs.errs[0], dispatch.ErrForceStopped)
 		require.ErrorIs(t, obs.errs[0], errTransient)
 		require.Len(t, obs.reasons, 2)

@@ -35,8 +35,9 @@ import (
 // The handler returns nil once an attempt succeeds; otherwise:
 //   - a non-retryable error, unchanged (as the handler returned it, a
 //     backoff.Permanent wrapper included);
-//   - once the ctx ended, an error wrapping context.Cause(ctx) (for a force
-//     stop dispatch.ErrForceStopped) and the last attempt's error;
+//   - once the ctx ended, an error wrapping ErrRetryStopped,
+//     context.Cause(ctx) (for a force stop dispatch.ErrForceStopped) and the
+//     last attempt's error;
 //   - once retries ran out, an error wrapping ErrRetriesExhausted and the
 //     last attempt's error.
 //
@@ -46,7 +47,7 @@ import (
 //
 // An invalid option returns an error wrapping ErrInvalidOption. Cost: an
 // exchange whose first attempt succeeds costs one call and no allocation
-// (about 10 ns); one retry, waits aside, about 1.5 µs and 12 allocations
+// (about 8 ns); one retry, waits aside, about 1.4 µs and 12 allocations
 // (its policy and backoff.Retry's state, under 600 bytes).
 func Retry[T any](opts ...RetryOption[T]) (Middleware[T], error) {
 	c := newRetryConfig(opts)
@@ -125,8 +126,7 @@ func (a *attempts[T]) again() error {
 	case a.permanent:
 		return a.last
 	case a.ctx.Err() != nil:
-		return fmt.Errorf("middleware: retry ended by its context after attempt %d: %w; last error: %w",
-			a.n, context.Cause(a.ctx), a.last)
+		return fmt.Errorf("%w after attempt %d: %w; last error: %w", ErrRetryStopped, a.n, context.Cause(a.ctx), a.last)
 	}
 	return fmt.Errorf("%w after attempt %d: %w", ErrRetriesExhausted, a.n, a.last)
 }

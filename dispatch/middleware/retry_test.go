@@ -182,9 +182,10 @@ func TestRetryWaitEndsWithItsContext(t *testing.T) {
 		cancel(cause)
 		err := <-done
 		require.Zero(t, time.Since(t0), "no virtual time passed: the wait ended at once")
+		require.ErrorIs(t, err, middleware.ErrRetryStopped)
 		require.ErrorIs(t, err, cause)
 		require.ErrorIs(t, err, errTransient)
-		require.EqualError(t, err, "middleware: retry ended by its context after attempt 1: shutting down; last error: transient failure")
+		require.EqualError(t, err, "middleware: retry stopped by its context after attempt 1: shutting down; last error: transient failure")
 		require.Len(t, s.calls, 1)
 	})
 }
@@ -200,6 +201,7 @@ func TestRetryNothingAfterItsContextEnded(t *testing.T) {
 			return errTransient
 		}
 		err := retry(t, constant(time.Second))(h)(ctx, job{})
+		require.ErrorIs(t, err, middleware.ErrRetryStopped)
 		require.ErrorIs(t, err, context.Canceled)
 		require.ErrorIs(t, err, errTransient)
 		require.Equal(t, 1, calls)

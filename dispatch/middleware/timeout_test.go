@@ -108,6 +108,7 @@ func TestTimeoutAroundRetryBoundsTheExchange(t *testing.T) {
 		err := middleware.Chain(h, timeout(t, 2500*time.Millisecond), retry(t, constant(time.Second)))(t.Context(), job{})
 		require.Equal(t, 2500*time.Millisecond, time.Since(t0), "the third wait was cut short")
 		require.Equal(t, 3, calls)
+		require.ErrorIs(t, err, middleware.ErrRetryStopped)
 		require.ErrorIs(t, err, middleware.ErrTimeout)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.ErrorIs(t, err, errTransient)
