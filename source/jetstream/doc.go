@@ -1,0 +1,2 @@
+// Package jetstream binds aggflow to NATS JetStream for scale-out.
+package jetstream
