@@ -334,7 +334,7 @@ func (c *Consumer[T]) supervise(started <-chan struct{}) {
 		})
 	}
 	wg.Wait()
-	c.calls.Wait() // a Revoke still running; none begins once the stop began
+	c.calls.Wait()                  // a Revoke still running; none begins once the stop began
 	_, _ = c.disp.Close(c.drainCtx) // refuses assignments; nothing is owned any more
 	c.mu.Lock()
 	c.endLocked()

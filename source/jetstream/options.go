@@ -79,7 +79,9 @@ func WithDurable[T any](prefix string) Option[T] { return func(c *config[T]) { c
 
 // WithRequestTimeout bounds each request the consumer makes itself (default
 // DefaultRequestTimeout).
-func WithRequestTimeout[T any](d time.Duration) Option[T] { return func(c *config[T]) { c.timeout = d } }
+func WithRequestTimeout[T any](d time.Duration) Option[T] {
+	return func(c *config[T]) { c.timeout = d }
+}
 
 // WithRejected sets what happens to a message without KeyHeader or that the
 // decoder refused. By default (nil) the consumer stops with the error,
