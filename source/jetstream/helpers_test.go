@@ -55,6 +55,7 @@ func newEnv(t testing.TB, partitions int) *env {
 	e := &env{srv: srv, nc: nc, js: js, topo: jetstream.Topology{Stream: "EX", Prefix: "ex", Partitions: partitions}}
 	cfg, err := e.topo.StreamConfig()
 	require.NoError(t, err)
+	cfg.Storage = natsjs.MemoryStorage // the server outlives every consumer process of a test
 	_, err = js.CreateStream(ctx(t), cfg)
 	require.NoError(t, err)
 	return e
@@ -67,19 +68,47 @@ func ctx(t testing.TB) context.Context {
 }
 
 // publish publishes perKey exchanges for each of keys aggregates,
-// interleaved, and waits for every acknowledgement.
+// interleaved, and waits until the stream stored them all.
 func (e *env) publish(t testing.TB, keys, perKey int) {
 	t.Helper()
+	require.NoError(t, e.publishAll(ctx(t), keys, perKey))
+}
+
+// publishAll is publish for any goroutine. It publishes without waiting for
+// each acknowledgement (core NATS publish: the stream stores what arrives,
+// in order per connection), then polls the stream's count.
+func (e *env) publishAll(ctx context.Context, keys, perKey int) error {
+	s, err := e.js.Stream(ctx, e.topo.Stream)
+	if err != nil {
+		return err
+	}
+	before := s.CachedInfo().State.Msgs
 	for seq := 1; seq <= perKey; seq++ {
 		for k := range keys {
-			_, err := e.js.PublishMsgAsync(e.topo.NewMsg(keyName(k), encodeSeq(uint64(seq))))
-			require.NoError(t, err)
+			if err := e.nc.PublishMsg(e.topo.NewMsg(keyName(k), encodeSeq(uint64(seq)))); err != nil {
+				return err
+			}
 		}
 	}
-	select {
-	case <-e.js.PublishAsyncComplete():
-	case <-ctx(t).Done():
-		t.Fatal("publishing did not complete")
+	if err := e.nc.FlushWithContext(ctx); err != nil {
+		return err
+	}
+	want := before + uint64(keys*perKey)
+	for {
+		info, err := s.Info(ctx)
+		switch {
+		case err != nil:
+			return err
+		case info.State.Msgs == want:
+			return nil
+		case info.State.Msgs > want:
+			return fmt.Errorf("the stream stored %d, want %d", info.State.Msgs, want)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the stream stored %d of %d: %w", info.State.Msgs, want, ctx.Err())
+		case <-time.After(5 * time.Millisecond): // polling the server's progress
+		}
 	}
 }
 

@@ -24,10 +24,14 @@ type part[T any] struct {
 	held held
 	poke chan struct{} // a rejected message settled: the prefix may have moved
 
-	stopAck             chan struct{}
-	fetchDone, ackDone  chan struct{}
-	lastAcked           natsjs.Msg // the acknowledging goroutine's, then release's
-	lastAckedPos, begin int64
+	stopAck            chan struct{}
+	fetchDone, ackDone chan struct{}
+	lastAcked          natsjs.Msg // the acknowledging goroutine's, then release's
+	lastAckedPos       int64
+	// seen is the last position the durable consumer had delivered before
+	// the reset: a reset restarts the server's delivery count, so a
+	// position at or below it is counted as a second attempt at least.
+	seen int64
 }
 
 // open resets partition p's durable consumer to its ack floor + 1, assigns
@@ -57,7 +61,7 @@ func (c *Consumer[T]) open(p int32) (*part[T], error) {
 		_, _ = c.disp.Lose(p)
 		return nil, c.serverError("pulling from durable consumer "+c.durable(p), err)
 	}
-	return &part[T]{c: c, p: p, iter: iter, in: in, poke: make(chan struct{}, 1), begin: from,
+	return &part[T]{c: c, p: p, iter: iter, in: in, poke: make(chan struct{}, 1), seen: int64(info.Delivered.Stream),
 		stopAck: make(chan struct{}), fetchDone: make(chan struct{}), ackDone: make(chan struct{})}, nil
 }
 
@@ -101,6 +105,9 @@ func (pt *part[T]) handle(msg natsjs.Msg) bool {
 		return false
 	}
 	pos, attempt := int64(meta.Sequence.Stream), int(meta.NumDelivered)
+	if pos <= pt.seen {
+		attempt = max(attempt, 2)
+	}
 	x, err := pt.decode(msg, pos)
 	if err != nil {
 		return pt.rejected(msg, pos, err)
