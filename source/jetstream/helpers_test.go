@@ -78,22 +78,26 @@ func (e *env) publish(t testing.TB, keys, perKey int) {
 // each acknowledgement (core NATS publish: the stream stores what arrives,
 // in order per connection), then polls the stream's count.
 func (e *env) publishAll(ctx context.Context, keys, perKey int) error {
+	return e.publishN(ctx, keys, keys*perKey)
+}
+
+// publishN publishes n exchanges round-robin over keys aggregates: the
+// i-th is sequence i/keys+1 of aggregate i%keys.
+func (e *env) publishN(ctx context.Context, keys, n int) error {
 	s, err := e.js.Stream(ctx, e.topo.Stream)
 	if err != nil {
 		return err
 	}
 	before := s.CachedInfo().State.Msgs
-	for seq := 1; seq <= perKey; seq++ {
-		for k := range keys {
-			if err := e.nc.PublishMsg(e.topo.NewMsg(keyName(k), encodeSeq(uint64(seq)))); err != nil {
-				return err
-			}
+	for i := range n {
+		if err := e.nc.PublishMsg(e.topo.NewMsg(keyName(i%keys), encodeSeq(uint64(i/keys+1)))); err != nil {
+			return err
 		}
 	}
 	if err := e.nc.FlushWithContext(ctx); err != nil {
 		return err
 	}
-	want := before + uint64(keys*perKey)
+	want := before + uint64(n)
 	for {
 		info, err := s.Info(ctx)
 		switch {
