@@ -32,8 +32,13 @@ var (
 // proc is a child consumer process.
 type proc struct {
 	cmd *exec.Cmd
-	out string
-	err bytes.Buffer
+	out string // the records
+}
+
+// stderr returns what the child wrote to its standard error.
+func (p *proc) stderr() string {
+	data, _ := os.ReadFile(p.out + ".stderr")
+	return string(data)
 }
 
 func startChild(t *testing.T, e *env, own, out string, control bool) *proc {
@@ -44,7 +49,10 @@ func startChild(t *testing.T, e *env, own, out string, control bool) *proc {
 	if control {
 		p.cmd.Env = append(p.cmd.Env, envControl+"=1")
 	}
-	p.cmd.Stderr = &p.err
+	stderr, err := os.Create(out + ".stderr")
+	require.NoError(t, err)
+	defer stderr.Close() // the child has its own descriptor
+	p.cmd.Stderr = stderr
 	require.NoError(t, p.cmd.Start())
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
@@ -68,15 +76,19 @@ func (p *proc) stop(t *testing.T, sig syscall.Signal) {
 	require.NoError(t, p.cmd.Process.Signal(sig))
 	err := p.cmd.Wait()
 	if sig == syscall.SIGTERM {
-		require.NoError(t, err, "child stderr: %s", p.err.String())
+		require.NoError(t, err, "child stderr: %s", p.stderr())
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, deadline time.Time, what string, cond func() bool) {
+// waitFor polls cond until it holds or the deadline passes; then it fails
+// with the children's error output.
+func waitFor(t *testing.T, deadline time.Time, what string, cond func() bool, children ...*proc) {
 	t.Helper()
 	for !cond() {
 		if time.Now().After(deadline) {
+			for _, p := range children {
+				t.Logf("child %s: %s", p.out, p.stderr())
+			}
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond) // polling another process's progress
@@ -115,13 +127,13 @@ func handoff(t *testing.T, sig syscall.Signal, control bool) report {
 	go func() { published <- e.publishAll(ctx(t), mpKeys, mpPerKey) }() // the consumers read meanwhile
 	a := startChild(t, e, ownedA, filepath.Join(dir, "a1"), control)
 	b := startChild(t, e, ownedB, filepath.Join(dir, "b"), control)
-	waitFor(t, deadline, "A to handle a fifth of its share", func() bool { return a.lines() >= mpKeys*mpPerKey/10 })
+	waitFor(t, deadline, "A to handle a fifth of its share", func() bool { return a.lines() >= mpKeys*mpPerKey/10 }, a, b)
 	a.stop(t, sig)
 	handledByA := a.lines()
 	a2 := startChild(t, e, ownedA, filepath.Join(dir, "a2"), control)
 	require.NoError(t, <-published)
 	t.Logf("published %d exchanges in %v", mpKeys*mpPerKey, time.Since(start).Round(time.Millisecond))
-	waitFor(t, deadline, "every partition acknowledged to its end", func() bool { return e.drained(t) })
+	waitFor(t, deadline, "every partition acknowledged to its end", func() bool { return e.drained(t) }, a2, b)
 	a2.stop(t, syscall.SIGTERM)
 	b.stop(t, syscall.SIGTERM)
 	r := checkRuns([][]handled{readRun(t, a.out), readRun(t, a2.out), readRun(t, b.out)}, allKeys(), mpPerKey)

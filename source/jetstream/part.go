@@ -6,20 +6,25 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/partition"
 )
 
-// part is one owned partition: its durable consumer and message iterator,
+// part is one owned partition: its durable consumer,
 // its intake in the partition.Dispatcher, the messages held until
 // acknowledged, and its two goroutines.
 type part[T any] struct {
 	c    *Consumer[T]
 	p    int32
-	iter natsjs.MessagesContext
+	cons natsjs.Consumer
+	// stop ends the fetching: release cancels it.
+	stop       context.Context
+	cancelStop context.CancelFunc
 	in   *partition.Intake[T]
 	held held
 	poke chan struct{} // a rejected message settled: the prefix may have moved
@@ -34,8 +39,12 @@ type part[T any] struct {
 	seen int64
 }
 
+// pullExpiry is how long one fetch waits on the server for its batch to
+// fill; what arrives meanwhile is delivered as it comes.
+const pullExpiry = 5 * time.Second
+
 // open resets partition p's durable consumer to its ack floor + 1, assigns
-// the partition from there and opens its iterator.
+// the partition from there.
 func (c *Consumer[T]) open(p int32) (*part[T], error) {
 	ctx, cancel := context.WithTimeout(c.runCtx, c.cfg.timeout)
 	defer cancel()
@@ -56,12 +65,8 @@ func (c *Consumer[T]) open(p int32) (*part[T], error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: consumer %q: %w", c.name, err)
 	}
-	iter, err := cons.Messages(natsjs.PullMaxMessages(c.cfg.batch))
-	if err != nil {
-		_, _ = c.disp.Lose(p)
-		return nil, c.serverError("pulling from durable consumer "+c.durable(p), err)
-	}
-	return &part[T]{c: c, p: p, iter: iter, in: in, poke: make(chan struct{}, 1), seen: int64(info.Delivered.Stream),
+	stop, cancelStop := context.WithCancel(c.runCtx)
+	return &part[T]{c: c, p: p, cons: cons, stop: stop, cancelStop: cancelStop, in: in, poke: make(chan struct{}, 1), seen: int64(info.Delivered.Stream),
 		stopAck: make(chan struct{}), fetchDone: make(chan struct{}), ackDone: make(chan struct{})}, nil
 }
 
@@ -71,26 +76,40 @@ func (pt *part[T]) run() {
 	go pt.acknowledge()
 }
 
-// fetch pulls the partition's messages and delivers them in order until its
-// iterator is stopped, the intake shuts, or the partition fails.
+// fetch pulls the partition's messages in batches of at most the fetch
+// batch and delivers them in order, until release stops it, the intake
+// shuts, or the partition fails. (One pull request per batch, rather than
+// the client's prefetching iterator, whose next pull can be skipped when
+// the previous one is still being sent as its last message arrives: the
+// partition then stalls until the pull expires.)
 func (pt *part[T]) fetch() {
 	defer close(pt.fetchDone)
 	c := pt.c
-	for {
-		msg, err := pt.iter.Next()
-		switch {
-		case errors.Is(err, natsjs.ErrMsgIteratorClosed):
+	for pt.stop.Err() == nil {
+		ctx, cancel := context.WithTimeout(pt.stop, pullExpiry)
+		batch, err := pt.cons.Fetch(c.cfg.batch, natsjs.FetchContext(ctx))
+		if err != nil {
+			cancel()
+			if pt.stop.Err() == nil {
+				c.fail(fmt.Errorf("jetstream: consumer %q: partition %d: pulling: %w", c.name, pt.p, err))
+			}
 			return
-		case errors.Is(err, natsjs.ErrNoHeartbeat):
-			c.cfg.logger.Warn("jetstream: missed heartbeats, still pulling", slog.String("consumer", c.name),
-				slog.Int("partition", int(pt.p)))
-			continue
-		case err != nil:
+		}
+		ok := true
+		for msg := range batch.Messages() {
+			c.fetched.Add(1)
+			if ok = pt.handle(msg); !ok {
+				break
+			}
+		}
+		cancel()
+		for range batch.Messages() { // the fetch's goroutine ends once it closed them
+		}
+		if err := batch.Error(); ok && err != nil && pt.stop.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
 			c.fail(fmt.Errorf("jetstream: consumer %q: partition %d: pulling: %w", c.name, pt.p, err))
 			return
 		}
-		c.fetched.Add(1)
-		if !pt.handle(msg) {
+		if !ok {
 			return
 		}
 	}
@@ -225,7 +244,7 @@ func (pt *part[T]) acknowledge() {
 // confirmation awaited.
 func (pt *part[T]) release(ctx context.Context) (partition.Settled, error) {
 	c := pt.c
-	pt.iter.Stop()
+	pt.cancelStop()
 	var s partition.Settled
 	var err error
 	if c.forced.Load() {
