@@ -25,9 +25,9 @@ type part[T any] struct {
 	// stop ends the fetching: release cancels it.
 	stop       context.Context
 	cancelStop context.CancelFunc
-	in   *partition.Intake[T]
-	held held
-	poke chan struct{} // a rejected message settled: the prefix may have moved
+	in         *partition.Intake[T]
+	held       held
+	poke       chan struct{} // a rejected message settled: the prefix may have moved
 
 	stopAck            chan struct{}
 	fetchDone, ackDone chan struct{}
