@@ -46,24 +46,33 @@ func BenchmarkConsume(b *testing.B) {
 		sched, err := schedulers.NewParallel("bench", 2)
 		require.NoError(b, err)
 		defer sched.Dispose()
-		var handled atomic.Int64
-		all := make(chan struct{})
-		count := func(context.Context, partition.Delivery[keyed]) error {
-			if handled.Add(1) == int64(b.N) {
-				close(all)
-			}
-			return nil
-		}
-		c, err := jetstream.NewConsumer("bench", e.js, e.topo, []int32{0, 1, 2, 3, 4, 5, 6, 7}, decodeKeyed, named, sched, keyOf, count)
-		require.NoError(b, err)
-		b.ResetTimer()
-		require.NoError(b, c.Prepare(context.Background()))
-		require.NoError(b, c.Start())
-		<-all
-		require.NoError(b, c.StopGracefully(context.Background()))
-		b.StopTimer()
+		c := consumeAll(b, e, []int32{0, 1, 2, 3, 4, 5, 6, 7}, sched, func() {})
 		b.ReportMetric(float64(c.Stats().Acks)/float64(b.N), "acks/op")
 	})
+}
+
+// consumeAll times a consumer of the owned partitions of e whose handler
+// calls work, from Prepare until its graceful stop after b.N exchanges.
+func consumeAll(b *testing.B, e *env, owned []int32, sched schedulers.Scheduler, work func(), opts ...jetstream.Option[keyed]) *jetstream.Consumer[keyed] {
+	b.Helper()
+	var handled atomic.Int64
+	all := make(chan struct{})
+	handler := func(context.Context, partition.Delivery[keyed]) error {
+		work()
+		if handled.Add(1) == int64(b.N) {
+			close(all)
+		}
+		return nil
+	}
+	c, err := jetstream.NewConsumer("bench", e.js, e.topo, owned, decodeKeyed, named, sched, keyOf, handler, opts...)
+	require.NoError(b, err)
+	b.ResetTimer()
+	require.NoError(b, c.Prepare(context.Background()))
+	require.NoError(b, c.Start())
+	<-all
+	require.NoError(b, c.StopGracefully(context.Background()))
+	b.StopTimer()
+	return c
 }
 
 // plainLoop is the baseline: one partition's durable AckAll consumer read
@@ -145,22 +154,7 @@ func BenchmarkBlockingHandler(b *testing.B) {
 		sched, err := schedulers.NewBoundedElastic("io", 256)
 		require.NoError(b, err)
 		defer sched.Dispose()
-		var handled atomic.Int64
-		all := make(chan struct{})
-		io := func(context.Context, partition.Delivery[keyed]) error {
-			time.Sleep(ioTime)
-			if handled.Add(1) == int64(b.N) {
-				close(all)
-			}
-			return nil
-		}
-		c, err := jetstream.NewConsumer("io", e.js, e.topo, []int32{0}, decodeKeyed, named, sched, keyOf, io,
+		consumeAll(b, e, []int32{0}, sched, func() { time.Sleep(ioTime) },
 			jetstream.WithPartitionOptions(partition.WithGroups[keyed](256)))
-		require.NoError(b, err)
-		b.ResetTimer()
-		require.NoError(b, c.Prepare(context.Background()))
-		require.NoError(b, c.Start())
-		<-all
-		require.NoError(b, c.StopGracefully(context.Background()))
 	})
 }

@@ -16,24 +16,29 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestStartServesJetStreamAndCleansUp(t *testing.T) {
-	s, err := jstest.Start()
-	require.NoError(t, err)
-	dir := s.StoreDir()
-
+// publishOne makes stream S (if needed) on s and publishes one message to
+// it; it returns the message's stream sequence.
+func publishOne(t *testing.T, s *jstest.Server) uint64 {
+	t.Helper()
 	nc, err := nats.Connect(s.URL())
 	require.NoError(t, err)
+	defer nc.Close()
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
 	require.NoError(t, err)
 	ack, err := js.Publish(ctx, "s.1", []byte("x"))
 	require.NoError(t, err)
-	require.Equal(t, uint64(1), ack.Sequence)
-	nc.Close()
+	return ack.Sequence
+}
 
+func TestStartServesJetStreamAndCleansUp(t *testing.T) {
+	s, err := jstest.Start()
+	require.NoError(t, err)
+	dir := s.StoreDir()
+	require.Equal(t, uint64(1), publishOne(t, s))
 	s.Shutdown()
 	s.Shutdown() // idempotent
 	_, err = os.Stat(dir)
@@ -42,27 +47,13 @@ func TestStartServesJetStreamAndCleansUp(t *testing.T) {
 
 func TestStoreDirSurvivesARestart(t *testing.T) {
 	dir := t.TempDir()
-	publish := func(s *jstest.Server) uint64 {
-		nc, err := nats.Connect(s.URL())
-		require.NoError(t, err)
-		defer nc.Close()
-		js, err := jetstream.New(nc)
-		require.NoError(t, err)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
-		require.NoError(t, err)
-		ack, err := js.Publish(ctx, "s.1", []byte("x"))
-		require.NoError(t, err)
-		return ack.Sequence
-	}
 	s, err := jstest.Start(jstest.WithStoreDir(dir))
 	require.NoError(t, err)
-	require.Equal(t, uint64(1), publish(s))
+	require.Equal(t, uint64(1), publishOne(t, s))
 	s.Shutdown()
 
 	s, err = jstest.Start(jstest.WithStoreDir(dir))
 	require.NoError(t, err)
 	defer s.Shutdown()
-	require.Equal(t, uint64(2), publish(s), "the stream kept its first message")
+	require.Equal(t, uint64(2), publishOne(t, s), "the stream kept its first message")
 }
