@@ -3,6 +3,8 @@ package jetstream_test
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,6 +51,32 @@ func BenchmarkConsume(b *testing.B) {
 		c := consumeAll(b, e, []int32{0, 1, 2, 3, 4, 5, 6, 7}, sched, func() {})
 		b.ReportMetric(float64(c.Stats().Acks)/float64(b.N), "acks/op")
 	})
+}
+
+// BenchmarkConsumeTwoProcesses is BenchmarkConsume with two consumer
+// processes (this binary re-executed), 4 partitions each; the time runs
+// from their start to their exit, process start and connection included.
+func BenchmarkConsumeTwoProcesses(b *testing.B) {
+	for _, mode := range []string{"plain", "aggflow"} {
+		b.Run(mode, func(b *testing.B) {
+			e := newEnv(b, 8)
+			require.NoError(b, e.publishN(ctx(b), benchKeys, b.N))
+			b.ResetTimer()
+			var children []*exec.Cmd
+			for _, own := range []string{ownedA, ownedB} {
+				cmd := exec.Command(os.Args[0])
+				cmd.Env = append(os.Environ(), envChild+"=1", envBench+"="+mode, envURL+"="+e.srv.URL(), envOwn+"="+own,
+					envPartitions+"=8")
+				cmd.Stderr = os.Stderr
+				require.NoError(b, cmd.Start())
+				children = append(children, cmd)
+			}
+			for _, cmd := range children {
+				require.NoError(b, cmd.Wait())
+			}
+			b.StopTimer()
+		})
+	}
 }
 
 // consumeAll times a consumer of the owned partitions of e whose handler

@@ -8,7 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/partition"
@@ -25,6 +29,7 @@ const (
 	envPartitions = "AGGFLOW_JETSTREAM_PARTITIONS"
 	envOut        = "AGGFLOW_JETSTREAM_OUT"     // the file the child appends "key seq attempt" lines to
 	envControl    = "AGGFLOW_JETSTREAM_CONTROL" // set: resume without the reset
+	envBench      = "AGGFLOW_JETSTREAM_BENCH"   // "plain" or "aggflow": consume the owned partitions to their end, then exit
 )
 
 // childDurable is the durable prefix every child shares.
@@ -35,25 +40,39 @@ const childDurable = "child"
 // is on disk before its position can be acknowledged); SIGTERM stops it
 // gracefully. It returns the exit code.
 func runChild() int {
-	if err := child(); err != nil {
+	run := child
+	if os.Getenv(envBench) != "" {
+		run = benchChild
+	}
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
 	}
 	return 0
 }
 
-func child() error {
+// childTopology reads the topology and the owned partitions from the
+// environment.
+func childTopology() (jetstream.Topology, []int32, error) {
 	n, err := strconv.Atoi(os.Getenv(envPartitions))
 	if err != nil {
-		return err
+		return jetstream.Topology{}, nil, err
 	}
 	var own []int32
 	for _, s := range strings.Split(os.Getenv(envOwn), ",") {
 		p, err := strconv.Atoi(s)
 		if err != nil {
-			return err
+			return jetstream.Topology{}, nil, err
 		}
 		own = append(own, int32(p))
+	}
+	return jetstream.Topology{Stream: "EX", Prefix: "ex", Partitions: n}, own, nil
+}
+
+func child() error {
+	topo, own, err := childTopology()
+	if err != nil {
+		return err
 	}
 	out, err := os.OpenFile(os.Getenv(envOut), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
@@ -84,7 +103,6 @@ func child() error {
 	if os.Getenv(envControl) != "" {
 		opts = append(opts, jetstream.WithoutReset[keyed]())
 	}
-	topo := jetstream.Topology{Stream: "EX", Prefix: "ex", Partitions: n}
 	c, err := jetstream.NewConsumer("child", js, topo, own, decodeKeyed, named, sched, keyOf, record, opts...)
 	if err != nil {
 		return err
@@ -96,4 +114,81 @@ func child() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	return r.Run(ctx)
+}
+
+// benchChild consumes the owned partitions to their last message, the
+// plain loop's way or aggflow's, and returns.
+func benchChild() error {
+	topo, own, err := childTopology()
+	if err != nil {
+		return err
+	}
+	nc, js, err := jetstream.Connect(os.Getenv(envURL))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	e := &env{nc: nc, js: js, topo: topo}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if os.Getenv(envBench) == "plain" {
+		var handled atomic.Int64
+		errs := make(chan error, len(own))
+		for _, p := range own {
+			go func() { errs <- plainLoop(e, p, &handled) }()
+		}
+		for range own {
+			if err := <-errs; err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	s, err := js.Stream(ctx, topo.Stream)
+	if err != nil {
+		return err
+	}
+	info, err := s.Info(ctx, natsjs.WithSubjectFilter(topo.Prefix+".>"))
+	if err != nil {
+		return err
+	}
+	var total int64
+	for _, p := range own {
+		total += int64(info.State.Subjects[topo.Subject(p)])
+	}
+	if total == 0 {
+		return nil // nothing was published to these partitions
+	}
+	sched, err := schedulers.NewParallel("bench", 2)
+	if err != nil {
+		return err
+	}
+	defer sched.Dispose()
+	var handled atomic.Int64
+	all := make(chan struct{})
+	count := func(context.Context, partition.Delivery[keyed]) error {
+		if handled.Add(1) == total {
+			close(all)
+		}
+		return nil
+	}
+	c, err := jetstream.NewConsumer("bench", js, topo, own, decodeKeyed, named, sched, keyOf, count)
+	if err != nil {
+		return err
+	}
+	if err := c.Prepare(ctx); err != nil {
+		return err
+	}
+	if err := c.Start(); err != nil {
+		return err
+	}
+	select {
+	case <-all:
+	case <-c.Done():
+		return c.Err()
+	case <-ctx.Done():
+		c.ForceStop()
+		return ctx.Err()
+	}
+	return c.StopGracefully(ctx)
 }
