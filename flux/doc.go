@@ -36,7 +36,7 @@
 // goroutine and task a subscription starts is joined before Subscribe
 // returns, on every exit path; rxgo's goroutines behind FromObservable are
 // cancelled, not joined, and exit on their own (see FromObservable). Items already pulled and then dropped by a cancellation are given
-// to the discard hook installed with WithDiscardHook, so nothing is lost
+// to the discard hook installed with DoOnDiscard, so nothing is lost
 // silently. A panic in any function handed to this package ends the flow
 // with an error carrying *PanicError; the process survives.
 //
@@ -60,7 +60,7 @@
 //	groupBy(key, prefetch)           GroupBy(f, key, groups, WithGroupBuffer(n))
 //	publishOn(s, prefetch)           PublishOn(s, prefetch)
 //	subscribeOn(s)                   SubscribeOn(s)
-//	doOnDiscard / Hooks              WithDiscardHook
+//	doOnDiscard(Class, Consumer)     DoOnDiscard
 //	subscribe + blockLast            Subscribe
 //	collectList().block()            Collect
 //	toIterable / toStream            All
