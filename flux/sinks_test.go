@@ -532,3 +532,28 @@ func TestSinkFluxComposes(t *testing.T) {
 	require.Equal(t, 0, s.CurrentSubscriberCount())
 }
 
+// A replay sink whose window fills the ring (limit == capacity): a waiting
+// EmitNext is woken once the slow subscriber catches up, although the
+// window keeps every slot in use.
+func TestReplaySinkFullWindowWakesEmitter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := flux.NewReplaySink[int](2, 2)
+		require.NoError(t, err)
+		sub := subscribe(t.Context(), s.AsFlux(), true)
+		synctest.Wait()
+		emitAll(t, s, 0)
+		synctest.Wait() // sub holds 0
+		emitAll(t, s, 1, 2)
+		require.Equal(t, flux.EmitFailOverflow, s.TryEmitNext(3))
+		res := make(chan flux.EmitResult, 1)
+		go func() { res <- s.EmitNext(t.Context(), 3) }()
+		synctest.Wait()
+		require.Empty(t, res)
+		close(sub.gate)
+		require.Equal(t, flux.EmitOK, <-res)
+		require.Equal(t, flux.EmitOK, s.TryEmitComplete())
+		got, err := sub.wait()
+		require.NoError(t, err)
+		require.Equal(t, []int{0, 1, 2, 3}, got)
+	})
+}
