@@ -87,9 +87,12 @@ var sinkNames = [...]string{"UnicastSink", "MulticastSink", "ReplaySink"}
 // newest item by at most capacity items, plus the one it is delivering.
 // Emitting into a full sink (a subscriber lags by capacity) refuses with
 // EmitFailOverflow (TryEmitNext), waits for the slowest subscriber
-// (EmitNext), or drops that subscriber's oldest item (WithDropOldest). An
-// item that every subscriber has taken, and that the replay window does not
-// keep, frees its slot at once.
+// (EmitNext), or drops that subscriber's oldest item (WithDropOldest). A
+// waiting EmitNext is woken once the slowest subscriber lags by at most half
+// the capacity, so that emitter and subscribers hand over in batches (as
+// Reactor replenishes demand in batches); TryEmitNext takes any free slot.
+// An item that every subscriber has taken, and that the replay window does
+// not keep, frees its slot at once.
 //
 // # Delivery
 //
@@ -118,9 +121,10 @@ type ManySink[T any] struct {
 	head      uint64 // lowest index still held; indexes grow without wrapping
 	tail      uint64 // index of the next item
 	subs      []*sinkSub[T]
-	atHead    int  // subscribers whose next item is head
-	claimed   bool // unicast: subscribed once
-	done      bool // terminated: err is the signal (nil: completion)
+	low       uint64 // the slowest subscriber's next index, while there are subscribers
+	atLow     int    // subscribers whose next index is low
+	claimed   bool   // unicast: subscribed once
+	done      bool   // terminated: err is the signal (nil: completion)
 	err       error
 	cancelled bool          // its consumer left: nothing more can be delivered
 	room      chan struct{} // closed when room may have appeared; nil while no emitter waits
@@ -163,11 +167,14 @@ func (s *ManySink[T]) TryEmitNext(v T) EmitResult {
 	return r
 }
 
-// EmitNext emits v, waiting while the sink is full (for the slowest
-// subscriber to take an item, or for a subscriber to arrive) until ctx
-// ends: EmitOK, EmitFailTerminated, EmitFailCancelled, or EmitFailContext
-// (ctx ended first, or was done on entry; v was not emitted). Waiting
-// emitters are not served in arrival order.
+// EmitNext emits v, waiting while the sink is full until ctx ends: EmitOK,
+// EmitFailTerminated, EmitFailCancelled, or EmitFailContext (ctx ended
+// first, or was done on entry; v was not emitted). A full sink wakes its
+// waiting emitters once the slowest subscriber lags by at most half the
+// capacity (it took items, or the slowest left), when a subscriber arrives,
+// and when the sink terminates or is cancelled; they are not served in
+// arrival order. An emitter called from the onNext of the slowest
+// subscriber waits until ctx ends.
 func (s *ManySink[T]) EmitNext(ctx context.Context, v T) EmitResult {
 	for {
 		if ctx.Err() != nil {
@@ -231,7 +238,7 @@ func (s *ManySink[T]) offerLocked(v T) (EmitResult, []sinkDrop[T]) {
 	case s.cancelled:
 		return EmitFailCancelled, nil
 	}
-	if s.kind == replayKind && s.atHead == 0 {
+	if s.kind == replayKind {
 		s.releaseLocked(s.tail + 1) // the window moves on
 	}
 	var drops []sinkDrop[T]
@@ -251,20 +258,19 @@ func (s *ManySink[T]) offerLocked(v T) (EmitResult, []sinkDrop[T]) {
 }
 
 // dropHeadLocked frees the oldest slot of a full sink under WithDropOldest:
-// every subscriber that still has to take it skips it. A full sink with
-// subscribers always has one at head (head is the lowest position, and the
-// replay window is no wider than the ring), so this frees a slot.
+// every subscriber that still has to take it skips it. In a full sink with
+// subscribers the slowest are at head (the replay window, no wider than the
+// ring, has moved on), so this frees a slot.
 func (s *ManySink[T]) dropHeadLocked() []sinkDrop[T] {
 	v := s.ring[s.head%s.size]
-	drops := make([]sinkDrop[T], 0, s.atHead)
+	drops := make([]sinkDrop[T], 0, s.atLow)
 	for _, sub := range s.subs {
 		if sub.next == s.head {
 			sub.next++
 			drops = append(drops, sinkDrop[T]{v: v, discard: sub.discard})
 		}
 	}
-	s.atHead = 0
-	s.releaseLocked(s.tail + 1)
+	s.movedLocked(s.tail + 1)
 	return drops
 }
 

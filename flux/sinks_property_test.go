@@ -367,3 +367,64 @@ func TestSinkConcurrentEmitters(t *testing.T) {
 		})
 	}
 }
+
+// An EmitNext waiting for room always gets it once the subscribers take
+// items: whatever the kind, capacity, window and the pace of each
+// subscriber, an emitter of n items finishes and every subscriber present
+// from the start gets all n in order (synctest reports a deadlock otherwise).
+func TestSinkEmitNextLivenessProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		m := &sinkModel{
+			kind:     rapid.SampledFrom([]string{"unicast", "multicast", "replay"}).Draw(rt, "kind"),
+			capacity: rapid.IntRange(1, 6).Draw(rt, "capacity"),
+		}
+		if m.kind == "replay" {
+			m.limit = rapid.IntRange(1, m.capacity).Draw(rt, "limit")
+		}
+		n := rapid.IntRange(0, 30).Draw(rt, "items")
+		subscribers := 1
+		if m.kind != "unicast" {
+			subscribers = rapid.IntRange(1, 3).Draw(rt, "subscribers")
+		}
+		paces := rapid.SliceOfN(rapid.IntRange(0, 3), 0, 20).Draw(rt, "tokens per step")
+		var got [][]int
+		var errs []error
+		synctest.Test(t, func(t *testing.T) {
+			s, err := newModelSink(m)
+			require.NoError(t, err)
+			subs := make([]*subscriber[int], subscribers)
+			for i := range subs {
+				subs[i] = subscribe(t.Context(), s.AsFlux(), true)
+			}
+			synctest.Wait()
+			emitted := make(chan struct{})
+			go func() {
+				defer close(emitted)
+				for i := range n {
+					if r := s.EmitNext(t.Context(), i); r != flux.EmitOK {
+						t.Errorf("EmitNext(%d): %v", i, r)
+					}
+				}
+				if r := s.TryEmitComplete(); r != flux.EmitOK {
+					t.Errorf("TryEmitComplete: %v", r)
+				}
+			}()
+			for i, p := range paces {
+				subs[i%len(subs)].allow(p)
+				synctest.Wait()
+			}
+			for _, sub := range subs {
+				close(sub.gate)
+			}
+			<-emitted
+			for _, sub := range subs {
+				items, err := sub.wait()
+				got, errs = append(got, items), append(errs, err)
+			}
+		})
+		for i := range got {
+			require.NoError(rt, errs[i])
+			require.Equal(rt, seq(n), append([]int{}, got[i]...), "subscriber %d", i)
+		}
+	})
+}
