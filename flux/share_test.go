@@ -3,6 +3,7 @@ package flux_test
 import (
 	"context"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -224,4 +225,37 @@ func TestShareUpstreamPanics(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Subscribers joining and leaving a Share from many goroutines at once:
+// each sees a contiguous run of the upstream's sequence, and once they have
+// all returned no goroutine of any connection is left.
+func TestShareConcurrentSubscribers(t *testing.T) {
+	leakFree(t)
+	var subscriptions atomic.Int64
+	shared := flux.Defer(func() flux.Flux[int] {
+		subscriptions.Add(1)
+		return endless
+	}).Publish(4).RefCount(1)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for round := range 20 {
+				n := 1 + (g+round)%7
+				got, err := flux.Collect(t.Context(), shared.Take(n))
+				if err != nil || len(got) != n {
+					t.Errorf("got %v, %v; want %d items", got, err, n)
+					return
+				}
+				for i := 1; i < n; i++ {
+					if got[i] != got[i-1]+1 {
+						t.Errorf("not contiguous: %v", got)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.GreaterOrEqual(t, subscriptions.Load(), int64(1))
 }

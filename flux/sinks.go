@@ -109,7 +109,10 @@ var sinkNames = [...]string{"UnicastSink", "MulticastSink", "ReplaySink"}
 // every subscriber sees the same order. No lock is held while anyone waits:
 // an EmitNext waiting for room and an idle subscriber park on channels.
 // Emitting costs O(subscribers) (the idle ones are woken) and no
-// allocation; a subscriber costs one lock round trip per item.
+// allocation, but for one channel each time EmitNext finds the sink full
+// (about 0.004 per item at capacity 256 with the emitter ahead); a
+// subscriber costs two allocations to attach and one lock round trip per
+// item.
 type ManySink[T any] struct {
 	kind  sinkKind
 	size  uint64 // ring slots: the capacity

@@ -561,3 +561,23 @@ func TestReplaySinkFullWindowWakesEmitter(t *testing.T) {
 		require.Equal(t, []int{0, 1, 2, 3}, got)
 	})
 }
+
+// The discard hook is the one DoOnDiscard installs downstream of the sink's
+// Flux; a hook that panics is ignored and the sink goes on.
+func TestSinkDiscardHookFromDoOnDiscard(t *testing.T) {
+	s, err := flux.NewUnicastSink[int](4)
+	require.NoError(t, err)
+	emitAll(t, s, 1, 2, 3)
+	var dropped []int
+	f := flux.DoOnDiscard(s.AsFlux(), func(v int, reason error) {
+		require.ErrorIs(t, reason, errStop)
+		dropped = append(dropped, v)
+		if v == 2 {
+			panic("hook")
+		}
+	})
+	err = f.Subscribe(t.Context(), func(int) error { return errStop })
+	require.ErrorIs(t, err, errStop)
+	require.Equal(t, []int{2, 3}, dropped)
+	requireCancelled(t, s, 4)
+}
