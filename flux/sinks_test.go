@@ -197,16 +197,21 @@ func TestUnicastSinkLive(t *testing.T) {
 // goes to its discard hook with its reason, and later emissions are
 // refused as cancelled.
 func TestUnicastSinkSubscriberCancels(t *testing.T) {
+	// The hook is the one DoOnDiscard installs after the sink's Flux; one
+	// that panics is ignored and the sink goes on.
 	t.Run("downstream error", func(t *testing.T) {
 		s, err := flux.NewUnicastSink[int](4)
 		require.NoError(t, err)
 		emitAll(t, s, 1, 2, 3)
 		var dropped []int
-		ctx := flux.WithDiscardHook(t.Context(), func(v int, reason error) {
+		f := flux.DoOnDiscard(s.AsFlux(), func(v int, reason error) {
 			require.ErrorIs(t, reason, errStop)
 			dropped = append(dropped, v)
+			if v == 2 {
+				panic("hook")
+			}
 		})
-		err = s.AsFlux().Subscribe(ctx, func(int) error { return errStop })
+		err = f.Subscribe(t.Context(), func(int) error { return errStop })
 		require.ErrorIs(t, err, errStop)
 		require.Equal(t, []int{2, 3}, dropped)
 		requireCancelled(t, s, 4)
@@ -560,24 +565,4 @@ func TestReplaySinkFullWindowWakesEmitter(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []int{0, 1, 2, 3}, got)
 	})
-}
-
-// The discard hook is the one DoOnDiscard installs downstream of the sink's
-// Flux; a hook that panics is ignored and the sink goes on.
-func TestSinkDiscardHookFromDoOnDiscard(t *testing.T) {
-	s, err := flux.NewUnicastSink[int](4)
-	require.NoError(t, err)
-	emitAll(t, s, 1, 2, 3)
-	var dropped []int
-	f := flux.DoOnDiscard(s.AsFlux(), func(v int, reason error) {
-		require.ErrorIs(t, reason, errStop)
-		dropped = append(dropped, v)
-		if v == 2 {
-			panic("hook")
-		}
-	})
-	err = f.Subscribe(t.Context(), func(int) error { return errStop })
-	require.ErrorIs(t, err, errStop)
-	require.Equal(t, []int{2, 3}, dropped)
-	requireCancelled(t, s, 4)
 }
