@@ -311,8 +311,7 @@ func TestSinkConcurrentEmitters(t *testing.T) {
 	for _, wait := range []bool{false, true} {
 		t.Run(fmt.Sprint("EmitNext=", wait), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s, err := flux.NewMulticastSink[int](8)
-				require.NoError(t, err)
+				s := must(flux.NewMulticastSink[int](8))(t)
 				subs := make([]*subscriber[int], subscribers)
 				for i := range subs {
 					subs[i] = subscribe(t.Context(), s.AsFlux(), false)

@@ -93,6 +93,16 @@ func (s *subscriber[T]) wait() ([]T, error) {
 	return s.items(), err
 }
 
+// must returns the value of a constructor, failing the test given to the
+// function it returns if the constructor failed.
+func must[T any](v T, err error) func(testing.TB) T {
+	return func(t testing.TB) T {
+		t.Helper()
+		require.NoError(t, err)
+		return v
+	}
+}
+
 func emitAll[T any](t *testing.T, s *flux.ManySink[T], vs ...T) {
 	t.Helper()
 	for _, v := range vs {
@@ -100,22 +110,13 @@ func emitAll[T any](t *testing.T, s *flux.ManySink[T], vs ...T) {
 	}
 }
 
-// requireTerminated checks that every Emit call of s is refused as terminated.
-func requireTerminated[T any](t *testing.T, s *flux.ManySink[T], v T) {
+// requireRefused checks that every Emit call of s is refused with want.
+func requireRefused[T any](t *testing.T, s *flux.ManySink[T], want flux.EmitResult, v T) {
 	t.Helper()
-	require.Equal(t, flux.EmitFailTerminated, s.TryEmitNext(v))
-	require.Equal(t, flux.EmitFailTerminated, s.EmitNext(t.Context(), v))
-	require.Equal(t, flux.EmitFailTerminated, s.TryEmitComplete())
-	require.Equal(t, flux.EmitFailTerminated, s.TryEmitError(errBoom))
-}
-
-// requireCancelled checks that every Emit call of s is refused as cancelled.
-func requireCancelled[T any](t *testing.T, s *flux.ManySink[T], v T) {
-	t.Helper()
-	require.Equal(t, flux.EmitFailCancelled, s.TryEmitNext(v))
-	require.Equal(t, flux.EmitFailCancelled, s.EmitNext(t.Context(), v))
-	require.Equal(t, flux.EmitFailCancelled, s.TryEmitComplete())
-	require.Equal(t, flux.EmitFailCancelled, s.TryEmitError(errBoom))
+	require.Equal(t, want, s.TryEmitNext(v))
+	require.Equal(t, want, s.EmitNext(t.Context(), v))
+	require.Equal(t, want, s.TryEmitComplete())
+	require.Equal(t, want, s.TryEmitError(errBoom))
 }
 
 func TestSinkConstructorsRefuseInvalidArguments(t *testing.T) {
@@ -131,8 +132,7 @@ func TestSinkConstructorsRefuseInvalidArguments(t *testing.T) {
 		require.ErrorContains(t, err, "flux: New", name)
 		require.Nil(t, s, name)
 	}
-	s, err := flux.NewReplaySink[int](4, 4, nil, flux.WithDropOldest())
-	require.NoError(t, err)
+	s := must(flux.NewReplaySink[int](4, 4, nil, flux.WithDropOldest()))(t)
 	require.NotNil(t, s)
 }
 
@@ -152,12 +152,11 @@ func TestEmitResultString(t *testing.T) {
 // the capacity and delivered to it, then the terminal signal; a second
 // subscriber is refused; emissions after termination are refused.
 func TestUnicastSinkBuffersUntilSubscribed(t *testing.T) {
-	s, err := flux.NewUnicastSink[int](3)
-	require.NoError(t, err)
+	s := must(flux.NewUnicastSink[int](3))(t)
 	emitAll(t, s, 1, 2, 3)
 	require.Equal(t, flux.EmitFailZeroSubscriber, s.TryEmitNext(4))
 	require.Equal(t, flux.EmitOK, s.TryEmitComplete())
-	requireTerminated(t, s, 5)
+	requireRefused(t, s, flux.EmitFailTerminated, 5)
 
 	got, err := flux.Collect(t.Context(), s.AsFlux())
 	require.NoError(t, err)
@@ -165,7 +164,7 @@ func TestUnicastSinkBuffersUntilSubscribed(t *testing.T) {
 	_, err = flux.Collect(t.Context(), s.AsFlux())
 	require.ErrorIs(t, err, flux.ErrUnicastSink)
 	require.ErrorContains(t, err, "flux: UnicastSink")
-	requireTerminated(t, s, 6)
+	requireRefused(t, s, flux.EmitFailTerminated, 6)
 }
 
 // Unicast, live: items emitted after the subscriber arrived reach it in
@@ -173,12 +172,11 @@ func TestUnicastSinkBuffersUntilSubscribed(t *testing.T) {
 // refused at once.
 func TestUnicastSinkLive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := flux.NewUnicastSink[int](2)
-		require.NoError(t, err)
+		s := must(flux.NewUnicastSink[int](2))(t)
 		first := subscribe(t.Context(), s.AsFlux(), false)
 		synctest.Wait()
 		require.Equal(t, 1, s.CurrentSubscriberCount())
-		_, err = flux.Collect(t.Context(), s.AsFlux())
+		_, err := flux.Collect(t.Context(), s.AsFlux())
 		require.ErrorIs(t, err, flux.ErrUnicastSink)
 
 		for i := range 10 {
@@ -189,7 +187,7 @@ func TestUnicastSinkLive(t *testing.T) {
 		require.ErrorIs(t, err, errBoom)
 		require.Equal(t, seq(10), got)
 		require.Equal(t, 0, s.CurrentSubscriberCount())
-		requireTerminated(t, s, 11)
+		requireRefused(t, s, flux.EmitFailTerminated, 11)
 	})
 }
 
@@ -200,8 +198,7 @@ func TestUnicastSinkSubscriberCancels(t *testing.T) {
 	// The hook is the one DoOnDiscard installs after the sink's Flux; one
 	// that panics is ignored and the sink goes on.
 	t.Run("downstream error", func(t *testing.T) {
-		s, err := flux.NewUnicastSink[int](4)
-		require.NoError(t, err)
+		s := must(flux.NewUnicastSink[int](4))(t)
 		emitAll(t, s, 1, 2, 3)
 		var dropped []int
 		f := flux.DoOnDiscard(s.AsFlux(), func(v int, reason error) {
@@ -211,15 +208,14 @@ func TestUnicastSinkSubscriberCancels(t *testing.T) {
 				panic("hook")
 			}
 		})
-		err = f.Subscribe(t.Context(), func(int) error { return errStop })
+		err := f.Subscribe(t.Context(), func(int) error { return errStop })
 		require.ErrorIs(t, err, errStop)
 		require.Equal(t, []int{2, 3}, dropped)
-		requireCancelled(t, s, 4)
+		requireRefused(t, s, flux.EmitFailCancelled, 4)
 	})
 	t.Run("ctx", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			s, err := flux.NewUnicastSink[int](4)
-			require.NoError(t, err)
+			s := must(flux.NewUnicastSink[int](4))(t)
 			sub := subscribe(t.Context(), s.AsFlux(), true)
 			emitAll(t, s, 1, 2, 3)
 			synctest.Wait() // 1 is being delivered, 2 and 3 are queued
@@ -229,18 +225,17 @@ func TestUnicastSinkSubscriberCancels(t *testing.T) {
 			require.Equal(t, []int{1}, got)
 			require.Equal(t, []int{2, 3}, sub.drops())
 			require.Equal(t, []error{errLeave, errLeave}, sub.reasons)
-			requireCancelled(t, s, 4)
+			requireRefused(t, s, flux.EmitFailCancelled, 4)
 		})
 	})
 	t.Run("after the terminal signal", func(t *testing.T) {
-		s, err := flux.NewUnicastSink[int](4)
-		require.NoError(t, err)
+		s := must(flux.NewUnicastSink[int](4))(t)
 		emitAll(t, s, 1)
 		require.Equal(t, flux.EmitOK, s.TryEmitComplete())
 		got, err := flux.Collect(t.Context(), s.AsFlux())
 		require.NoError(t, err)
 		require.Equal(t, []int{1}, got)
-		requireTerminated(t, s, 2)
+		requireRefused(t, s, flux.EmitFailTerminated, 2)
 	})
 }
 
@@ -290,8 +285,7 @@ func TestSinkBackpressure(t *testing.T) {
 
 // A done ctx emits nothing, even with room.
 func TestSinkEmitNextDoneContext(t *testing.T) {
-	s, err := flux.NewMulticastSink[int](2)
-	require.NoError(t, err)
+	s := must(flux.NewMulticastSink[int](2))(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	require.Equal(t, flux.EmitFailContext, s.EmitNext(ctx, 1))
@@ -305,8 +299,7 @@ func TestSinkEmitNextDoneContext(t *testing.T) {
 // slot at a time, and the subscriber gets each item once.
 func TestSinkManyWaitingEmitters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := flux.NewMulticastSink[int](1)
-		require.NoError(t, err)
+		s := must(flux.NewMulticastSink[int](1))(t)
 		sub := subscribe(t.Context(), s.AsFlux(), true)
 		synctest.Wait()
 		emitAll(t, s, 0)
@@ -336,8 +329,7 @@ func TestSinkManyWaitingEmitters(t *testing.T) {
 // all, after their items, and a subscriber arriving after it gets it at once.
 func TestMulticastSinkFanOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := flux.NewMulticastSink[int](4)
-		require.NoError(t, err)
+		s := must(flux.NewMulticastSink[int](4))(t)
 		a := subscribe(t.Context(), s.AsFlux(), false)
 		b := subscribe(t.Context(), s.AsFlux(), false)
 		synctest.Wait()
@@ -356,7 +348,7 @@ func TestMulticastSinkFanOut(t *testing.T) {
 		got, err := c.wait()
 		require.ErrorIs(t, err, errBoom)
 		require.Equal(t, []int{4, 5}, got)
-		requireTerminated(t, s, 6)
+		requireRefused(t, s, flux.EmitFailTerminated, 6)
 
 		got, err = flux.Collect(t.Context(), s.AsFlux())
 		require.ErrorIs(t, err, errBoom)
@@ -369,8 +361,7 @@ func TestMulticastSinkFanOut(t *testing.T) {
 // starts at the next item; EmitNext waits for a subscriber to make room.
 func TestMulticastSinkWarm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := flux.NewMulticastSink[int](2)
-		require.NoError(t, err)
+		s := must(flux.NewMulticastSink[int](2))(t)
 		emitAll(t, s, 1, 2)
 		require.Equal(t, flux.EmitFailZeroSubscriber, s.TryEmitNext(3))
 		res := make(chan flux.EmitResult, 1)
@@ -402,8 +393,7 @@ func TestMulticastSinkWarm(t *testing.T) {
 // for the next one.
 func TestMulticastSinkSubscriberLeaves(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := flux.NewMulticastSink[int](4)
-		require.NoError(t, err)
+		s := must(flux.NewMulticastSink[int](4))(t)
 		a := subscribe(t.Context(), s.AsFlux(), false)
 		b := subscribe(t.Context(), s.AsFlux(), true)
 		synctest.Wait()
@@ -437,8 +427,7 @@ func TestMulticastSinkSubscriberLeaves(t *testing.T) {
 // buffer still refuses.
 func TestMulticastSinkDropOldest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := flux.NewMulticastSink[int](2, flux.WithDropOldest())
-		require.NoError(t, err)
+		s := must(flux.NewMulticastSink[int](2, flux.WithDropOldest()))(t)
 		emitAll(t, s, 1, 2)
 		require.Equal(t, flux.EmitFailZeroSubscriber, s.TryEmitNext(3))
 		fast := subscribe(t.Context(), s.AsFlux(), false)
@@ -471,8 +460,7 @@ func TestMulticastSinkDropOldest(t *testing.T) {
 // that arrives after the terminal signal gets the last n, then the signal.
 func TestReplaySinkLateSubscriber(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := flux.NewReplaySink[int](3, 4)
-		require.NoError(t, err)
+		s := must(flux.NewReplaySink[int](3, 4))(t)
 		early := subscribe(t.Context(), s.AsFlux(), false)
 		synctest.Wait()
 		emitAll(t, s, 1, 2)
@@ -500,14 +488,13 @@ func TestReplaySinkLateSubscriber(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, []int{5, 6, 7}, got)
 		}
-		requireTerminated(t, s, 8)
+		requireRefused(t, s, flux.EmitFailTerminated, 8)
 	})
 }
 
 // Replay with nobody subscribed never refuses: the window moves on.
 func TestReplaySinkWithoutSubscribers(t *testing.T) {
-	s, err := flux.NewReplaySink[string](2, 2)
-	require.NoError(t, err)
+	s := must(flux.NewReplaySink[string](2, 2))(t)
 	emitAll(t, s, "a", "b", "c", "d", "e")
 	require.Equal(t, flux.EmitOK, s.TryEmitError(errBoom))
 	got, err := flux.Collect(t.Context(), s.AsFlux())
@@ -517,10 +504,9 @@ func TestReplaySinkWithoutSubscribers(t *testing.T) {
 
 // A nil error fails the sink with ErrInvalidArgument.
 func TestSinkTryEmitNilError(t *testing.T) {
-	s, err := flux.NewMulticastSink[int](1)
-	require.NoError(t, err)
+	s := must(flux.NewMulticastSink[int](1))(t)
 	require.Equal(t, flux.EmitOK, s.TryEmitError(nil))
-	_, err = flux.Collect(t.Context(), s.AsFlux())
+	_, err := flux.Collect(t.Context(), s.AsFlux())
 	require.ErrorIs(t, err, flux.ErrInvalidArgument)
 	require.ErrorContains(t, err, "MulticastSink.TryEmitError")
 }
@@ -529,8 +515,7 @@ func TestSinkTryEmitNilError(t *testing.T) {
 // which leaves the sink; a panic in onNext ends the subscription with
 // *PanicError.
 func TestSinkFluxComposes(t *testing.T) {
-	s, err := flux.NewReplaySink[int](5, 5)
-	require.NoError(t, err)
+	s := must(flux.NewReplaySink[int](5, 5))(t)
 	emitAll(t, s, 1, 2, 3, 4, 5)
 	got, err := flux.Collect(t.Context(), flux.Map(s.AsFlux(), double).Take(2))
 	require.NoError(t, err)
@@ -546,8 +531,7 @@ func TestSinkFluxComposes(t *testing.T) {
 // window keeps every slot in use.
 func TestReplaySinkFullWindowWakesEmitter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := flux.NewReplaySink[int](2, 2)
-		require.NoError(t, err)
+		s := must(flux.NewReplaySink[int](2, 2))(t)
 		sub := subscribe(t.Context(), s.AsFlux(), true)
 		synctest.Wait()
 		emitAll(t, s, 0)
