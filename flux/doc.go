@@ -64,6 +64,14 @@
 //	subscribe + blockLast            Subscribe
 //	collectList().block()            Collect
 //	toIterable / toStream            All
+//	Sinks.Many, Sinks.EmitResult     ManySink, EmitResult
+//	unicast().onBackpressureBuffer   NewUnicastSink(capacity)
+//	multicast().onBackpressureBuffer NewMulticastSink(capacity)
+//	replay().limit(n)                NewReplaySink(n, capacity)
+//	tryEmitNext / emitNext           TryEmitNext / EmitNext(ctx, v)
+//	DROP_OLDEST overflow strategy    WithDropOldest()
+//	publish(prefetch).refCount(n)    Publish(capacity).RefCount(n)
+//	share()                          Share
 //	StepVerifier                     testkit.Verify
 //
 // # Differences from Reactor

@@ -38,6 +38,14 @@ var (
 	// still the caller's. Any other error from Next is the downstream's, for
 	// an item it was handed.
 	ErrNotDelivered = errors.New("flux: not delivered")
+	// ErrUnicastSink is wrapped by the error of a second Subscribe to the
+	// Flux of a unicast ManySink (Reactor: "UnicastProcessor allows only a
+	// single Subscriber").
+	ErrUnicastSink = errors.New("flux: unicast sink allows only one subscriber")
+	// ErrSinkOverflow is the reason given to a subscriber's discard hook for
+	// an item a ManySink made with WithDropOldest dropped for it because it
+	// lagged by the sink's capacity.
+	ErrSinkOverflow = errors.New("flux: sink overflow")
 )
 
 // invalid returns the error of an invalid argument of operator op.
