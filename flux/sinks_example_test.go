@@ -83,14 +83,14 @@ func ExampleManySink_EmitNext() {
 func ExampleWithDropOldest() {
 	s, _ := flux.NewUnicastSink[int](2, flux.WithDropOldest())
 	var dropped []int
-	ctx := flux.WithDiscardHook(context.Background(), func(v int, reason error) {
+	hooked := flux.DoOnDiscard(s.AsFlux(), func(v int, reason error) {
 		dropped = append(dropped, v) // reason: flux.ErrSinkOverflow
 	})
 	s.TryEmitNext(0)
 	held, gate := make(chan int), make(chan struct{})
 	done := make(chan []int)
 	go func() {
-		got, _ := flux.Collect(ctx, s.AsFlux().DoOnNext(func(v int) {
+		got, _ := flux.Collect(context.Background(), hooked.DoOnNext(func(v int) {
 			if v == 0 {
 				held <- v // the subscriber is attached and busy with 0
 				<-gate

@@ -38,7 +38,7 @@ func subscribe[T any](ctx context.Context, f flux.Flux[T], gated bool) *subscrib
 		s.gate = make(chan struct{}, 1024)
 	}
 	ctx, s.cancel = context.WithCancelCause(ctx)
-	ctx = flux.WithDiscardHook(ctx, func(v T, reason error) {
+	f = flux.DoOnDiscard(f, func(v T, reason error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.dropped = append(s.dropped, v)
