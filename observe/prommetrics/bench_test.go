@@ -8,7 +8,8 @@ import (
 
 // BenchmarkDispatch is the cost per exchange of a dispatcher with the
 // Collector (registered, never gathered during the run) against the same
-// dispatcher without an Observer.
+// dispatcher without an Observer and with one that does nothing (what
+// observing costs the dispatcher).
 func BenchmarkDispatch(b *testing.B) {
 	b.Run("observer=none", func(b *testing.B) { scenario.BenchDispatch(b, nil) })
 	b.Run("observer=nop", func(b *testing.B) { scenario.BenchDispatch(b, scenario.Nop{}) })

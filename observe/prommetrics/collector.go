@@ -23,7 +23,9 @@ const (
 // Collector is a dispatch.Observer and a prometheus.Collector: it counts a
 // dispatcher's exchanges and records their times as it observes them, and
 // reads the gauges of the dispatchers given to Register when it is
-// collected ("<ns>" is the namespace, default "aggflow"):
+// collected. It is Wow's WowMetrics and its wow.operation timer
+// (WowMetrics.kt) on the Observer seam. "<ns>" is the namespace (default
+// "aggflow"):
 //
 //	<ns>_exchanges_total                counter: exchanges ended,
 //	                                    by dispatcher, context, aggregate, outcome
