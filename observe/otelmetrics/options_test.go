@@ -39,12 +39,9 @@ func TestNewRefusesInvalidArguments(t *testing.T) {
 	require.NoError(t, err, "a nil option is ignored; '-', '/', '.' and '_' are allowed")
 }
 
-// The buckets given are the histograms' bounds, and a copy: changing the
-// slice afterwards changes nothing.
-func TestBucketsOptions(t *testing.T) {
-	wait, handling := []float64{0.001, 0.01}, []float64{0.5, 1, 2}
-	obs, s := newObserver(t, otelmetrics.WithQueueWaitBuckets(wait...), otelmetrics.WithHandlingBuckets(handling...))
-	wait[0], handling[0] = 9, 9
+// histogramBounds returns the bounds of each histogram after some events.
+func histogramBounds(t *testing.T, opts ...otelmetrics.Option) map[string][]float64 {
+	obs, s := newObserver(t, opts...)
 	scenario.Apply(obs, scenario.AllEvents())
 	bounds := map[string][]float64{}
 	for _, m := range s.metrics(t) {
@@ -52,10 +49,23 @@ func TestBucketsOptions(t *testing.T) {
 			bounds[m.Name] = h.DataPoints[0].Bounds
 		}
 	}
+	return bounds
+}
+
+// The buckets given are the histograms' bounds, and a copy: changing the
+// slice afterwards changes nothing. Without them, DefaultBuckets.
+func TestBucketsOptions(t *testing.T) {
+	wait, handling := []float64{0.001, 0.01}, []float64{0.5, 1, 2}
+	opts := []otelmetrics.Option{otelmetrics.WithQueueWaitBuckets(wait...), otelmetrics.WithHandlingBuckets(handling...)}
+	wait[0], handling[0] = 9, 9
 	require.Equal(t, map[string][]float64{
 		"aggflow.exchange.queue_wait": {0.001, 0.01},
 		"aggflow.exchange.handling":   {0.5, 1, 2},
-	}, bounds)
+	}, histogramBounds(t, opts...))
+	def := otelmetrics.DefaultBuckets()
+	require.Len(t, def, 19)
+	require.Equal(t, map[string][]float64{"aggflow.exchange.queue_wait": def, "aggflow.exchange.handling": def},
+		histogramBounds(t))
 }
 
 // Without an SDK (the no-op provider) every method is a cheap no-op.

@@ -25,7 +25,7 @@ type children struct {
 func newChildren(l dispatch.Labels) *children {
 	c := &children{base: labelValues(l)}
 	for o := range dispatch.Outcome(adapter.Outcomes) {
-		c.values[o] = append(c.base[:3:3], o.String())
+		c.values[o] = withOutcome(c.base, o)
 	}
 	return c
 }
@@ -52,11 +52,7 @@ func child[V, M any](slot *atomic.Pointer[M], vec V, with func(V, ...string) M, 
 	return m
 }
 
-// outcomeValues returns the label values of outcome o: the cached ones, or
-// for an outcome this version does not know, new ones (allocating).
-func (c *children) outcomeValues(o dispatch.Outcome) []string {
-	if adapter.Known(o) {
-		return c.values[o]
-	}
-	return append(c.base[:3:3], o.String())
+// withOutcome returns base and the value of outcome o, in a new slice.
+func withOutcome(base []string, o dispatch.Outcome) []string {
+	return append(base[:len(base):len(base)], o.String())
 }

@@ -105,8 +105,8 @@ func (c *Collector) Started(_ context.Context, l dispatch.Labels, queueWait time
 // Finished counts the exchange by outcome and records its handling time.
 func (c *Collector) Finished(_ context.Context, l dispatch.Labels, o dispatch.Outcome, handling time.Duration, _ error) {
 	ch := c.children.Get(l)
-	if !adapter.Known(o) {
-		values := ch.outcomeValues(o)
+	if !adapter.Known(o) { // not cached: allocates
+		values := withOutcome(ch.base, o)
 		c.exchanges.WithLabelValues(values...).Inc()
 		c.handling.WithLabelValues(values...).Observe(handling.Seconds())
 		return

@@ -34,12 +34,9 @@ func TestNewRefusesInvalidOptions(t *testing.T) {
 	require.NoError(t, err, "a nil option is ignored")
 }
 
-// The buckets given are the histograms' bounds, and a copy: changing the
-// slice afterwards changes nothing.
-func TestBucketsOptions(t *testing.T) {
-	wait, handling := []float64{0.001, 0.01}, []float64{0.5, 1, 2}
-	c, reg := newCollector(t, prommetrics.WithQueueWaitBuckets(wait...), prommetrics.WithHandlingBuckets(handling...))
-	wait[0], handling[0] = 9, 9
+// histogramBounds returns the bounds of each histogram after some events.
+func histogramBounds(t *testing.T, opts ...prommetrics.Option) map[string][]float64 {
+	c, reg := newCollector(t, opts...)
 	scenario.Apply(c, scenario.AllEvents())
 	families, err := reg.Gather()
 	require.NoError(t, err)
@@ -51,10 +48,23 @@ func TestBucketsOptions(t *testing.T) {
 			}
 		}
 	}
+	return bounds
+}
+
+// The buckets given are the histograms' bounds, and a copy: changing the
+// slice afterwards changes nothing. Without them, DefaultBuckets.
+func TestBucketsOptions(t *testing.T) {
+	wait, handling := []float64{0.001, 0.01}, []float64{0.5, 1, 2}
+	opts := []prommetrics.Option{prommetrics.WithQueueWaitBuckets(wait...), prommetrics.WithHandlingBuckets(handling...)}
+	wait[0], handling[0] = 9, 9
 	require.Equal(t, map[string][]float64{
 		"aggflow_exchange_queue_wait_seconds": {0.001, 0.01},
 		"aggflow_exchange_handling_seconds":   {0.5, 1, 2},
-	}, bounds)
+	}, histogramBounds(t, opts...))
+	def := prommetrics.DefaultBuckets()
+	require.Len(t, def, 19)
+	require.Equal(t, map[string][]float64{"aggflow_exchange_queue_wait_seconds": def, "aggflow_exchange_handling_seconds": def},
+		histogramBounds(t))
 }
 
 // A registry takes one Collector per namespace: its descriptors are checked.

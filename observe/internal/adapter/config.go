@@ -3,6 +3,7 @@ package adapter
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Config is what both adapters are configured with: the namespace their
@@ -52,12 +53,14 @@ func (c Config) Err(sentinel error) error {
 }
 
 // QueueWaitBuckets is the option that sets the queue wait histogram's
-// bounds.
+// bounds: a copy of them, taken now, so that the caller may reuse the slice.
 func QueueWaitBuckets(bounds []float64) func(*Config) {
+	bounds = slices.Clone(bounds)
 	return func(c *Config) { c.SetBuckets(&c.QueueWait, "queue wait buckets", bounds) }
 }
 
-// HandlingBuckets is the option that sets the handling histogram's bounds.
+// HandlingBuckets is QueueWaitBuckets for the handling histogram.
 func HandlingBuckets(bounds []float64) func(*Config) {
+	bounds = slices.Clone(bounds)
 	return func(c *Config) { c.SetBuckets(&c.Handling, "handling buckets", bounds) }
 }

@@ -85,7 +85,7 @@ func Run(t *testing.T, h Hooks) Want {
 	supplier, err := aggregate.NewSchedulerSupplier(MainName)
 	require.NoError(t, err)
 	m, err := dispatch.NewMain(MainName, []aggregate.NamedAggregate{Orders, Invoices},
-		flux.FromSlice(exchanges(&want, mainPlan)), handle, supplier, options(h.Observer)...)
+		flux.FromSlice(mainExchanges(&want)), handle, supplier, options(h.Observer)...)
 	require.NoError(t, err)
 	h.Register(m)
 	require.NoError(t, m.Prepare(ctx))
@@ -95,12 +95,7 @@ func Run(t *testing.T, h Hooks) Want {
 	require.NoError(t, supplier.StopGracefully(ctx))
 	want.Gauges[MainName] = adapter.Gauges{Limit: MaxPending}
 
-	forced := make([]plan, 1+forcedQueued)
-	forced[0] = plan{Orders, testkit.Block, 0}
-	for i := range forcedQueued {
-		forced[1+i] = plan{Orders, testkit.Instant, 0}
-	}
-	d, err := dispatch.New(ForcedName, Orders, flux.FromSlice(exchanges(&want, forced)), handle,
+	d, err := dispatch.New(ForcedName, Orders, flux.FromSlice(forcedExchanges(&want)), handle,
 		append(options(h.Observer), dispatch.WithParallelism[testkit.Exchange](1))...)
 	require.NoError(t, err)
 	h.Register(d)
@@ -127,14 +122,10 @@ func options(obs dispatch.Observer) []dispatch.Option[testkit.Exchange] {
 	}
 }
 
-// exchanges makes the exchanges of plans, ids cycling over three per named
-// aggregate, and adds what each must show to want: a dispatcher routes an
-// exchange of a named aggregate it has lanes for to its child
-// "<main>-<aggregate>" (or, for a Dispatcher, to itself), and discards the
-// others under its own name and the zero aggregate. The dispatcher a plan
-// goes to is told by its first plan: Block only appears in the forced run.
-func exchanges(want *Want, plans []plan) []testkit.Exchange {
-	forced := plans[0].do == testkit.Block
+// build makes the exchanges of plans, ids cycling over three per named
+// aggregate, and calls expect with each plan and its index, to add to want
+// what that exchange must show.
+func build(want *Want, plans []plan, expect func(i int, p plan)) []testkit.Exchange {
 	xs := make([]testkit.Exchange, len(plans))
 	seq := map[aggregate.ID]int{}
 	for i, p := range plans {
@@ -142,19 +133,42 @@ func exchanges(want *Want, plans []plan) []testkit.Exchange {
 		xs[i] = testkit.Exchange{ID: id, Seq: seq[id], Do: p.do, Delay: p.delay}
 		seq[id]++
 		want.IDs = append(want.IDs, id.ID)
-		switch {
-		case forced && i > 0:
-			want.discarded(dispatch.Labels{Dispatcher: ForcedName, Aggregate: p.named})
-		case forced:
-			want.started(dispatch.Labels{Dispatcher: ForcedName, Aggregate: p.named})
-			want.handled(dispatch.Labels{Dispatcher: ForcedName, Aggregate: p.named}, outcomeOf[p.do], 0)
-		case p.named == Refunds:
-			want.discarded(dispatch.Labels{Dispatcher: MainName})
-		default:
-			l := dispatch.Labels{Dispatcher: MainName + "-" + p.named.Aggregate, Aggregate: p.named}
-			want.started(l)
-			want.handled(l, outcomeOf[p.do], p.delay.Seconds())
-		}
+		expect(i, p)
 	}
 	return xs
+}
+
+// mainExchanges are those of the main run: the MainDispatcher routes an
+// exchange of a named aggregate it has lanes for to its child
+// "<main>-<aggregate>", and discards the others under its own name and the
+// zero aggregate.
+func mainExchanges(want *Want) []testkit.Exchange {
+	return build(want, mainPlan, func(_ int, p plan) {
+		if p.named == Refunds {
+			want.discarded(dispatch.Labels{Dispatcher: MainName})
+			return
+		}
+		l := dispatch.Labels{Dispatcher: MainName + "-" + p.named.Aggregate, Aggregate: p.named}
+		want.started(l)
+		want.handled(l, outcomeOf[p.do], p.delay.Seconds())
+	})
+}
+
+// forcedExchanges are those of the forced run: the first blocks until the
+// ForceStop cancels it, which discards the others, queued behind it.
+func forcedExchanges(want *Want) []testkit.Exchange {
+	plans := make([]plan, 1+forcedQueued)
+	plans[0] = plan{Orders, testkit.Block, 0}
+	for i := range forcedQueued {
+		plans[1+i] = plan{Orders, testkit.Instant, 0}
+	}
+	return build(want, plans, func(i int, p plan) {
+		l := dispatch.Labels{Dispatcher: ForcedName, Aggregate: p.named}
+		if i > 0 {
+			want.discarded(l)
+			return
+		}
+		want.started(l)
+		want.handled(l, outcomeOf[p.do], 0) // no virtual time passes before the force
+	})
 }

@@ -17,8 +17,7 @@ import (
 type Instance struct {
 	// Observer is the adapter as dispatchers see it.
 	Observer dispatch.Observer
-	// Register registers d with the adapter's gauges; unregister undoes it
-	// and fails when there was nothing to undo.
+	// Register registers d with the adapter's gauges; unregister undoes it.
 	Register func(d adapter.Dispatcher) (unregister func() error, err error)
 	// Collect reads the metrics in the model's terms, with the error of the
 	// collection.
@@ -42,6 +41,7 @@ func Suite(t *testing.T, a Adapter) {
 	t.Run("Dispatchers", a.dispatchers)
 	t.Run("MatchesModel", a.matchesModel)
 	t.Run("ConcurrentEvents", a.concurrentEvents)
+	t.Run("UnknownOutcome", a.unknownOutcome)
 	t.Run("RegisterOneNameOnce", a.registerOneNameOnce)
 	t.Run("RegisterRefusesInvalid", a.registerRefusesInvalid)
 	t.Run("CollectRecoversPanics", a.collectRecoversPanics)
@@ -107,6 +107,18 @@ func (a Adapter) concurrentEvents(t *testing.T) {
 	}
 	wg.Wait()
 	Check(t, Merge(wants...), mustCollect(t, inst), adapter.DefaultBuckets())
+}
+
+// An outcome newer than the adapter is labelled by its String, uncached.
+func (a Adapter) unknownOutcome(t *testing.T) {
+	inst := a.New(t, nil)
+	unknown := dispatch.OutcomeDiscarded + 1
+	want := Apply(inst.Observer, []Event{
+		{Kind: Finished, Labels: labelChoices[0], Outcome: unknown, Took: 1500},
+		{Kind: Finished, Labels: labelChoices[0], Outcome: unknown, Took: 2500},
+	})
+	require.Equal(t, map[Key]int64{KeyOf(labelChoices[0], unknown.String()): 2}, want.Exchanges)
+	Check(t, want, mustCollect(t, inst), adapter.DefaultBuckets())
 }
 
 // One name is registered once; unregistering frees it, once.
