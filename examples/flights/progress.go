@@ -69,16 +69,15 @@ func drawProgress(w io.Writer, b bar, done func() int64) (stop func(complete boo
 	options := []progressbar.Option{
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetDescription(b.description),
-		progressbar.OptionShowIts(),
 		progressbar.OptionShowCount(),
 		progressbar.OptionThrottle(progressEvery),
 		progressbar.OptionClearOnFinish(),
 		progressbar.OptionSetRenderBlankState(true), // starts the rate clock now
 	}
 	if b.unit == "bytes" {
-		options = append(options, progressbar.OptionShowBytes(true))
+		options = append(options, progressbar.OptionShowBytes(true)) // with a rate in B/s
 	} else {
-		options = append(options, progressbar.OptionSetItsString(b.unit))
+		options = append(options, progressbar.OptionShowIts(), progressbar.OptionSetItsString(b.unit))
 	}
 	pb := progressbar.NewOptions64(b.total, options...)
 	quit, exited := make(chan struct{}), make(chan struct{})
