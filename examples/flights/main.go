@@ -46,12 +46,12 @@ const decodeBarWorth = 4 << 20
 func main() { os.Exit(runProcess(nil)) }
 
 // runProcess runs the program on the process's arguments, standard streams
-// and signals, and returns its exit status; dispatching is env.dispatching.
-func runProcess(dispatching func()) int {
+// and signals, and returns its exit status; handled is env.handled.
+func runProcess(handled func()) int {
 	interrupt := make(chan os.Signal, 2)
 	signal.Notify(interrupt, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(interrupt)
-	return run(os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, interrupt: interrupt, dispatching: dispatching})
+	return run(os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, interrupt: interrupt, handled: handled})
 }
 
 // env is what the program talks to.
@@ -59,9 +59,10 @@ type env struct {
 	stdout, stderr io.Writer
 	// interrupt delivers one value per SIGINT or SIGTERM.
 	interrupt <-chan os.Signal
-	// dispatching, when set, is called once the dispatcher has started, so
-	// that a test can interrupt a replay in progress.
-	dispatching func()
+	// handled, when set, is called after each exchange handled, from the
+	// scheduler's goroutines, so that a test can interrupt a replay in
+	// progress.
+	handled func()
 }
 
 // run is the program with its surroundings made explicit; it returns the exit

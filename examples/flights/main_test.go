@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -16,16 +17,25 @@ import (
 )
 
 // childEnv, set in the environment, makes the test binary run the program
-// itself (see signal_test.go), writing dispatchingMarker on stderr once the
-// dispatcher has started.
+// itself (see signal_test.go), writing handlingMarker on stderr once
+// signalAfter exchanges were handled.
 const (
-	childEnv          = "FLIGHTS_TEST_RUN_PROGRAM"
-	dispatchingMarker = "flights test: dispatching"
+	childEnv       = "FLIGHTS_TEST_RUN_PROGRAM"
+	handlingMarker = "flights test: handling"
 )
+
+// signalAfter is the number of exchanges handled before the tests signal a
+// replay: the stop then comes in the middle of the run, with work admitted.
+const signalAfter = 3
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
-		os.Exit(runProcess(func() { fmt.Fprintln(os.Stderr, dispatchingMarker) }))
+		var n atomic.Int64
+		os.Exit(runProcess(func() {
+			if n.Add(1) == signalAfter {
+				fmt.Fprintln(os.Stderr, handlingMarker)
+			}
+		}))
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -36,15 +46,20 @@ type outcome struct {
 	stdout, stderr string
 }
 
-// runWith runs the program; dispatching, when set, is called once the
-// dispatcher started and may send on interrupt.
-func runWith(t *testing.T, args []string, dispatching func(interrupt chan<- os.Signal)) outcome {
+// runWith runs the program; signal, when set, is called once signalAfter
+// exchanges were handled and may send up to two signals on interrupt.
+func runWith(t *testing.T, args []string, signal func(interrupt chan<- os.Signal)) outcome {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	interrupt := make(chan os.Signal, 2)
 	e := env{stdout: &stdout, stderr: &stderr, interrupt: interrupt}
-	if dispatching != nil {
-		e.dispatching = func() { dispatching(interrupt) }
+	if signal != nil {
+		var n atomic.Int64
+		e.handled = func() {
+			if n.Add(1) == signalAfter {
+				signal(interrupt)
+			}
+		}
 	}
 	code := run(args, e)
 	return outcome{code: code, stdout: stdout.String(), stderr: stderr.String()}
@@ -110,18 +125,36 @@ func TestTextSummary(t *testing.T) {
 	assert.NotContains(t, out.stdout, "PARTIAL")
 }
 
-// slow makes the replay last about 20 s unless interrupted: 20,000
-// exchanges of 1 ms on one goroutine, through few groups and a small budget
-// so that a graceful drain has little to finish.
-var slow = []string{"-json", "-handler-cost", "1ms", "-pool", "1", "-parallelism", "4", "-max-pending", "16"}
+// slowRows is the length of the slow replay's input.
+const slowRows = 1_000
 
-// interrupted runs the slow replay with the signals sent as soon as it
-// started, and checks what every partial run shows: the exit status of the
+// slow returns the arguments of a replay that lasts 20 s unless
+// interrupted: 1,000 flights from 5 airports, each exchange costing 20 ms on
+// one goroutine, through few groups and a small budget so that a graceful
+// drain has little to finish.
+func slow(t *testing.T) []string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("[")
+	for i := range slowRows {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		fmt.Fprintf(&b, `{"date":"2001/01/%02d %02d:%02d","delay":%d,"distance":100,"origin":"A%d","destination":"B"}`,
+			1+i/1440, i/60%24, i%60, i%7-3, i%5)
+	}
+	b.WriteString("]")
+	return []string{"-json", "-input", writeInput(t, "slow.json", b.String()),
+		"-handler-cost", "20ms", "-pool", "1", "-parallelism", "4", "-max-pending", "4"}
+}
+
+// interrupted runs the slow replay with the signals sent after signalAfter
+// exchanges, and checks what every partial run shows: the exit status of the
 // first signal, the summary marked partial, intake stopped early, every
 // admitted exchange ended exactly once, no verification.
 func interrupted(t *testing.T, signals ...os.Signal) summary {
 	t.Helper()
-	out := runWith(t, slow, func(interrupt chan<- os.Signal) {
+	out := runWith(t, slow(t), func(interrupt chan<- os.Signal) {
 		for _, sig := range signals {
 			interrupt <- sig
 		}
@@ -141,7 +174,8 @@ func checkPartial(t *testing.T, code int, s summary, sig os.Signal, forced bool)
 	assert.Equal(t, forced, s.Forced)
 	assert.Equal(t, skipped, s.Verification)
 	c := s.Exchanges
-	assert.Less(t, c.Received, int64(20_000), "the stop ended the intake")
+	assert.Less(t, c.Received, int64(slowRows), "the stop ended the intake")
+	assert.GreaterOrEqual(t, c.Succeeded, int64(signalAfter), "handled before the signal")
 	assert.Equal(t, c.Received, c.Succeeded+c.Failed+c.Discarded, "every admitted exchange ended once")
 	assert.Zero(t, c.InFlight)
 	assert.Zero(t, s.Lost)
@@ -158,10 +192,10 @@ func TestInterruptDrains(t *testing.T) {
 	assert.Equal(t, c.Received-c.Discarded, c.Succeeded, "a graceful drain handles everything admitted")
 	assert.Zero(t, s.Violations)
 
-	text := runWith(t, slow[1:], func(interrupt chan<- os.Signal) { interrupt <- syscall.SIGTERM })
+	text := runWith(t, slow(t)[1:], func(interrupt chan<- os.Signal) { interrupt <- syscall.SIGTERM })
 	assert.Equal(t, exitTerminated, text.code)
 	assert.True(t, strings.HasPrefix(text.stdout, "PARTIAL: interrupted by SIGTERM and drained gracefully after "), text.stdout)
-	assert.Contains(t, text.stdout, " of 20,000 flights; these figures are not a complete run\n")
+	assert.Contains(t, text.stdout, " of 1,000 flights; these figures are not a complete run\n")
 	assert.Contains(t, text.stdout, "verification skipped")
 	assert.NotContains(t, text.stdout, "\nverified\n")
 }

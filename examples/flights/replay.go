@@ -86,6 +86,9 @@ func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (re
 	handle := func(ctx context.Context, d departure) error {
 		burn(ctx, cfg.handlerCost)
 		states[d.Origin].Apply(d.Flight)
+		if e.handled != nil {
+			e.handled()
+		}
 		return nil
 	}
 	res := replayed{latency: &observer{}}
@@ -107,9 +110,6 @@ func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (re
 		<-d.Done()
 		stopSupplier(supplier, true)
 		return res, err
-	}
-	if e.dispatching != nil {
-		e.dispatching()
 	}
 	stopProgress := startProgress(e.stderr, cfg.progress,
 		bar{description: "dispatching", total: int64(len(data.Flights)), worth: dispatchBarWorth, unit: "exchanges"},

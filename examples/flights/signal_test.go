@@ -20,13 +20,14 @@ import (
 
 // runSignalled runs the program in a child process (this test binary,
 // re-executed with childEnv) on the slow replay, sends it sig by pid once
-// it says it is dispatching, and returns its exit status and summary.
+// it says it handled signalAfter exchanges, and returns its exit status and
+// summary.
 func runSignalled(t *testing.T, sig syscall.Signal) (int, summary) {
 	t.Helper()
 	// The deadline only kills a child that hangs; nothing waits on it.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], slow...)
+	cmd := exec.CommandContext(ctx, os.Args[0], slow(t)...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	var stdout strings.Builder
 	cmd.Stdout = &stdout
@@ -39,12 +40,12 @@ func runSignalled(t *testing.T, sig syscall.Signal) (int, summary) {
 	for {
 		line, err := lines.ReadString('\n')
 		before.WriteString(line)
-		if strings.TrimSpace(line) == dispatchingMarker {
+		if strings.TrimSpace(line) == handlingMarker {
 			break
 		}
 		if err != nil {
 			_ = cmd.Wait()
-			t.Fatalf("the child ended before dispatching (%v); stderr: %s", err, before.String())
+			t.Fatalf("the child ended before handling (%v); stderr: %s", err, before.String())
 		}
 	}
 	require.NoError(t, syscall.Kill(cmd.Process.Pid, sig))
