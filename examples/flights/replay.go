@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
@@ -117,7 +116,7 @@ func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (re
 			s := d.Stats()
 			return s.Succeeded + s.Failed + s.Discarded
 		})
-	res.signal, res.forced = await(d, e.interrupt)
+	res.signal, res.forced = await(d, e.interrupt, repeatWithin)
 	res.elapsed = time.Since(start)
 	stopProgress(res.signal == nil)
 	stopSupplier(supplier, res.forced)
@@ -136,29 +135,4 @@ func stopSupplier(supplier *aggregate.Supplier, force bool) {
 		supplier.ForceStop()
 	}
 	_ = supplier.StopGracefully(context.Background())
-}
-
-// await waits until d is done: the first signal starts a graceful stop, the
-// second a forced one. It returns the first.
-func await(d *dispatch.Dispatcher[departure], interrupt <-chan os.Signal) (first os.Signal, forced bool) {
-	stopCtx, cancelStop := context.WithCancel(context.Background())
-	var graceful sync.WaitGroup
-	defer graceful.Wait()
-	defer cancelStop()
-	for {
-		select {
-		case <-d.Done():
-			return first, forced
-		case sig := <-interrupt:
-			switch {
-			case first == nil:
-				first = sig
-				graceful.Go(func() { _ = d.StopGracefully(stopCtx) })
-			case !forced:
-				forced = true
-				cancelStop()
-				d.ForceStop()
-			}
-		}
-	}
 }

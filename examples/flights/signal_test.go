@@ -19,10 +19,10 @@ import (
 )
 
 // runSignalled runs the program in a child process (this test binary,
-// re-executed with childEnv) on the slow replay, sends it sig by pid once
-// it says it handled signalAfter exchanges, and returns its exit status and
-// summary.
-func runSignalled(t *testing.T, sig syscall.Signal) (int, summary) {
+// re-executed with childEnv) on the slow replay, sends it the signals by
+// pid, one right after the other, once it says it handled signalAfter
+// exchanges, and returns its exit status and summary.
+func runSignalled(t *testing.T, signals ...syscall.Signal) (int, summary) {
 	t.Helper()
 	// The deadline only kills a child that hangs; nothing waits on it.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -48,7 +48,9 @@ func runSignalled(t *testing.T, sig syscall.Signal) (int, summary) {
 			t.Fatalf("the child ended before handling (%v); stderr: %s", err, before.String())
 		}
 	}
-	require.NoError(t, syscall.Kill(cmd.Process.Pid, sig))
+	for _, sig := range signals {
+		require.NoError(t, syscall.Kill(cmd.Process.Pid, sig))
+	}
 	rest, err := io.ReadAll(lines) // until the child exits and closes stderr
 	require.NoError(t, err)
 	err = cmd.Wait()
@@ -61,14 +63,22 @@ func runSignalled(t *testing.T, sig syscall.Signal) (int, summary) {
 }
 
 // TestSignalsStopTheProcess: SIGTERM or SIGINT sent to the process drains
-// it, and it exits 143 or 130 with a partial summary. (A second signal's
-// force is tested in the process, by TestSecondSignalForces.)
+// it, and it exits 143 or 130 with a partial summary. SIGTERM twice at once,
+// as timeout(1) sends it, still drains. (A second signal's force is tested
+// in the process, by TestSecondSignalForces.)
 func TestSignalsStopTheProcess(t *testing.T) {
-	for sig, status := range map[syscall.Signal]int{syscall.SIGTERM: 143, syscall.SIGINT: 130} {
-		code, s := runSignalled(t, sig)
-		assert.Equal(t, status, code, sig)
-		checkPartial(t, code, s, sig, false)
+	for _, tc := range []struct {
+		signals []syscall.Signal
+		status  int
+	}{
+		{[]syscall.Signal{syscall.SIGTERM}, 143},
+		{[]syscall.Signal{syscall.SIGINT}, 130},
+		{[]syscall.Signal{syscall.SIGTERM, syscall.SIGTERM}, 143},
+	} {
+		code, s := runSignalled(t, tc.signals...)
+		assert.Equal(t, tc.status, code, tc.signals)
+		checkPartial(t, code, s, tc.signals[0], false)
 		c := s.Exchanges
-		assert.Equal(t, c.Received-c.Discarded, c.Succeeded, "%v: a graceful drain handles everything admitted", sig)
+		assert.Equal(t, c.Received-c.Discarded, c.Succeeded, "%v: a graceful drain handles everything admitted", tc.signals)
 	}
 }
