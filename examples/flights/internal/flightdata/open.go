@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 )
 
-// format is an input's encoding, told by the end of its name.
+// inputFormat is an input's encoding, told by the end of its name.
 type inputFormat int
 
 const (
@@ -59,7 +59,8 @@ type Input struct {
 	parquet *parquetFile // for formatParquet
 }
 
-// Open opens the file at path for decoding. Errors name the path and wrap
+// Open opens the file at path for decoding, reading only a Parquet file's
+// footer. Errors name the path and wrap
 // os.ErrNotExist and the like, ErrDirectory, ErrUnknownFormat, or, for
 // Parquet, ErrColumns or parquet-go's error for a corrupt footer.
 func Open(path string) (*Input, error) {
@@ -125,7 +126,9 @@ func (in *Input) Name() string { return in.name }
 func (in *Input) Size() int64 { return in.size }
 
 // Decode decodes the whole input: JSON with DecodeJSON (through gzip for
-// .json.gz), Parquet with DecodeParquet. Call it once.
+// .json.gz), Parquet with DecodeParquet. Call it once. The result holds 24
+// bytes a flight; decoding takes about 2 µs a row for JSON and 0.5 µs for
+// Parquet (BenchmarkDecode, on two cores).
 func (in *Input) Decode(ctx context.Context, opts Options) (*Dataset, error) {
 	switch in.format {
 	case formatParquet:
