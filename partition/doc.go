@@ -1,0 +1,68 @@
+// Package partition is the broker-neutral core of scale-out: what a binding to
+// a partitioned broker (JetStream, Kafka) needs to hand records to the
+// dispatchers of package dispatch and to acknowledge them without breaking
+// the order of an aggregate's exchanges across a crash or a rebalance.
+//
+// # Deliveries
+//
+// A broker delivers each partition in order, each record at a position that
+// increases within the partition, with gaps: a Kafka offset, a JetStream
+// stream sequence. A Delivery carries the exchange with its partition, its
+// position and its attempt (1 on the first delivery).
+//
+// # What is acknowledged: the finished prefix only
+//
+// Inside one partition the exchanges go to many groups that run concurrently,
+// so they finish out of order: position 12 may finish before 10. Only the
+// finished prefix of a partition may be acknowledged (JetStream) or committed
+// (Kafka, as prefix + 1, the next offset to read): the highest position p such
+// that every position delivered up to p has finished. A Tracker keeps it, one
+// per partition (a Set holds them by partition): Track each position in
+// delivery order, Finish it when its exchange was handled, read Prefix to
+// acknowledge.
+//
+// Acknowledging a position above an unfinished one would lose the unfinished
+// one in a crash, or get it redelivered after exchanges of the same aggregate
+// that came later. Holding to the prefix keeps the promise simple: after a
+// crash or a revocation the broker delivers again everything after the
+// prefix, in order. The cost is duplicates: what had finished or was running
+// above the prefix runs again, after the exchanges before it, in order, so an
+// aggregate sees an in-order replay of its last exchanges, never a reordering.
+// Idempotency is the handler's, by aggregate version.
+//
+// # Ended but not acknowledgeable
+//
+// A dispatcher ends every exchange exactly once: handled (success, error,
+// panic) or discarded (a forced stop dropped it). Its outcome hook plugs into
+// the tracker of the delivery's partition:
+//
+//	handled                          -> tracker.Finish(d.Position)
+//	discarded, or cancelled by force -> tracker.Discard(d.Position)
+//
+// A handler's error finishes its position: retrying or parking a failed
+// exchange is the handler's business (as with Wow's finallyAck), else one
+// poison record would stop its partition for good. A discarded position, and
+// one whose handler a force cancelled midway, never counts as finished: the
+// prefix stops below it for good, Blocked reports it, and the broker delivers
+// it again, in order, to the partition's next owner or after a Reset. So a
+// forced stop never acknowledges what it did not handle.
+//
+// # Group keys inside a partition
+//
+// A broker partitions by a hash of the key: Kafka's murmur2, or the producer's
+// choice, often aggregate.GroupKey(id, P). Every id of partition p then has
+// hash mod P == p, and grouping it again by the same hash mod groups would use
+// only groups/P of the groups when P divides groups (8 of 64 for 8
+// partitions), leaving most of the dispatcher's lanes idle. GroupKey hashes
+// with FNV-1a and a finaliser, independent of both, so the ids of one
+// partition spread over all the groups.
+//
+// # Costs and concurrency
+//
+// Track plus Finish costs O(1) time per position whatever the gaps, takes one
+// short mutex each (no foreign code under it) and allocates nothing in the
+// steady state: a Tracker's ring and index double when full and are reused.
+// Memory is about 48 bytes per position held above the prefix. Every method
+// of Tracker and Set is safe for concurrent use: one goroutine tracks a
+// partition, any number finish its positions.
+package partition

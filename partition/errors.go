@@ -1,0 +1,22 @@
+package partition
+
+import "errors"
+
+// Sentinel errors of the package. Every error returned by partition wraps one
+// of these with %w, so callers compare with errors.Is.
+var (
+	// ErrOutOfOrder is returned by Tracker.Track for a position not above the
+	// last one tracked (or below the position of the last Reset): a broker
+	// delivers a partition in increasing positions, so this is a duplicate or
+	// a binding's bug. The position is not tracked.
+	ErrOutOfOrder = errors.New("partition: position out of order")
+	// ErrUntracked is returned by Tracker.Finish and Tracker.Discard for a
+	// position that is not tracked: never tracked (a gap), or forgotten by a
+	// Reset. Nothing changes.
+	ErrUntracked = errors.New("partition: position not tracked")
+	// ErrEnded is returned by Tracker.Finish and Tracker.Discard for a
+	// position that already ended: finished or discarded before, or at or
+	// below the finished prefix (everything delivered there has finished).
+	// Nothing changes.
+	ErrEnded = errors.New("partition: position already ended")
+)

@@ -1,0 +1,226 @@
+package partition
+
+import (
+	"fmt"
+	"math"
+	"sync"
+)
+
+// state is where a tracked position stands.
+type state uint8
+
+const (
+	pending   state = iota // tracked, not ended
+	finished               // handled: may be acknowledged once all below it are
+	discarded              // ended without being handled: never acknowledged
+)
+
+// entry is one tracked position in the ring.
+type entry struct {
+	pos   int64
+	state state
+}
+
+// minRing is the ring's first capacity.
+const minRing = 16
+
+// Tracker keeps the finished prefix of one partition: the highest position p
+// such that every position tracked up to p has finished. Only that prefix may
+// be acknowledged (JetStream) or committed (Kafka, as p+1): positions finish
+// out of order, since the groups of a partition run concurrently, and a
+// position above an unfinished one must wait for it.
+//
+// The tracking goroutine calls Track for every delivered position, in
+// delivery order; the handlers' goroutines call Finish or Discard exactly
+// once per tracked position when its exchange ended (the outcome hook of a
+// dispatcher, with Discard for the exchanges it discarded). A discarded
+// position stops the prefix below it for good: what a forced stop dropped is
+// never acknowledged, and the broker delivers it again after a Reset or to
+// the partition's next owner.
+//
+// Cost: O(1) time per position (expected, whatever the gaps between
+// positions), memory proportional to the positions held, those above the
+// prefix, at about 48 bytes each; the ring and its index double when full and
+// are reused after, so the steady state allocates nothing, and they keep the
+// size of the most positions ever held. A blocked tracker holds every position
+// tracked after the one blocking it, until a Reset. Every method takes
+// one short mutex with no foreign code under it; all are safe for concurrent
+// use. The zero value is an empty tracker, ready to use; a Tracker must not
+// be copied after first use.
+type Tracker struct {
+	mu sync.Mutex
+
+	// ring holds the positions above the prefix, in tracking order, at
+	// sequence numbers [head, tail) (ring[seq & (len-1)]), numbered from 1 so
+	// that the index can use 0 for an empty slot.
+	ring       []entry
+	head, tail uint64
+	index      index
+
+	prefix    int64 // valid when hasPrefix
+	hasPrefix bool
+	last      int64 // Track accepts positions above it, when hasLast
+	hasLast   bool
+	pending   int
+	blocked   int64 // the lowest discarded position held, when isBlocked
+	isBlocked bool
+}
+
+// Track records pos as delivered and not yet ended. pos must be above every
+// position tracked before (and at least the position of the last Reset);
+// otherwise the error wraps ErrOutOfOrder and pos is not tracked.
+func (t *Tracker) Track(pos int64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.hasLast && pos <= t.last {
+		return fmt.Errorf("partition: track %d: not above %d: %w", pos, t.last, ErrOutOfOrder)
+	}
+	if t.head == 0 {
+		t.head, t.tail = 1, 1
+	}
+	if t.tail-t.head == uint64(len(t.ring)) {
+		t.grow()
+	}
+	t.ring[t.tail&uint64(len(t.ring)-1)] = entry{pos: pos}
+	t.index.put(pos, t.tail)
+	t.tail++
+	t.last, t.hasLast = pos, true
+	t.pending++
+	return nil
+}
+
+// grow doubles the ring (and makes the first one) and rebuilds the index at
+// twice the ring's size.
+func (t *Tracker) grow() {
+	n := max(2*len(t.ring), minRing)
+	ring := make([]entry, n)
+	t.index.reset(2 * n)
+	for seq := t.head; seq < t.tail; seq++ {
+		e := t.ring[seq&uint64(len(t.ring)-1)]
+		ring[seq&uint64(n-1)] = e
+		t.index.put(e.pos, seq)
+	}
+	t.ring = ring
+}
+
+// Finish records that the exchange at pos was handled (whatever its outcome:
+// a handler's error is the handler's to retry or to park) and moves the
+// prefix past it when every position below it has finished. The error wraps
+// ErrUntracked or ErrEnded when pos is not pending; nothing changes then.
+func (t *Tracker) Finish(pos int64) error {
+	return t.end(pos, finished)
+}
+
+// Discard records that the exchange at pos ended without being handled (a
+// forced stop dropped it): the prefix never passes pos, until a Reset at or
+// below it. Errors as for Finish.
+func (t *Tracker) Discard(pos int64) error {
+	return t.end(pos, discarded)
+}
+
+func (t *Tracker) end(pos int64, to state) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seq, ok := t.index.get(pos)
+	if !ok {
+		if t.hasPrefix && pos <= t.prefix {
+			return fmt.Errorf("partition: end %d: at or below the finished prefix %d: %w", pos, t.prefix, ErrEnded)
+		}
+		return fmt.Errorf("partition: end %d: %w", pos, ErrUntracked)
+	}
+	e := &t.ring[seq&uint64(len(t.ring)-1)]
+	if e.state != pending {
+		return fmt.Errorf("partition: end %d: %s before: %w", pos, e.state, ErrEnded)
+	}
+	e.state = to
+	t.pending--
+	if to == discarded && (!t.isBlocked || pos < t.blocked) {
+		t.blocked, t.isBlocked = pos, true
+	}
+	if seq == t.head {
+		t.advance()
+	}
+	return nil
+}
+
+// advance retires the finished entries at the head into the prefix.
+func (t *Tracker) advance() {
+	mask := uint64(len(t.ring) - 1)
+	for t.head < t.tail {
+		e := t.ring[t.head&mask]
+		if e.state != finished {
+			return
+		}
+		t.prefix, t.hasPrefix = e.pos, true
+		t.index.del(e.pos)
+		t.head++
+	}
+}
+
+// Prefix returns the finished prefix: the highest position p such that every
+// position tracked up to p has finished. ok is false while none has (nothing
+// may be acknowledged yet). It only grows, until a Reset at or below it.
+func (t *Tracker) Prefix() (pos int64, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.prefix, t.hasPrefix
+}
+
+// Pending returns the number of positions tracked and not yet ended: what a
+// drain of the partition waits for.
+func (t *Tracker) Pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pending
+}
+
+// Blocked returns the lowest discarded position still held, which the prefix
+// cannot pass: the partition acknowledges nothing more until a Reset at or
+// below it makes the broker deliver it again. ok is false when none is held.
+func (t *Tracker) Blocked() (pos int64, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.blocked, t.isBlocked
+}
+
+// Reset forgets every position at or above pos, ended or not, because the
+// broker delivers again from pos (it was reset to the finished prefix, so pos
+// is usually the prefix + 1); Track accepts positions from pos on. A later
+// Finish or Discard of a forgotten position is an error wrapping
+// ErrUntracked, so call Reset once the exchanges at those positions have
+// ended, or a late Finish could end a redelivered position. A Reset at or
+// below the prefix starts afresh: the prefix is unknown (ok false) until a
+// position from pos on finishes. It costs O(1) per position forgotten.
+func (t *Tracker) Reset(pos int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	mask := uint64(len(t.ring) - 1)
+	for t.tail > t.head {
+		e := t.ring[(t.tail-1)&mask]
+		if e.pos < pos {
+			break
+		}
+		if e.state == pending {
+			t.pending--
+		}
+		t.index.del(e.pos)
+		t.tail--
+	}
+	if t.hasPrefix && t.prefix >= pos {
+		t.hasPrefix = false
+	}
+	if t.isBlocked && t.blocked >= pos {
+		t.isBlocked = false
+	}
+	t.last, t.hasLast = pos-1, pos != math.MinInt64
+}
+
+func (s state) String() string {
+	switch s {
+	case finished:
+		return "finished"
+	case discarded:
+		return "discarded"
+	}
+	return "pending"
+}
