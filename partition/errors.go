@@ -20,3 +20,23 @@ var (
 	// Nothing changes.
 	ErrEnded = errors.New("partition: position already ended")
 )
+
+// Errors of Dispatcher.
+var (
+	// ErrInvalidArgument is returned by NewDispatcher for an empty name, a
+	// nil named aggregate, scheduler, id function or handler, or a group
+	// count or budget below 1.
+	ErrInvalidArgument = errors.New("partition: invalid argument")
+	// ErrAssigned is returned by Dispatcher.Assign for a partition it owns
+	// already.
+	ErrAssigned = errors.New("partition: partition already assigned")
+	// ErrNotAssigned is returned by Revoke and Lose for a partition the
+	// Dispatcher does not own.
+	ErrNotAssigned = errors.New("partition: partition not assigned")
+	// ErrClosed is returned by Assign once Close began.
+	ErrClosed = errors.New("partition: dispatcher closed")
+	// ErrNotDrained is returned by Revoke and Lose when a handler of the
+	// partition still ran after the force and its grace: it ignores its
+	// context, and its exchange may run on after the partition was released.
+	ErrNotDrained = errors.New("partition: handlers still running after the force")
+)

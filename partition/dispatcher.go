@@ -1,0 +1,310 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/schedulers"
+)
+
+// Dispatcher hands the deliveries of the partitions a consumer owns to one
+// named aggregate's handler: one intake per owned partition, each a push-mode
+// dispatch.Dispatcher with lanes of its own, all on one borrowed scheduler
+// (the named aggregate's: its goroutines are shared by every partition). An
+// exchange's group inside its partition is GroupKey(id, groups), independent
+// of the key the broker partitions by. Each intake's outcome hook settles
+// the partition's Tracker: handled exchanges finish their positions, and
+// discarded ones (or cancelled by a force) block the prefix below them.
+//
+// A binding (JetStream, Kafka) calls Assign when it gets a partition,
+// Intake.Deliver for each record in order, acknowledges Intake.Prefix when
+// Intake.Advanced signals, and Revoke (drain, then force, then settle) or
+// Lose (force) when the partition goes. Safe for concurrent use. Cost per
+// partition: its lanes (a pointer per group until used), its tracker, and
+// two parked goroutines while it is owned.
+type Dispatcher[T any] struct {
+	name    string
+	named   aggregate.NamedAggregate
+	sched   schedulers.Scheduler
+	idOf    func(T) string
+	handler dispatch.Handler[Delivery[T]]
+	cfg     config[T]
+
+	mu     sync.Mutex
+	owned  map[int32]*Intake[T]
+	closed bool
+}
+
+// Option configures NewDispatcher.
+type Option[T any] func(*config[T])
+
+type config[T any] struct {
+	groups, maxPending int
+	grace              time.Duration
+	logger             *slog.Logger
+	dispatch           []dispatch.Option[Delivery[T]]
+}
+
+// WithGroups sets the number of groups of each partition (default
+// aggregate.DefaultParallelism).
+func WithGroups[T any](n int) Option[T] { return func(c *config[T]) { c.groups = n } }
+
+// WithMaxPending sets each partition's pending budget: at most n deliveries
+// admitted and not finished (default dispatch.DefaultMaxPending). Deliver
+// waits while it is used up, which is how a binding's fetch loop slows down
+// (Decaton's max pending records).
+func WithMaxPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxPending = n } }
+
+// WithForceGrace sets how long Revoke and Lose wait for the handlers a force
+// cancelled before they give up with ErrNotDrained (default 1 s).
+func WithForceGrace[T any](d time.Duration) Option[T] { return func(c *config[T]) { c.grace = d } }
+
+// WithLogger sets the logger of the intakes and of tracker faults (default
+// slog.Default()).
+func WithLogger[T any](l *slog.Logger) Option[T] { return func(c *config[T]) { c.logger = l } }
+
+// WithDispatchOptions passes options to every partition's dispatcher:
+// observers, outcome hooks, the failure log level, the error policy.
+// WithScheduler, WithParallelism, WithMaxPending and WithLogger are the
+// Dispatcher's to set.
+func WithDispatchOptions[T any](opts ...dispatch.Option[Delivery[T]]) Option[T] {
+	return func(c *config[T]) { c.dispatch = append(c.dispatch, opts...) }
+}
+
+// NewDispatcher returns a Dispatcher named name for the exchanges of named,
+// handled by handler on sched (borrowed: its owner disposes it after the
+// Dispatcher closed); idOf gives an exchange's aggregate id, which picks its
+// group. It starts nothing. Invalid arguments return ErrInvalidArgument.
+func NewDispatcher[T any](name string, named aggregate.NamedAggregate, sched schedulers.Scheduler,
+	idOf func(T) string, handler dispatch.Handler[Delivery[T]], opts ...Option[T]) (*Dispatcher[T], error) {
+	c := config[T]{groups: aggregate.DefaultParallelism, maxPending: dispatch.DefaultMaxPending,
+		grace: time.Second, logger: slog.Default()}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	switch {
+	case name == "" || named == nil || sched == nil || idOf == nil || handler == nil:
+		return nil, fmt.Errorf("%w: a partition dispatcher needs a name, a named aggregate, a scheduler, an id function and a handler", ErrInvalidArgument)
+	case c.groups < 1 || c.maxPending < 1 || c.grace < 0 || c.logger == nil:
+		return nil, fmt.Errorf("%w: partition dispatcher %q: groups %d, max pending %d, grace %v", ErrInvalidArgument, name, c.groups, c.maxPending, c.grace)
+	}
+	return &Dispatcher[T]{name: name, named: named, sched: sched, idOf: idOf, handler: handler, cfg: c,
+		owned: map[int32]*Intake[T]{}}, nil
+}
+
+// Intake is one owned partition: its dispatcher and its tracker.
+type Intake[T any] struct {
+	p        int32
+	d        *dispatch.Dispatcher[Delivery[T]]
+	t        Tracker
+	advanced chan struct{}
+	logger   *slog.Logger
+}
+
+// Assign starts owning partition p, whose next delivery is at position from
+// or above (the committed position: the finished prefix + 1): its dispatcher
+// is prepared with ctx's values and started. A partition owned already
+// returns ErrAssigned; after Close, ErrClosed.
+func (d *Dispatcher[T]) Assign(ctx context.Context, p int32, from int64) (*Intake[T], error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.closed:
+		return nil, fmt.Errorf("%w: %q: assign partition %d", ErrClosed, d.name, p)
+	case d.owned[p] != nil:
+		return nil, fmt.Errorf("%w: %q: partition %d", ErrAssigned, d.name, p)
+	}
+	in := &Intake[T]{p: p, advanced: make(chan struct{}, 1), logger: d.cfg.logger}
+	in.t.Reset(from)
+	groups := d.cfg.groups
+	idOf := d.idOf
+	opts := append([]dispatch.Option[Delivery[T]]{
+		dispatch.WithLogger[Delivery[T]](d.cfg.logger),
+	}, d.cfg.dispatch...)
+	opts = append(opts,
+		dispatch.WithScheduler[Delivery[T]](d.sched),
+		dispatch.WithParallelism[Delivery[T]](groups),
+		dispatch.WithMaxPending[Delivery[T]](d.cfg.maxPending),
+		dispatch.WithOutcomeHook(in.settle))
+	disp, err := dispatch.NewKeyed(d.name+"-"+strconv.Itoa(int(p)), d.named, nil,
+		func(x Delivery[T]) int { return GroupKey(idOf(x.Exchange), groups) }, d.handler, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("partition: %q: partition %d: %w", d.name, p, err)
+	}
+	if err := disp.Prepare(ctx); err != nil {
+		return nil, fmt.Errorf("partition: %q: partition %d: %w", d.name, p, err)
+	}
+	if err := disp.Start(); err != nil {
+		disp.ForceStop()
+		return nil, fmt.Errorf("partition: %q: partition %d: %w", d.name, p, err)
+	}
+	in.d = disp
+	d.owned[p] = in
+	return in, nil
+}
+
+// settle is the intake's outcome hook.
+func (in *Intake[T]) settle(_ context.Context, r dispatch.Result[Delivery[T]]) {
+	var err error
+	switch r.Outcome {
+	case dispatch.OutcomeDiscarded, dispatch.OutcomeCancelled:
+		err = in.t.Discard(r.Exchange.Position)
+	default:
+		err = in.t.Finish(r.Exchange.Position)
+		select {
+		case in.advanced <- struct{}{}:
+		default:
+		}
+	}
+	if err != nil {
+		in.logger.Error("partition: tracker refused an outcome", slog.Int("partition", int(in.p)),
+			slog.Int64("position", r.Exchange.Position), slog.Any("error", err))
+	}
+}
+
+// Partition returns the partition number.
+func (in *Intake[T]) Partition() int32 { return in.p }
+
+// Deliver tracks the record at position pos and hands it to its group. Call
+// it from one goroutine per partition, in the broker's order (positions
+// increasing). It waits while the partition's pending budget is used up, or
+// until ctx ends. A position not above the last returns an error wrapping
+// ErrOutOfOrder; once the partition is being revoked, an error wrapping
+// dispatch.ErrStopped. A record that was tracked but not admitted is
+// discarded in the tracker, so it is never acknowledged.
+func (in *Intake[T]) Deliver(ctx context.Context, x T, pos int64, attempt int) error {
+	if err := in.t.Track(pos); err != nil {
+		return fmt.Errorf("partition %d: %w", in.p, err)
+	}
+	err := in.d.Emit(ctx, Delivery[T]{Exchange: x, Partition: in.p, Position: pos, Attempt: attempt})
+	if err != nil {
+		_ = in.t.Discard(pos) // tracked just above and not admitted: it cannot fail
+		return fmt.Errorf("partition %d: position %d: %w", in.p, pos, err)
+	}
+	return nil
+}
+
+// Prefix returns the partition's finished prefix (see Tracker.Prefix).
+func (in *Intake[T]) Prefix() (pos int64, ok bool) { return in.t.Prefix() }
+
+// Advanced receives (at most one pending signal) after an exchange of the
+// partition finished: the prefix may have moved. A binding acknowledges from
+// its own goroutine when it receives.
+func (in *Intake[T]) Advanced() <-chan struct{} { return in.advanced }
+
+// Tracker returns the partition's tracker, for Pending and Blocked.
+func (in *Intake[T]) Tracker() *Tracker { return &in.t }
+
+// Stats returns the partition's dispatcher's counters.
+func (in *Intake[T]) Stats() dispatch.Stats { return in.d.Stats() }
+
+// Settled is what a partition left when it was released: the finished
+// prefix to acknowledge (none when ok is false), whether a force was needed,
+// and the counters of its dispatcher.
+type Settled struct {
+	Partition int32
+	Prefix    int64
+	OK        bool
+	Forced    bool
+	Stats     dispatch.Stats
+}
+
+// Revoke releases partition p: its intake shuts (Deliver returns
+// dispatch.ErrStopped from now on), the exchanges admitted drain until ctx
+// ends, then the rest is forced (discarded, or cancelled), and Revoke waits
+// for the handlers up to the force grace. It returns the settled prefix,
+// which the binding acknowledges (commits) before it lets the partition go.
+// With a handler still running after the grace, the error wraps
+// ErrNotDrained: the prefix is still safe to acknowledge (it stops below
+// that exchange), but the exchange may run on after the release. A
+// partition not owned returns ErrNotAssigned.
+func (d *Dispatcher[T]) Revoke(ctx context.Context, p int32) (Settled, error) {
+	in, err := d.take(p)
+	if err != nil {
+		return Settled{Partition: p}, err
+	}
+	forced := false
+	if in.d.StopGracefully(ctx) != nil && ctx.Err() != nil {
+		forced = true // the deadline passed with exchanges left
+		in.d.ForceStop()
+	}
+	return in.release(d, forced)
+}
+
+// Lose releases partition p by force, at once: what has not started is
+// discarded and what runs is cancelled, and nothing of it may be
+// acknowledged (the broker gave it to another owner already: Kafka's
+// partitions lost). It waits for the handlers up to the force grace, then
+// returns what is settled, for the record.
+func (d *Dispatcher[T]) Lose(p int32) (Settled, error) {
+	in, err := d.take(p)
+	if err != nil {
+		return Settled{Partition: p}, err
+	}
+	in.d.ForceStop()
+	return in.release(d, true)
+}
+
+// take removes p from the owned partitions.
+func (d *Dispatcher[T]) take(p int32) (*Intake[T], error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	in := d.owned[p]
+	if in == nil {
+		return nil, fmt.Errorf("%w: %q: partition %d", ErrNotAssigned, d.name, p)
+	}
+	delete(d.owned, p)
+	return in, nil
+}
+
+// release waits for the end of the partition's dispatcher, up to the grace.
+func (in *Intake[T]) release(d *Dispatcher[T], forced bool) (Settled, error) {
+	var err error
+	timer := time.NewTimer(d.cfg.grace)
+	defer timer.Stop()
+	select {
+	case <-in.d.Done():
+	case <-timer.C:
+		err = fmt.Errorf("%w: %q: partition %d: %d pending", ErrNotDrained, d.name, in.p, in.t.Pending())
+	}
+	s := Settled{Partition: in.p, Forced: forced, Stats: in.d.Stats()}
+	s.Prefix, s.OK = in.t.Prefix()
+	return s, err
+}
+
+// Owned returns the partitions owned now, in no order.
+func (d *Dispatcher[T]) Owned() []int32 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ps := make([]int32, 0, len(d.owned))
+	for p := range d.owned {
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// Close refuses new assignments and revokes every owned partition at once
+// under ctx; it returns what each settled and the errors joined.
+func (d *Dispatcher[T]) Close(ctx context.Context) ([]Settled, error) {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	ps := d.Owned()
+	settled := make([]Settled, len(ps))
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() { settled[i], errs[i] = d.Revoke(ctx, p) })
+	}
+	wg.Wait()
+	return settled, errors.Join(errs...)
+}

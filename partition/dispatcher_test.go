@@ -1,0 +1,234 @@
+package partition_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/partition"
+	"github.com/aggflow/aggflow/schedulers"
+)
+
+var accounts = aggregate.MaterializedNamedAggregate{Context: "bank", Aggregate: "Account"}
+
+// op is an exchange: the id it addresses and its sequence number for that id.
+type op struct {
+	id  string
+	seq int
+}
+
+// ledger records what the handlers ran: per id, the sequence numbers in the
+// order handled, and whether anything ran after a release.
+type ledger struct {
+	mu       sync.Mutex
+	seen     map[string][]int
+	groups   map[int]bool
+	released atomic.Bool
+	late     atomic.Int64
+}
+
+func (l *ledger) handle(delay func(op) time.Duration) dispatch.Handler[partition.Delivery[op]] {
+	return func(ctx context.Context, d partition.Delivery[op]) error {
+		if l.released.Load() {
+			l.late.Add(1)
+		}
+		if g, ok := dispatch.GroupOf(ctx); ok {
+			l.mu.Lock()
+			l.groups[g] = true
+			l.mu.Unlock()
+		}
+		if w := delay(d.Exchange); w > 0 {
+			select {
+			case <-time.After(w):
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.seen[d.Exchange.id] = append(l.seen[d.Exchange.id], d.Exchange.seq)
+		return nil
+	}
+}
+
+func newLedger() *ledger { return &ledger{seen: map[string][]int{}, groups: map[int]bool{}} }
+
+func newParallel(t *testing.T, n int) *schedulers.Parallel {
+	t.Helper()
+	s, err := schedulers.NewParallel("accounts", n)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Dispose(); <-s.Done() })
+	return s
+}
+
+// Handlers finish out of order across groups; the prefix reaches the last
+// position once all finished, each id's exchanges ran in order, and a
+// partition's ids spread over many groups.
+func TestDispatcherDrainsAndSettles(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		ids := rapid.IntRange(1, 40).Draw(rt, "ids")
+		n := rapid.IntRange(1, 300).Draw(rt, "n")
+		gap := rapid.Int64Range(1, 5).Draw(rt, "gap")
+		delays := rapid.SliceOfN(rapid.IntRange(0, 3), 1, 8).Draw(rt, "delays ms")
+		synctest.Test(t, func(t *testing.T) {
+			l := newLedger()
+			sched := newParallel(t, 3)
+			d, err := partition.NewDispatcher("accounts", accounts, sched, func(x op) string { return x.id },
+				l.handle(func(x op) time.Duration { return time.Duration(delays[x.seq%len(delays)]) * time.Millisecond }),
+				partition.WithGroups[op](16), partition.WithMaxPending[op](32))
+			require.NoError(t, err)
+			in, err := d.Assign(t.Context(), 3, 100)
+			require.NoError(t, err)
+			next := map[string]int{}
+			pos := int64(100)
+			for i := range n {
+				id := fmt.Sprint("a", i%ids)
+				require.NoError(t, in.Deliver(t.Context(), op{id, next[id]}, pos, 1))
+				next[id]++
+				pos += gap
+			}
+			settled, err := d.Revoke(t.Context(), 3)
+			require.NoError(t, err)
+			require.True(t, settled.OK)
+			require.False(t, settled.Forced)
+			require.Equal(t, pos-gap, settled.Prefix, "every position finished")
+			require.Equal(t, dispatch.Stats{Received: int64(n), Succeeded: int64(n)}, settled.Stats)
+			for id, seqs := range l.seen {
+				for i, s := range seqs {
+					require.Equal(t, i, s, "id %s in order", id)
+				}
+			}
+			if ids >= 16 && n >= 4*ids {
+				require.Greater(t, len(l.groups), 4, "one partition's ids spread over the groups")
+			}
+		})
+	})
+}
+
+// Revoking under load drains until the deadline, then forces: the prefix
+// stops below what the force discarded or cancelled, and no handler of the
+// partition runs once Revoke returned.
+func TestRevokeUnderLoadForcesAndSettlesBelowTheDiscards(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLedger()
+		sched := newParallel(t, 2)
+		d, err := partition.NewDispatcher("accounts", accounts, sched, func(x op) string { return x.id },
+			l.handle(func(x op) time.Duration { return time.Duration(x.seq+1) * 10 * time.Millisecond }),
+			partition.WithGroups[op](8))
+		require.NoError(t, err)
+		in, err := d.Assign(t.Context(), 0, 1)
+		require.NoError(t, err)
+		for i := range 200 {
+			require.NoError(t, in.Deliver(t.Context(), op{fmt.Sprint("a", i%10), i / 10}, int64(i+1), 1))
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 55*time.Millisecond)
+		defer cancel()
+		settled, err := d.Revoke(ctx, 0)
+		l.released.Store(true)
+		require.NoError(t, err)
+		require.True(t, settled.Forced)
+		s := settled.Stats
+		require.Equal(t, int64(200), s.Received)
+		require.Positive(t, s.Discarded)
+		require.Equal(t, s.Received, s.Succeeded+s.Failed+s.Discarded)
+		blocked, ok := in.Tracker().Blocked()
+		require.True(t, ok)
+		if settled.OK {
+			require.Less(t, settled.Prefix, blocked)
+		}
+		// Every position up to the prefix was handled, in order per id.
+		handled := 0
+		for _, seqs := range l.seen {
+			handled += len(seqs)
+		}
+		require.GreaterOrEqual(t, int64(handled), settled.Prefix)
+		require.ErrorIs(t, in.Deliver(t.Context(), op{"a0", 99}, 500, 1), dispatch.ErrStopped)
+		time.Sleep(time.Second) // virtual: would any handler still run?
+		require.Zero(t, l.late.Load(), "no handler ran after the release")
+		_, err = d.Revoke(t.Context(), 0)
+		require.ErrorIs(t, err, partition.ErrNotAssigned)
+	})
+}
+
+// A handler that ignores its context outlives the force: Revoke returns
+// after the grace with ErrNotDrained and a prefix below that exchange.
+func TestRevokeBoundedByTheGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sched := newParallel(t, 1)
+		release := make(chan struct{})
+		defer close(release)
+		d, err := partition.NewDispatcher("accounts", accounts, sched, func(x op) string { return x.id },
+			func(_ context.Context, x partition.Delivery[op]) error {
+				if x.Position == 2 {
+					<-release // ignores its context
+				}
+				return nil
+			}, partition.WithForceGrace[op](time.Second))
+		require.NoError(t, err)
+		in, err := d.Assign(t.Context(), 1, 1)
+		require.NoError(t, err)
+		for i := range 3 {
+			require.NoError(t, in.Deliver(t.Context(), op{"a", i}, int64(i+1), 1))
+		}
+		synctest.Wait()
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		settled, err := d.Revoke(ctx, 1)
+		require.ErrorIs(t, err, partition.ErrNotDrained)
+		require.Equal(t, 1100*time.Millisecond, time.Since(start))
+		require.Equal(t, partition.Settled{Partition: 1, Prefix: 1, OK: true, Forced: true,
+			Stats: settled.Stats}, settled)
+		require.Equal(t, int64(3), settled.Stats.Received)
+		require.Equal(t, 2, in.Tracker().Pending(), "position 2 runs on, 3 waits behind it")
+	})
+}
+
+// Lose forces at once; many partitions share the one scheduler; a
+// partition is owned once; Close revokes what is left.
+func TestAssignLoseClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLedger()
+		sched := newParallel(t, 2)
+		d, err := partition.NewDispatcher("accounts", accounts, sched, func(x op) string { return x.id },
+			l.handle(func(op) time.Duration { return time.Millisecond }))
+		require.NoError(t, err)
+		ins := map[int32]*partition.Intake[op]{}
+		for p := range int32(4) {
+			in, err := d.Assign(t.Context(), p, 0)
+			require.NoError(t, err)
+			ins[p] = in
+		}
+		_, err = d.Assign(t.Context(), 2, 0)
+		require.ErrorIs(t, err, partition.ErrAssigned)
+		for p, in := range ins {
+			for i := range 20 {
+				require.NoError(t, in.Deliver(t.Context(), op{fmt.Sprint(p, "-", i%3), i / 3}, int64(i), 1))
+			}
+		}
+		require.ErrorIs(t, ins[0].Deliver(t.Context(), op{"x", 0}, 19, 1), partition.ErrOutOfOrder)
+		lost, err := d.Lose(0)
+		require.NoError(t, err)
+		require.True(t, lost.Forced)
+		settled, err := d.Close(t.Context())
+		require.NoError(t, err)
+		require.Len(t, settled, 3)
+		for _, s := range settled {
+			require.Equal(t, partition.Settled{Partition: s.Partition, Prefix: 19, OK: true,
+				Stats: dispatch.Stats{Received: 20, Succeeded: 20}}, s)
+		}
+		_, err = d.Assign(t.Context(), 9, 0)
+		require.ErrorIs(t, err, partition.ErrClosed)
+		_, err = partition.NewDispatcher[op]("", accounts, sched, nil, nil)
+		require.ErrorIs(t, err, partition.ErrInvalidArgument)
+	})
+}
