@@ -1,6 +1,6 @@
 module github.com/aggflow/aggflow/bench
 
-go 1.25.0
+go 1.26.0
 
 require (
 	github.com/aggflow/aggflow v0.0.0
@@ -23,7 +23,7 @@ require (
 	github.com/teivah/onecontext v0.0.0-20200513185103-40f981bfd775 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/image v0.30.0 // indirect
-	golang.org/x/text v0.28.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 )
 
 replace github.com/aggflow/aggflow => ../
