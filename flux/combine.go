@@ -165,17 +165,26 @@ func Zip[A, B, R any](a Flux[A], b Flux[B], fn func(A, B) R) Flux[R] {
 	return Flux[R]{subscribe: func(ctx context.Context, emit func(R) error) error {
 		return runDuo(ctx, "Zip", a, b, func(d *duo[A, B]) error {
 			for {
-				select {
-				case v, ok := <-d.a.next():
-					if !ok {
-						return d.end(d.a.err)
+				// Items waiting are taken without the dearer blocking select.
+				if d.a.poll() {
+					return d.end(d.a.err)
+				}
+				if d.b.poll() {
+					return d.end(d.b.err)
+				}
+				if !d.a.held || !d.b.held {
+					select {
+					case v, ok := <-d.a.next():
+						if !ok {
+							return d.end(d.a.err)
+						}
+						d.a.v, d.a.held = v, true
+					case v, ok := <-d.b.next():
+						if !ok {
+							return d.end(d.b.err)
+						}
+						d.b.v, d.b.held = v, true
 					}
-					d.a.v, d.a.held = v, true
-				case v, ok := <-d.b.next():
-					if !ok {
-						return d.end(d.b.err)
-					}
-					d.b.v, d.b.held = v, true
 				}
 				if d.a.held && d.b.held {
 					if err := pass(d, fn, emit); err != nil {
@@ -365,6 +374,23 @@ func (s *side[T]) next() <-chan T {
 		return nil
 	}
 	return s.in
+}
+
+// poll takes the next item of s for Zip if s holds none and one is waiting,
+// without blocking; it reports whether the lane closed instead.
+func (s *side[T]) poll() (closed bool) {
+	if s.held {
+		return false
+	}
+	select {
+	case v, ok := <-s.in:
+		if !ok {
+			return true
+		}
+		s.v, s.held = v, true
+	default:
+	}
+	return false
 }
 
 // latest handles what CombineLatest received from s: a new latest item (the

@@ -3,38 +3,42 @@ package flux
 import (
 	"context"
 	"fmt"
+	"sync"
 )
 
-// errSwitched is the cause with which SwitchMap cancels its current inner
-// when the next item arrives; what the inner pushes after it is discarded
-// with it.
+// errSwitched is the cause with which SwitchMap cancels an inner when the
+// next item arrives; what the inner pushes after it is discarded with it.
 var errSwitched = fmt.Errorf("flux: SwitchMap: switched to the next inner: %w", ErrSuperseded)
 
 // SwitchMap maps each item to an inner Flux and emits the items of the
-// latest inner only: an item arriving cancels the current inner (its items
+// latest inner only: an item arriving cancels the current inner, whose items
 // pushed after that go to the discard hook with an error wrapping
-// ErrSuperseded) and subscribes the next once the cancelled one has
-// returned. It completes when the upstream completed and the last inner
-// completed; the first error, of the upstream, an inner, fn (a panic) or
-// the downstream, cancels everything else and ends the flow. Reactor:
-// Flux#switchMap(Function) (FluxSwitchMapNoPrefetch.java).
+// ErrSuperseded, and the next inner is subscribed once the cancelled one
+// returned. It completes when the upstream and the last inner completed; the
+// first error, of the upstream, an inner, fn (a panic) or the downstream,
+// cancels everything else and ends the flow. Reactor: Flux#switchMap
+// (FluxSwitchMapNoPrefetch.java).
 //
-// The upstream runs on the subscribing goroutine; the inners run one after
-// another on one goroutine of the subscription, which delivers their items,
-// so items reach the downstream serially. An inner that ignores its
-// context's cancellation holds the upstream back until it returns. Costs
-// one goroutine per subscription, and per item of the upstream a context
-// and a hand-off to that goroutine. fn nil gives ErrInvalidArgument.
+// The upstream runs on a goroutine of the subscription and never waits for
+// the inners (Reactor requests it unbounded); fn runs there. The inners run
+// one after another on the subscribing goroutine, which delivers their
+// items. An inner replaced by a newer item before its turn came is never
+// subscribed (Reactor subscribes it and cancels it at once). Costs one
+// goroutine per subscription, and per upstream item a context and a
+// mutex-guarded hand-over, no goroutine switch. fn nil gives
+// ErrInvalidArgument.
 func SwitchMap[T, R any](f Flux[T], fn func(T) Flux[R]) Flux[R] {
 	if fn == nil {
 		return Error[R](invalid("SwitchMap", "nil function"))
 	}
 	return Flux[R]{subscribe: func(ctx context.Context, emit func(R) error) (err error) {
-		s := &switcher[R]{crew: newCrew(ctx), emit: emit, discard: discarder[R](ctx)}
-		defer func() { s.close(reasonOf(err)) }()
-		resume := resumer[T](ctx)
-		refuse := discarder[T](ctx)
-		err = f.run(s.ctx, func(v T) error {
+		s := &switchBox[R]{crew: newCrew(ctx), ready: make(chan struct{}, 1)}
+		defer func() {
+			s.cancel(reasonOf(err))
+			s.wg.Wait()
+		}()
+		resume, refuse := resumer[T](ctx), discarder[T](ctx)
+		spawn(s.crew, "SwitchMap", f, func(v T) error {
 			if err := ctxDone(s.ctx); err != nil {
 				refuse(v, err) // an upstream item after the end
 				return err
@@ -43,109 +47,86 @@ func SwitchMap[T, R any](f Flux[T], fn func(T) Flux[R]) Flux[R] {
 			if err != nil {
 				return resume(v, err)
 			}
-			return s.switchTo(inner)
-		})
-		if err == nil {
-			s.await()
-		}
-		return s.end(err)
+			s.offer(inner)
+			return nil
+		}, s.upstreamEnded)
+		return s.deliver(emit, discarder[R](ctx))
 	}}
 }
 
-// switcher runs the inners of one SwitchMap subscription on its worker
-// goroutine, one at a time. The upstream side (switchTo, await, close) is
-// called from one goroutine only.
-type switcher[R any] struct {
+// switchBox hands the latest inner of a SwitchMap subscription from the
+// upstream's goroutine to the subscribing one.
+type switchBox[R any] struct {
 	*crew
-	emit    func(R) error
-	discard func(R, error)
-	jobs    chan switchJob[R]
-	idle    chan struct{} // a token each time an inner returned
-	exited  chan struct{} // closed when the worker exits
-	running bool          // a job was sent whose token was not taken
-	stop    context.CancelCauseFunc
+	ready   chan struct{} // a token after each change below
+	mu      sync.Mutex
+	next    Flux[R]         // the inner to run next, if pending
+	nextCtx context.Context // and its context
+	pending bool
+	stop    context.CancelCauseFunc // the latest inner's, pending or running
+	ended   bool                    // the upstream returned
 }
 
-type switchJob[R any] struct {
-	f   Flux[R]
-	ctx context.Context
+// offer makes inner the next to run, cancelling the one running or pending.
+func (s *switchBox[R]) offer(inner Flux[R]) {
+	ctx, stop := context.WithCancelCause(s.ctx)
+	s.mu.Lock()
+	prev := s.stop
+	s.next, s.nextCtx, s.pending, s.stop = inner, ctx, true, stop
+	s.mu.Unlock()
+	if prev != nil {
+		prev(errSwitched)
+	}
+	signal(s.ready)
 }
 
-// switchTo cancels the current inner, waits for it to return and hands
-// inner to the worker, started at the first call.
-func (s *switcher[R]) switchTo(inner Flux[R]) error {
-	if s.jobs == nil {
-		s.jobs, s.idle, s.exited = make(chan switchJob[R]), make(chan struct{}, 1), make(chan struct{})
-		s.wg.Add(1)
-		go s.work()
+// upstreamEnded records the end of the upstream; its error ends the flow.
+func (s *switchBox[R]) upstreamEnded(err error) {
+	if err != nil {
+		s.cancel(err)
 	}
-	if s.running {
-		s.stop(errSwitched)
-		s.await()
-	}
-	ictx, stop := context.WithCancelCause(s.ctx)
-	select {
-	case s.jobs <- switchJob[R]{inner, ictx}:
-		s.running, s.stop = true, stop
-		return nil
-	case <-s.exited:
-		stop(nil)
-		return s.end(nil)
-	}
+	s.mu.Lock()
+	s.ended = true
+	s.mu.Unlock()
+	signal(s.ready)
 }
 
-// await waits until the current inner, if any, returned.
-func (s *switcher[R]) await() {
-	if !s.running {
-		return
-	}
-	select {
-	case <-s.idle:
-	case <-s.exited:
-	}
-	s.running = false
-}
-
-// close cancels whatever still runs with reason and joins the worker.
-func (s *switcher[R]) close(reason error) {
-	s.cancel(reason)
-	if s.jobs != nil {
-		close(s.jobs)
-	}
-	s.wg.Wait()
-}
-
-// work is the worker: it runs each inner with ctx, delivering its items
-// while the inner is current. An inner's error ends the flow unless the
-// inner was switched away from; a runtime.Goexit of the downstream ends it
-// too, and the worker dies, as it must.
-func (s *switcher[R]) work() {
-	defer s.wg.Done()
-	defer close(s.exited)
-	returned := false
-	defer func() {
-		if !returned {
-			s.cancel(goexitError("SwitchMap"))
-		}
-	}()
-	var cur context.Context
+// deliver runs the inners handed over, one at a time, until the upstream
+// ended with none left, or the flow failed.
+func (s *switchBox[R]) deliver(emit func(R) error, discard func(R, error)) error {
+	var cur context.Context // the running inner's
 	out := func(r R) error {
 		if err := ctxDone(cur); err != nil {
-			s.discard(r, err)
+			discard(r, err)
 			return err
 		}
-		if err := s.emit(r); err != nil {
+		if err := emit(r); err != nil {
 			s.cancel(err)
 			return err
 		}
 		return nil
 	}
-	for j := range s.jobs {
-		cur = j.ctx
-		if err := runCaught(j.f, j.ctx, out); err != nil && context.Cause(j.ctx) != errSwitched {
-			s.cancel(err)
+	for {
+		if err := ctxDone(s.ctx); err != nil {
+			return err
 		}
-		s.idle <- struct{}{}
+		s.mu.Lock()
+		inner, pending, ended := s.next, s.pending, s.ended
+		cur = s.nextCtx
+		s.next, s.nextCtx, s.pending = Flux[R]{}, nil, false
+		s.mu.Unlock()
+		switch {
+		case pending:
+			if err := inner.run(cur, out); err != nil && context.Cause(cur) != errSwitched {
+				s.cancel(err)
+			}
+			continue
+		case ended:
+			return nil
+		}
+		select {
+		case <-s.ready:
+		case <-s.ctx.Done():
+		}
 	}
-	returned = true
 }
