@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aggflow/aggflow/flux"
+	"github.com/aggflow/aggflow/schedulers"
 	"github.com/aggflow/aggflow/testkit"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -509,6 +511,23 @@ func TestCombineJoinsOnEveryEnd(t *testing.T) {
 				return nil
 			})
 			require.ErrorIs(t, err, context.Canceled)
+
+			// A runtime.Goexit of the downstream (t.FailNow in a handler) still
+			// joins every goroutine; one in a source ends the flow with an error.
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_ = op(endless, endless).Subscribe(context.Background(), func(int) error {
+					runtime.Goexit()
+					return nil
+				})
+			}()
+			<-done
+			exiting := flux.Create(func(context.Context, flux.Sink[int]) error { runtime.Goexit(); return nil })
+			if name != "SwitchMap" { // its sources run on the subscribing goroutine
+				err = op(exiting, endless).Subscribe(t.Context(), func(int) error { return nil })
+				require.ErrorIs(t, err, schedulers.ErrGoexit)
+			}
 		})
 	}
 }

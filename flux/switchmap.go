@@ -24,9 +24,9 @@ var errSwitched = fmt.Errorf("flux: SwitchMap: switched to the next inner: %w", 
 // one after another on the subscribing goroutine, which delivers their
 // items. An inner replaced by a newer item before its turn came is never
 // subscribed (Reactor subscribes it and cancels it at once). Costs one
-// goroutine per subscription, and per upstream item a context and a
-// mutex-guarded hand-over, no goroutine switch. fn nil gives
-// ErrInvalidArgument.
+// goroutine per subscription, and per upstream item a context, a
+// mutex-guarded hand-over and, when the subscribing goroutine waits for
+// it, a wake-up. fn nil gives ErrInvalidArgument.
 func SwitchMap[T, R any](f Flux[T], fn func(T) Flux[R]) Flux[R] {
 	if fn == nil {
 		return Error[R](invalid("SwitchMap", "nil function"))
