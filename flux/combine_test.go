@@ -572,9 +572,8 @@ func ExampleZip() {
 }
 
 func ExampleCombineLatest() {
-	// With one source of a single item, every item of the other combines
-	// with it; which items of the other came first is up to timing, so the
-	// example takes one each side.
+	// One item on each side: one combination. (With more, which
+	// combinations appear depends on the timing of the sources.)
 	got, err := flux.Collect(context.Background(),
 		flux.CombineLatest(flux.Just(10), flux.Just(1), func(a, b int) int { return a + b }))
 	fmt.Println(got, err)

@@ -122,7 +122,8 @@ func (s *switchBox[R]) deliver(emit func(R) error, discard func(R, error)) error
 			}
 			continue
 		case ended:
-			return nil
+			// An upstream error cancelled the crew before ended was set.
+			return s.end(nil)
 		}
 		select {
 		case <-s.ready:
