@@ -97,6 +97,14 @@ type ending struct {
 	src   bool // a source fails (set up by the test)
 }
 
+// sourceEnd is how the failing source ends: errBoom, or nil.
+func (e ending) sourceEnd() error {
+	if e.src {
+		return errBoom
+	}
+	return nil
+}
+
 var endings = []ending{
 	{name: "complete"},
 	{name: "source error", src: true},
@@ -442,10 +450,7 @@ func TestCombineDiscardAccounting(t *testing.T) {
 	leakFree(t)
 	for _, e := range endings {
 		t.Run(e.name, func(t *testing.T) {
-			var end error
-			if e.src {
-				end = errBoom
-			}
+			end := e.sourceEnd()
 			n := -1
 			if e.limit == 0 && e.fail == 0 && e.stop == 0 {
 				n = 50 // complete or fail after 50

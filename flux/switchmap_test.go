@@ -103,10 +103,7 @@ func TestSwitchMapDiscardAccounting(t *testing.T) {
 	leakFree(t)
 	for _, e := range endings {
 		t.Run(e.name, func(t *testing.T) {
-			var end error
-			if e.src {
-				end = errBoom
-			}
+			end := e.sourceEnd()
 			account(t, e, true, func(l *ledger) flux.Flux[int] {
 				// A finite upstream: the last inner runs to its end.
 				return flux.SwitchMap(from(l, 0, 30, end), func(v int) flux.Flux[int] {
