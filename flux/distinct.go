@@ -22,12 +22,12 @@ func DistinctBy[T any, K comparable](f Flux[T], key func(T) K) Flux[T] {
 		return Error[T](invalid("DistinctBy", "nil key function"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
-		discard, resume := discarder[T](ctx), resumer[T](ctx)
+		discard, cont := discarder[T](ctx), continuationOf[T](ctx)
 		seen := make(map[K]struct{})
 		return f.run(ctx, func(v T) error {
 			k, err := call1(key, v)
 			if err != nil {
-				return resume(v, err)
+				return cont.resume(v, err)
 			}
 			if _, dup := seen[k]; dup {
 				discard(v, ErrDuplicate)
@@ -58,13 +58,13 @@ func DistinctUntilChangedBy[T any, K comparable](f Flux[T], key func(T) K) Flux[
 		return Error[T](invalid("DistinctUntilChangedBy", "nil key function"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
-		discard, resume := discarder[T](ctx), resumer[T](ctx)
+		discard, cont := discarder[T](ctx), continuationOf[T](ctx)
 		var last K
 		first := true
 		return f.run(ctx, func(v T) error {
 			k, err := call1(key, v)
 			if err != nil {
-				return resume(v, err)
+				return cont.resume(v, err)
 			}
 			if !first && k == last {
 				discard(v, ErrDuplicate)

@@ -15,11 +15,11 @@ func Map[T, R any](f Flux[T], fn func(T) R) Flux[R] {
 		return Error[R](invalid("Map", "nil function"))
 	}
 	return Flux[R]{subscribe: func(ctx context.Context, emit func(R) error) error {
-		resume := resumer[T](ctx)
+		cont := continuationOf[T](ctx)
 		return f.run(ctx, func(v T) error {
 			r, err := call1(fn, v)
 			if err != nil {
-				return resume(v, err)
+				return cont.resume(v, err)
 			}
 			return emit(r)
 		})
@@ -32,11 +32,11 @@ func (f Flux[T]) Filter(pred func(T) bool) Flux[T] {
 		return Error[T](invalid("Filter", "nil predicate"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
-		resume := resumer[T](ctx)
+		cont := continuationOf[T](ctx)
 		return f.run(ctx, func(v T) error {
 			keep, err := call1(pred, v)
 			if err != nil {
-				return resume(v, err)
+				return cont.resume(v, err)
 			}
 			if !keep {
 				return nil
@@ -53,10 +53,10 @@ func (f Flux[T]) DoOnNext(fn func(T)) Flux[T] {
 		return Error[T](invalid("DoOnNext", "nil function"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
-		resume := resumer[T](ctx)
+		cont := continuationOf[T](ctx)
 		return f.run(ctx, func(v T) error {
 			if err := callV(fn, v); err != nil {
-				return resume(v, err)
+				return cont.resume(v, err)
 			}
 			return emit(v)
 		})
@@ -320,11 +320,11 @@ func ConcatMap[T, R any](f Flux[T], fn func(T) Flux[R]) Flux[R] {
 			uctx, ictx = newScope(ctx), newScope(ctx)
 			w = &waiter{ctx: uctx, scope: ictx, op: "ConcatMap", inners: 1}
 		}
-		resume := resumer[T](ctx)
+		cont := continuationOf[T](ctx)
 		return f.run(uctx, func(v T) error {
 			inner, err := call1(fn, v)
 			if err != nil {
-				return resume(v, err)
+				return cont.resume(v, err)
 			}
 			if w != nil {
 				if a := any(v).(awaiter); a.await(w) {

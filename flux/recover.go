@@ -85,19 +85,28 @@ func OnErrorContinue[T, U any](f Flux[T], fn func(err error, v U)) Flux[T] {
 	}}
 }
 
-// resumer returns what a fused operator subscribed with ctx returns when
-// its user function failed with err on v: nil when an OnErrorContinue for
-// T downstream took v and err (the operator drops v and goes on), else the
-// error that ends the flow. Look it up once per subscription.
-func resumer[T any](ctx context.Context) func(v T, err error) error {
+// continuation is the OnErrorContinue handler for the items of type T that a
+// fused operator finds in its subscription's ctx; nil when there is none. A
+// named func type rather than a closure, so that looking it up allocates
+// nothing.
+type continuation[T any] func(error, T)
+
+// continuationOf looks the handler up; do it once per subscription.
+func continuationOf[T any](ctx context.Context) continuation[T] {
 	fn, _ := ctx.Value(continueKey[T]{}).(func(error, T))
-	if fn == nil {
-		return func(_ T, err error) error { return err }
+	return fn
+}
+
+// resume is what a fused operator returns when its user function failed with
+// err on v: nil when the handler took v and err (the operator drops v and
+// goes on), else the error that ends the flow (err, joined with the
+// handler's panic if it panicked).
+func (c continuation[T]) resume(v T, err error) error {
+	if c == nil {
+		return err
 	}
-	return func(v T, err error) error {
-		if perr := callV(func(v T) { fn(err, v) }, v); perr != nil {
-			return errorsJoin(err, perr)
-		}
-		return nil
+	if perr := callV(func(v T) { c(err, v) }, v); perr != nil {
+		return errorsJoin(err, perr)
 	}
+	return nil
 }

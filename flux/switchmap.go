@@ -37,7 +37,7 @@ func SwitchMap[T, R any](f Flux[T], fn func(T) Flux[R]) Flux[R] {
 			s.cancel(reasonOf(err))
 			s.wg.Wait()
 		}()
-		resume, refuse := resumer[T](ctx), discarder[T](ctx)
+		cont, refuse := continuationOf[T](ctx), discarder[T](ctx)
 		spawn(s.crew, "SwitchMap", f, func(v T) error {
 			if err := ctxDone(s.ctx); err != nil {
 				refuse(v, err) // an upstream item after the end
@@ -45,7 +45,7 @@ func SwitchMap[T, R any](f Flux[T], fn func(T) Flux[R]) Flux[R] {
 			}
 			inner, err := call1(fn, v)
 			if err != nil {
-				return resume(v, err)
+				return cont.resume(v, err)
 			}
 			s.offer(inner)
 			return nil
