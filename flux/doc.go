@@ -57,6 +57,19 @@
 //	buffer(n) / reduce / scan        Buffer / Reduce / Scan
 //	concatMap (prefetch 0)           ConcatMap
 //	flatMap(f, concurrency)          FlatMap
+//	switchMap                        SwitchMap
+//	Flux.merge / mergeDelayError     Merge / MergeDelayError
+//	Flux.concat / concatDelayError   Concat / ConcatDelayError
+//	Flux.zip(a, b, combinator)       Zip(a, b, fn)
+//	Flux.combineLatest(a, b, comb.)  CombineLatest(a, b, fn)
+//	retry(n)                         Retry(n)
+//	onErrorReturn / onErrorMap       OnErrorReturn / OnErrorMap
+//	onErrorContinue                  OnErrorContinue[T, U]
+//	distinct / distinct(key)         Distinct / DistinctBy
+//	distinctUntilChanged(key)        DistinctUntilChanged(By)
+//	defaultIfEmpty / switchIfEmpty   DefaultIfEmpty / SwitchIfEmpty
+//	Flux.using                       Using
+//	limitRate(n)                     LimitRate(n)
 //	groupBy(key, prefetch)           GroupBy(f, key, groups, WithGroupBuffer(n))
 //	publishOn(s, prefetch)           PublishOn(s, prefetch)
 //	subscribeOn(s)                   SubscribeOn(s)

@@ -46,6 +46,14 @@ var (
 	// an item a ManySink made with WithDropOldest dropped for it because it
 	// lagged by the sink's capacity.
 	ErrSinkOverflow = errors.New("flux: sink overflow")
+	// ErrDuplicate is the reason given to the discard hook for an item that
+	// Distinct or DistinctUntilChanged (and their By forms) filtered out.
+	ErrDuplicate = errors.New("flux: duplicate")
+	// ErrSuperseded is the reason given to the discard hook for an item that
+	// a newer one replaced before it was used: a latest value of
+	// CombineLatest overwritten before it took part in a combination, an
+	// item of a SwitchMap inner that arrived after the switch to the next.
+	ErrSuperseded = errors.New("flux: superseded")
 )
 
 // invalid returns the error of an invalid argument of operator op.

@@ -15,10 +15,11 @@ func Map[T, R any](f Flux[T], fn func(T) R) Flux[R] {
 		return Error[R](invalid("Map", "nil function"))
 	}
 	return Flux[R]{subscribe: func(ctx context.Context, emit func(R) error) error {
+		cont := continuationOf[T](ctx)
 		return f.run(ctx, func(v T) error {
 			r, err := call1(fn, v)
 			if err != nil {
-				return err
+				return cont.resume(v, err)
 			}
 			return emit(r)
 		})
@@ -31,10 +32,14 @@ func (f Flux[T]) Filter(pred func(T) bool) Flux[T] {
 		return Error[T](invalid("Filter", "nil predicate"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		cont := continuationOf[T](ctx)
 		return f.run(ctx, func(v T) error {
 			keep, err := call1(pred, v)
-			if err != nil || !keep {
-				return err
+			if err != nil {
+				return cont.resume(v, err)
+			}
+			if !keep {
+				return nil
 			}
 			return emit(v)
 		})
@@ -48,9 +53,10 @@ func (f Flux[T]) DoOnNext(fn func(T)) Flux[T] {
 		return Error[T](invalid("DoOnNext", "nil function"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		cont := continuationOf[T](ctx)
 		return f.run(ctx, func(v T) error {
 			if err := callV(fn, v); err != nil {
-				return err
+				return cont.resume(v, err)
 			}
 			return emit(v)
 		})
@@ -314,10 +320,11 @@ func ConcatMap[T, R any](f Flux[T], fn func(T) Flux[R]) Flux[R] {
 			uctx, ictx = newScope(ctx), newScope(ctx)
 			w = &waiter{ctx: uctx, scope: ictx, op: "ConcatMap", inners: 1}
 		}
+		cont := continuationOf[T](ctx)
 		return f.run(uctx, func(v T) error {
 			inner, err := call1(fn, v)
 			if err != nil {
-				return err
+				return cont.resume(v, err)
 			}
 			if w != nil {
 				if a := any(v).(awaiter); a.await(w) {
