@@ -3,6 +3,7 @@ module github.com/aggflow/aggflow
 go 1.25.0
 
 require (
+	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/parquet-go/parquet-go v0.32.0
 	github.com/reactivex/rxgo/v2 v2.5.0
 	github.com/schollz/progressbar/v3 v3.19.1

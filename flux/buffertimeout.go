@@ -1,0 +1,137 @@
+package flux
+
+import (
+	"context"
+	"time"
+)
+
+// BufferTimeout emits the items in slices of at most n, in order: a slice
+// is emitted as soon as it holds n items, or d after its first item
+// arrived, whichever comes first; at completion the partial slice, if any.
+// No empty slice is emitted. Each slice is new and owned by the receiver.
+// Reactor: Flux#bufferTimeout(int, Duration) (FluxBufferTimeout.java).
+//
+// The upstream and the full slices run on the delivering goroutine; a
+// slice cut by the timer is delivered on the timer's goroutine (one
+// time.AfterFunc per slice, joined before BufferTimeout returns), the two
+// taking turns through a one-slot channel, so slices reach the downstream
+// one at a time and the upstream waits while a timed slice is delivered.
+// On an error or cancellation the partial slice goes to the discard hook
+// (WithDiscardHook[T]) with the reason. Costs per slice: the slice, one
+// timer and one closure; per item, one uncontended channel send and
+// receive. n < 1 or d <= 0 gives ErrInvalidArgument.
+func BufferTimeout[T any](f Flux[T], n int, d time.Duration) Flux[[]T] {
+	switch {
+	case n < 1:
+		return Error[[]T](invalid("BufferTimeout", "size below 1"))
+	case d <= 0:
+		return Error[[]T](invalid("BufferTimeout", "duration not positive"))
+	}
+	return Flux[[]T]{subscribe: func(ctx context.Context, emit func([]T) error) error {
+		uctx, stop := context.WithCancelCause(ctx)
+		defer stop(nil)
+		b := &batcher[T]{uctx: uctx, stop: stop, emit: emit, n: n, d: d, lock: newTurn(), discard: discarder[T](ctx)}
+		uerr := f.run(uctx, b.next)
+		return b.end(uerr)
+	}}
+}
+
+// batcher is the state of one BufferTimeout subscription, guarded by lock
+// (taken by the upstream's goroutine and the timer's).
+type batcher[T any] struct {
+	uctx    context.Context         // the upstream's
+	stop    context.CancelCauseFunc // ends it when a timed slice fails
+	emit    func([]T) error
+	n       int
+	d       time.Duration
+	lock    turn
+	alarm   alarm
+	discard func(T, error)
+	buf     []T
+	batch   uint64 // the number of the slice in buf; a timer of another is stale
+	err     error  // the downstream's error on a timed slice
+}
+
+func (b *batcher[T]) next(v T) error {
+	if err := b.lock.take(b.uctx); err != nil {
+		b.discard(v, err)
+		return err
+	}
+	if b.err != nil {
+		b.lock.give()
+		b.discard(v, b.err)
+		return b.err
+	}
+	if b.buf == nil {
+		b.buf = make([]T, 0, b.n)
+	}
+	b.buf = append(b.buf, v)
+	if len(b.buf) < b.n {
+		if len(b.buf) == 1 {
+			batch := b.batch
+			b.alarm.arm(b.d, func() { b.expire(batch) })
+		}
+		b.lock.give()
+		return nil
+	}
+	b.alarm.disarm()
+	err := b.emit(b.cut())
+	b.lock.give()
+	return err
+}
+
+// cut takes the slice out, making any timer of it stale. Under lock.
+func (b *batcher[T]) cut() []T {
+	out := b.buf
+	b.buf = nil
+	b.batch++
+	return out
+}
+
+// expire delivers slice number batch when its time is up, on the timer's
+// goroutine, unless it was already cut or the flow is ending (end then
+// handles it).
+func (b *batcher[T]) expire(batch uint64) {
+	if b.lock.take(b.uctx) != nil {
+		return
+	}
+	defer b.lock.give()
+	if batch != b.batch || len(b.buf) == 0 || b.err != nil || b.uctx.Err() != nil {
+		return
+	}
+	if err := emitAside("BufferTimeout", b.emit, b.cut(), b.fail); err != nil {
+		b.fail(err)
+	}
+}
+
+// fail records the downstream's error on a timed slice and cancels the
+// upstream with it. Under lock.
+func (b *batcher[T]) fail(err error) {
+	if b.err == nil {
+		b.err = err
+		b.stop(err)
+	}
+}
+
+// end joins the timer, then delivers the partial slice on completion or
+// discards it with the reason.
+func (b *batcher[T]) end(uerr error) error {
+	b.alarm.disarm()
+	b.lock <- struct{}{} // a timed slice being delivered finishes first
+	rest, err := b.cut(), b.err
+	b.lock.give()
+	b.alarm.wait()
+	if err == nil {
+		err = uerr
+	}
+	if err == nil {
+		if len(rest) > 0 {
+			return b.emit(rest)
+		}
+		return nil
+	}
+	for _, v := range rest {
+		b.discard(v, err)
+	}
+	return err
+}

@@ -1,0 +1,209 @@
+package flux
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Time in flux: the schedulers package has no timer, so the time operators
+// use the runtime's timers (time.Timer, time.Ticker, time.AfterFunc) owned by
+// the subscription: each is stopped, and every goroutine a timer started
+// is joined, before the subscription returns. Under testing/synctest they
+// run on the bubble's fake clock, so a test of an hour of ticks takes no
+// real time.
+
+// Interval emits 0, 1, 2, ... one every period, the first period after the
+// subscription, until the downstream stops or ctx ends (it never
+// completes). Reactor: Flux.interval(Duration) (FluxInterval.java).
+//
+// The ticks come from a time.Ticker waited on by the subscribing goroutine,
+// which also delivers the items: no goroutine. A tick that comes while the
+// downstream is still busy with the previous item is dropped (the ticker's
+// rule for slow receivers) and the values stay consecutive, where Reactor
+// fails with an overflow error; add PublishOn to deliver on a scheduler.
+// period <= 0 gives ErrInvalidArgument.
+func Interval(period time.Duration) Flux[int] {
+	if period <= 0 {
+		return Error[int](invalid("Interval", "period not positive"))
+	}
+	return Flux[int]{subscribe: func(ctx context.Context, emit func(int) error) error {
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-tick.C:
+			}
+			if err := emit(i); err != nil {
+				return err
+			}
+		}
+	}}
+}
+
+// Timer emits the single item 0 delay after the subscription, then
+// completes; ctx ending first ends it with its cause. Reactor:
+// Mono.delay(Duration) (MonoDelay.java), here a one-item Flux. The wait is a
+// time.Timer on the subscribing goroutine. delay < 0 gives
+// ErrInvalidArgument; 0 emits at once.
+func Timer(delay time.Duration) Flux[int] {
+	if delay < 0 {
+		return Error[int](invalid("Timer", "negative delay"))
+	}
+	return Flux[int]{subscribe: func(ctx context.Context, emit func(int) error) error {
+		if err := sleep(ctx, time.NewTimer(delay)); err != nil {
+			return err
+		}
+		return emit(0)
+	}}
+}
+
+// DelayElements delivers each item d after it arrived, one at a time: the
+// upstream is not asked for the next item until the delayed one was
+// delivered, so items are at least d apart. Completion and errors are not
+// delayed. Reactor: Flux#delayElements(Duration)
+// (FluxDelaySequence.java, with its one-by-one request).
+//
+// The wait runs on the goroutine that delivers the item, on one time.Timer
+// reused for every item: no goroutine, no allocation per item. An item
+// waiting when ctx ends goes to the discard hook (WithDiscardHook[T]) with
+// the cause. d < 0 gives ErrInvalidArgument.
+func (f Flux[T]) DelayElements(d time.Duration) Flux[T] {
+	if d < 0 {
+		return Error[T](invalid("DelayElements", "negative delay"))
+	}
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		discard := discarder[T](ctx)
+		var timer *time.Timer
+		defer func() {
+			if timer != nil {
+				timer.Stop()
+			}
+		}()
+		return f.run(ctx, func(v T) error {
+			if timer == nil {
+				timer = time.NewTimer(d)
+			} else {
+				timer.Reset(d)
+			}
+			if err := sleep(ctx, timer); err != nil {
+				discard(v, err)
+				return err
+			}
+			return emit(v)
+		})
+	}}
+}
+
+// sleep waits for t to fire (nil) or ctx to end (its cause, t stopped).
+func sleep(ctx context.Context, t *time.Timer) error {
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		t.Stop()
+		return context.Cause(ctx)
+	}
+}
+
+// alarm calls a function once, d after it was armed, on a goroutine of
+// the runtime's timer, unless it is disarmed first: exactly one of the two
+// wins. wait joins every such goroutine. One arming at a time; each costs
+// one timer.
+type alarm struct {
+	mu    sync.Mutex
+	t     *time.Timer
+	armed bool
+	fires sync.WaitGroup
+}
+
+// arm schedules fire after d, in place of any arming still pending.
+func (a *alarm) arm(d time.Duration, fire func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.disarmLocked()
+	a.armed = true
+	a.fires.Add(1)
+	a.t = time.AfterFunc(d, func() {
+		defer a.fires.Done()
+		if a.claim() {
+			fire()
+		}
+	})
+}
+
+// claim is the firing's side of the race.
+func (a *alarm) claim() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	won := a.armed
+	a.armed = false
+	return won
+}
+
+// disarm cancels the pending arming and reports whether it did so before
+// the alarm fired; false also when nothing was armed.
+func (a *alarm) disarm() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.disarmLocked()
+}
+
+func (a *alarm) disarmLocked() bool {
+	if !a.armed {
+		return false
+	}
+	a.armed = false
+	if a.t.Stop() {
+		a.fires.Done() // its function will never run
+	}
+	return true
+}
+
+// wait returns once no fire function of the alarm runs or can start:
+// call it after the last disarm.
+func (a *alarm) wait() { a.fires.Wait() }
+
+// turn is a lock made of a one-slot channel, for state shared by the
+// delivering goroutine and an alarm's: unlike a sync.Mutex, a goroutine
+// waiting for it is durably blocked under testing/synctest, and the wait
+// gives up when ctx ends. It may be held across a call downstream, which
+// keeps the items serial.
+type turn chan struct{}
+
+func newTurn() turn { return make(turn, 1) }
+
+// take waits for the lock, or for ctx to end (its cause, not locked).
+func (t turn) take(ctx context.Context) error {
+	select {
+	case t <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case t <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (t turn) give() { <-t }
+
+// emitAside calls emit(v) on a goroutine of the subscription that is not
+// the subscriber's (an alarm's): a panic comes back as *PanicError, and a
+// runtime.Goexit (t.FailNow in a handler under test) as the error of
+// goexitError(op) given to onExit before the goroutine dies.
+func emitAside[T any](op string, emit func(T) error, v T, onExit func(error)) (err error) {
+	returned := false
+	defer func() {
+		if !returned {
+			onExit(goexitError(op))
+		}
+	}()
+	err = callErr(emit, v)
+	returned = true
+	return err
+}
