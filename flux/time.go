@@ -18,10 +18,11 @@ import (
 // completes). Reactor: Flux.interval(Duration) (FluxInterval.java).
 //
 // The ticks come from a time.Ticker waited on by the subscribing goroutine,
-// which also delivers the items: no goroutine. A tick that comes while the
-// downstream is still busy with the previous item is dropped (the ticker's
-// rule for slow receivers) and the values stay consecutive, where Reactor
-// fails with an overflow error; add PublishOn to deliver on a scheduler.
+// which also delivers the items: no goroutine. The ticks that come while
+// the downstream is still busy with an item count as one, delivered as soon
+// as it returns (the ticker's rule for slow receivers), and the values stay
+// consecutive, where Reactor fails with an overflow error; add PublishOn to
+// deliver on a scheduler.
 // period <= 0 gives ErrInvalidArgument.
 func Interval(period time.Duration) Flux[int] {
 	if period <= 0 {

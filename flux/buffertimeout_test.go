@@ -1,0 +1,179 @@
+package flux_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aggflow/aggflow/flux"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+func TestBufferTimeout(t *testing.T) {
+	cases := []struct {
+		name    string
+		src     flux.Flux[int]
+		limit   time.Duration
+		onNext  func([]int) error
+		want    []at[[]int]
+		wantErr error
+		lost    []int
+	}{
+		{name: "full slices", src: flux.Range(0, 6),
+			want: []at[[]int]{{[]int{0, 1, 2}, 0}, {[]int{3, 4, 5}, 0}}},
+		{name: "partial slice at completion", src: flux.Range(0, 4),
+			want: []at[[]int]{{[]int{0, 1, 2}, 0}, {[]int{3}, 0}}},
+		{name: "timer from the slice's first item",
+			src:  paced(nil, step{0, 5 * ms}, step{1, 8 * ms}, step{2, 20 * ms}, step{3, 21 * ms}, step{4, 22 * ms}, step{5, 23 * ms}),
+			want: []at[[]int]{{[]int{0, 1}, 15 * ms}, {[]int{2, 3, 4}, 22 * ms}, {[]int{5}, 23 * ms}}},
+		{name: "empty", src: flux.Empty[int]()},
+		{name: "no item, no slice", src: paced(nil, step{0, 50 * ms}),
+			want: []at[[]int]{{[]int{0}, 50 * ms}}},
+		{name: "error discards the partial slice", src: paced(errBoom, step{0, 1 * ms}, step{1, 2 * ms}),
+			wantErr: errBoom, lost: []int{0, 1}},
+		{name: "error after a timed slice", src: paced(errBoom, step{0, 1 * ms}, step{1, 20 * ms}),
+			want: []at[[]int]{{[]int{0}, 11 * ms}}, wantErr: errBoom, lost: []int{1}},
+		{name: "ctx ends", src: paced(errHang, step{0, 1 * ms}, step{1, 2 * ms}, step{2, 3 * ms}, step{3, 4 * ms}), limit: 5 * ms,
+			want: []at[[]int]{{[]int{0, 1, 2}, 3 * ms}}, wantErr: context.DeadlineExceeded, lost: []int{3}},
+		{name: "downstream fails on a full slice", src: flux.Range(0, 7), onNext: func([]int) error { return errBoom },
+			want: []at[[]int]{{[]int{0, 1, 2}, 0}}, wantErr: errBoom},
+		{name: "downstream fails on a timed slice", src: paced(errHang, step{0, 1 * ms}, step{1, 20 * ms}),
+			onNext: func([]int) error { return errBoom },
+			want:   []at[[]int]{{[]int{0}, 11 * ms}}, wantErr: errBoom},
+		{name: "a timed slice waits for the downstream", src: paced(nil, step{0, 1 * ms}, step{1, 2 * ms}, step{2, 3 * ms}, step{3, 4 * ms}),
+			onNext: func([]int) error { time.Sleep(30 * ms); return nil },
+			want:   []at[[]int]{{[]int{0, 1, 2}, 3 * ms}, {[]int{3}, 33 * ms}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var lost discarded[int]
+				ctx := lost.ctx(t.Context())
+				if c.limit > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, c.limit)
+					defer cancel()
+				}
+				start := time.Now()
+				var got []at[[]int]
+				err := flux.BufferTimeout(c.src, 3, 10*ms).Subscribe(ctx, func(b []int) error {
+					got = append(got, at[[]int]{b, time.Since(start)})
+					if c.onNext != nil {
+						return c.onNext(b)
+					}
+					return nil
+				})
+				require.Equal(t, c.want, got)
+				if c.wantErr == nil {
+					require.NoError(t, err)
+				} else {
+					require.ErrorIs(t, err, c.wantErr)
+				}
+				require.Equal(t, c.lost, lost.values())
+				if c.wantErr != nil {
+					lost.allBecause(t, c.wantErr)
+				}
+			})
+		})
+	}
+	synctest.Test(t, func(t *testing.T) {
+		got, err := flux.Collect(t.Context(), flux.BufferTimeout(paced(errHang, step{0, ms}, step{1, 20 * ms}), 3, 10*ms).Take(1))
+		require.NoError(t, err, "Take on a timed slice stops the upstream")
+		require.Equal(t, [][]int{{0}}, got)
+		one, err := flux.Collect(t.Context(), flux.BufferTimeout(flux.Range(0, 3), 1, time.Hour))
+		require.NoError(t, err)
+		require.Equal(t, [][]int{{0}, {1}, {2}}, one)
+		for _, f := range []flux.Flux[[]int]{flux.BufferTimeout(flux.Just(1), 0, ms), flux.BufferTimeout(flux.Just(1), 1, 0)} {
+			_, err := flux.Collect(t.Context(), f)
+			require.ErrorIs(t, err, flux.ErrInvalidArgument)
+		}
+	})
+}
+
+// The model: concatenating the slices gives the input, in order; no slice
+// is empty or larger than n; no item waits longer than d past its slice's
+// first item's arrival; and a slice shorter than n is cut by its timer
+// (exactly d after its first item) or by the completion.
+func TestBufferTimeoutProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(1, 5).Draw(rt, "n")
+		d := time.Duration(rapid.IntRange(1, 20).Draw(rt, "d")) * ms
+		gaps := rapid.SliceOfN(rapid.IntRange(0, 15), 0, 40).Draw(rt, "gaps")
+		slow := time.Duration(rapid.IntRange(0, 5).Draw(rt, "slow")) * ms // the downstream's time per slice
+		synctest.Test(t, func(t *testing.T) {
+			var steps []step
+			var when time.Duration
+			for i, g := range gaps {
+				when += time.Duration(g) * ms
+				steps = append(steps, step{i, when})
+			}
+			arrived := map[int]time.Duration{}
+			start := time.Now()
+			src := paced(nil, steps...).DoOnNext(func(v int) { arrived[v] = time.Since(start) })
+			var got []at[[]int]
+			err := flux.BufferTimeout(src, n, d).Subscribe(t.Context(), func(b []int) error {
+				got = append(got, at[[]int]{b, time.Since(start)})
+				time.Sleep(slow)
+				return nil
+			})
+			require.NoError(t, err)
+			var all []int
+			for i, b := range got {
+				require.NotEmpty(t, b.V)
+				require.LessOrEqual(t, len(b.V), n)
+				all = append(all, b.V...)
+				first := arrived[b.V[0]]
+				if slow == 0 {
+					require.LessOrEqual(t, b.At-first, d, "slice %d waited too long", i)
+				}
+				if len(b.V) < n && i < len(got)-1 && slow == 0 {
+					require.Equal(t, d, b.At-first, "a short slice before the last is cut by its timer")
+				}
+			}
+			require.Equal(t, rapidRange(len(gaps)), all)
+			if model, ok := bufferModel(steps, n, d); ok && slow == 0 {
+				// With a fast downstream the slices are exactly the model's.
+				require.Equal(t, model, values(got))
+			}
+		})
+	})
+}
+
+// bufferModel cuts steps into slices as BufferTimeout should with a
+// downstream that takes no time; not ok when an item arrives at the very
+// instant its slice's timer is due, which either may win.
+func bufferModel(steps []step, n int, d time.Duration) (out [][]int, ok bool) {
+	var cur []int
+	var first time.Duration
+	for _, s := range steps {
+		if len(cur) > 0 && s.at == first+d {
+			return nil, false
+		}
+		if len(cur) > 0 && s.at > first+d {
+			out = append(out, cur)
+			cur = nil
+		}
+		if len(cur) == 0 {
+			first = s.at
+		}
+		cur = append(cur, s.v)
+		if len(cur) == n {
+			out = append(out, cur)
+			cur = nil
+		}
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out, true
+}
+
+func ExampleBufferTimeout() {
+	// Slices of 2, or what came within an hour of a slice's first item.
+	got, err := flux.Collect(context.Background(), flux.BufferTimeout(flux.Range(0, 5), 2, time.Hour))
+	fmt.Println(got, err)
+	// Output: [[0 1] [2 3] [4]] <nil>
+}
