@@ -139,8 +139,8 @@ func TestInterval(t *testing.T) {
 		{name: "ctx ends before the first tick", flux: func() flux.Flux[int] { return flux.Interval(10 * ms) }, limit: 5 * ms,
 			wantErr: context.DeadlineExceeded},
 		{name: "downstream fails", flux: func() flux.Flux[int] { return flux.Interval(10 * ms) },
-			onNext:  func(v int) error { return errorIf(v == 1) },
-			want:    []at[int]{{0, 10 * ms}, {1, 20 * ms}}, wantErr: errBoom},
+			onNext: func(v int) error { return errorIf(v == 1) },
+			want:   []at[int]{{0, 10 * ms}, {1, 20 * ms}}, wantErr: errBoom},
 		{name: "ticks missed by a slow downstream count as one, values stay consecutive",
 			flux: func() flux.Flux[int] { return flux.Interval(10 * ms).Take(3) },
 			onNext: func(v int) error {
@@ -288,4 +288,3 @@ func ExampleFlux_DelayElements() {
 	fmt.Println(got, err, time.Since(start) >= 2*time.Millisecond)
 	// Output: [a b] <nil> true
 }
-
