@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,7 +42,8 @@ import (
 // downstream fails or ctx ends, the window open and the one waiting to be
 // handed are cancelled at once: queued items are discarded with the
 // reason. A window handed out and never subscribed keeps its items until a
-// late subscriber takes them, as a group of GroupBy does.
+// late subscriber takes them, as a group of GroupBy does, unless the flow
+// fails or ctx ends: then they are cancelled too, their items discarded.
 func Window[T any](f Flux[T], n int) Flux[Flux[T]] {
 	if n < 1 {
 		return Error[Flux[T]](invalid("Window", "size below 1"))
@@ -75,7 +77,7 @@ func window[T any](op string, f Flux[T], n int, d time.Duration) Flux[Flux[T]] {
 		}
 		res := make(chan error, 1)
 		go func() { res <- w.route(f) }()
-		return w.hand(emit, res)
+		return w.hand(ctx, emit, res)
 	}}
 }
 
@@ -99,23 +101,54 @@ type windower[T any] struct {
 	count   int      // items pushed to cur
 	seq     uint64   // the number of cur; a timer of another is stale
 	stopped bool     // the main flux's downstream stopped early
+	mainErr error    // why it went away; set before quit is closed
 }
 
 // hand runs on the subscribing goroutine: it emits each window the router
-// opens, and returns once the router has ended.
-func (w *windower[T]) hand(emit func(Flux[T]) error, res <-chan error) error {
+// opens, and returns once the router has ended. The windows handed out
+// and not subscribed yet are cancelled when the flow fails.
+func (w *windower[T]) hand(ctx context.Context, emit func(Flux[T]) error, res <-chan error) error {
+	var handed []*pipe[T] // not subscribed when last looked at
 	for {
 		select {
 		case p := <-w.out:
+			handed = append(slices.DeleteFunc(handed, claimed), p)
 			if err := emit(w.flux(p)); err != nil {
-				close(w.quit)
 				w.cancelMain(err)
+				close(w.quit)
 				<-res
+				if !isStop(err) {
+					abandon(handed, err)
+				}
 				return err
 			}
 		case uerr := <-res:
+			if err := ctxDone(ctx); err != nil {
+				abandon(handed, err)
+			}
 			return uerr
 		}
+	}
+}
+
+// claimed tells whether p has a subscriber.
+func claimed[T any](p *pipe[T]) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.claimed
+}
+
+// claimedBy tells whether p's subscriber subscribed with ctx.
+func claimedBy[T any](p *pipe[T], ctx context.Context) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ctx == ctx
+}
+
+// abandon cancels the windows nobody subscribed, discarding their items.
+func abandon[T any](ps []*pipe[T], reason error) {
+	for _, p := range ps {
+		p.abandon(reason)
 	}
 }
 
@@ -124,6 +157,7 @@ func (w *windower[T]) hand(emit func(Flux[T]) error, res <-chan error) error {
 func (w *windower[T]) cancelMain(err error) {
 	w.mu.Lock()
 	p := w.cur
+	w.mainErr = err
 	if isStop(err) {
 		w.stopped = true
 		w.mu.Unlock()
@@ -148,7 +182,11 @@ func (w *windower[T]) flux(p *pipe[T]) Flux[T] {
 		if claimed.Swap(true) {
 			return fmt.Errorf("flux: %s: second subscription to a window: %w", w.op, ErrUnicastGroup)
 		}
-		return p.consume(ctx, emit)
+		err := p.consume(ctx, emit)
+		if errors.Is(err, ErrUnicastGroup) && !claimedBy(p, ctx) {
+			return p.reason() // abandoned by a failure before this first subscriber came
+		}
+		return err
 	}}
 }
 
@@ -234,7 +272,9 @@ func (w *windower[T]) open(v T) error {
 	case w.out <- p:
 		return nil
 	case <-w.quit:
-		err = ErrCancelled
+		w.mu.Lock()
+		err = w.mainErr
+		w.mu.Unlock()
 	case <-w.uctx.Done():
 		err = context.Cause(w.uctx)
 	}
