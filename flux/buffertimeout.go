@@ -30,37 +30,26 @@ func BufferTimeout[T any](f Flux[T], n int, d time.Duration) Flux[[]T] {
 	return Flux[[]T]{subscribe: func(ctx context.Context, emit func([]T) error) error {
 		uctx, stop := context.WithCancelCause(ctx)
 		defer stop(nil)
-		b := &batcher[T]{uctx: uctx, stop: stop, emit: emit, n: n, d: d, lock: newTurn(), discard: discarder[T](ctx)}
+		b := &batcher[T]{aside: newAside[T]("BufferTimeout", uctx, stop, emit), n: n, d: d}
 		uerr := f.run(uctx, b.next)
-		return b.end(uerr)
+		return b.finish(uerr)
 	}}
 }
 
 // batcher is the state of one BufferTimeout subscription, guarded by lock
 // (taken by the upstream's goroutine and the timer's).
 type batcher[T any] struct {
-	uctx    context.Context         // the upstream's
-	stop    context.CancelCauseFunc // ends it when a timed slice fails
-	emit    func([]T) error
-	n       int
-	d       time.Duration
-	lock    turn
-	alarm   alarm
-	discard func(T, error)
-	buf     []T
-	batch   uint64 // the number of the slice in buf; a timer of another is stale
-	err     error  // the downstream's error on a timed slice
+	aside[T, []T]
+	n     int
+	d     time.Duration
+	alarm alarm
+	buf   []T
+	batch uint64 // the number of the slice in buf; a timer of another is stale
 }
 
 func (b *batcher[T]) next(v T) error {
-	if err := b.lock.take(b.uctx); err != nil {
-		b.discard(v, err)
+	if err := b.enter(v); err != nil {
 		return err
-	}
-	if b.err != nil {
-		b.lock.give()
-		b.discard(v, b.err)
-		return b.err
 	}
 	if b.buf == nil {
 		b.buf = make([]T, 0, b.n)
@@ -89,7 +78,7 @@ func (b *batcher[T]) cut() []T {
 }
 
 // expire delivers slice number batch when its time is up, on the timer's
-// goroutine, unless it was already cut or the flow is ending (end then
+// goroutine, unless it was already cut or the flow is ending (finish then
 // handles it).
 func (b *batcher[T]) expire(batch uint64) {
 	if b.lock.take(b.uctx) != nil {
@@ -99,39 +88,16 @@ func (b *batcher[T]) expire(batch uint64) {
 	if batch != b.batch || len(b.buf) == 0 || b.err != nil || b.uctx.Err() != nil {
 		return
 	}
-	if err := emitAside("BufferTimeout", b.emit, b.cut(), b.fail); err != nil {
-		b.fail(err)
-	}
+	b.deliver(b.cut())
 }
 
-// fail records the downstream's error on a timed slice and cancels the
-// upstream with it. Under lock.
-func (b *batcher[T]) fail(err error) {
-	if b.err == nil {
-		b.err = err
-		b.stop(err)
-	}
-}
-
-// end joins the timer, then delivers the partial slice on completion or
+// finish joins the timer, then delivers the partial slice on completion or
 // discards it with the reason.
-func (b *batcher[T]) end(uerr error) error {
+func (b *batcher[T]) finish(uerr error) error {
 	b.alarm.disarm()
 	b.lock <- struct{}{} // a timed slice being delivered finishes first
-	rest, err := b.cut(), b.err
+	rest := b.cut()
 	b.lock.give()
 	b.alarm.wait()
-	if err == nil {
-		err = uerr
-	}
-	if err == nil {
-		if len(rest) > 0 {
-			return b.emit(rest)
-		}
-		return nil
-	}
-	for _, v := range rest {
-		b.discard(v, err)
-	}
-	return err
+	return b.end(uerr, rest, func() error { return b.emit(rest) })
 }

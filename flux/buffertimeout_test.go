@@ -52,26 +52,9 @@ func TestBufferTimeout(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var lost discarded[int]
 				ctx := lost.ctx(t.Context())
-				if c.limit > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, c.limit)
-					defer cancel()
-				}
-				start := time.Now()
-				var got []at[[]int]
-				err := flux.BufferTimeout(c.src, 3, 10*ms).Subscribe(ctx, func(b []int) error {
-					got = append(got, at[[]int]{b, time.Since(start)})
-					if c.onNext != nil {
-						return c.onNext(b)
-					}
-					return nil
-				})
+				got, err := subscribeTimed(ctx, c.limit, flux.BufferTimeout(c.src, 3, 10*ms), c.onNext)
 				require.Equal(t, c.want, got)
-				if c.wantErr == nil {
-					require.NoError(t, err)
-				} else {
-					require.ErrorIs(t, err, c.wantErr)
-				}
+				requireEnd(t, err, c.wantErr)
 				require.Equal(t, c.lost, lost.values())
 				if c.wantErr != nil {
 					lost.allBecause(t, c.wantErr)

@@ -79,18 +79,11 @@ func (f Flux[T]) RetryWhen(spec RetrySpec) Flux[T] {
 		attempts := 0
 		attempt := func() (struct{}, error) {
 			attempts++
-			down := false
-			err := f.run(ctx, func(v T) error {
-				if err := emit(v); err != nil {
-					down = true
-					return err
-				}
-				return nil
-			})
+			sig, err := f.observe(ctx, emit)
 			switch {
-			case err == nil:
+			case sig == SignalComplete:
 				return struct{}{}, nil
-			case down || isStop(err) || ctx.Err() != nil || g.panic != nil:
+			case sig == SignalCancel || g.panic != nil:
 				return struct{}{}, backoff.Permanent(err)
 			}
 			if spec.Filter != nil {

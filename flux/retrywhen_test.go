@@ -84,22 +84,10 @@ func TestRetryWhen(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ctx := t.Context()
-				if c.limit > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, c.limit)
-					defer cancel()
-				}
 				src := &flaky{fails: c.fails}
 				start := time.Now()
-				var got []int
-				err := src.flux().RetryWhen(c.spec).Subscribe(ctx, func(v int) error {
-					got = append(got, v)
-					if c.onNext != nil {
-						return c.onNext(v)
-					}
-					return nil
-				})
+				timed, err := subscribeTimed(t.Context(), c.limit, src.flux().RetryWhen(c.spec), c.onNext)
+				got := values(timed)
 				require.Equal(t, c.want, got)
 				require.Equal(t, c.attempts, src.attempts)
 				if c.wantErr == nil && !c.panics {

@@ -27,7 +27,7 @@ func (f Flux[T]) Sample(d time.Duration) Flux[T] {
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
 		uctx, stop := context.WithCancelCause(ctx)
 		defer stop(nil)
-		s := &sampler[T]{uctx: uctx, stop: stop, emit: emit, lock: newTurn(), discard: discarder[T](ctx)}
+		s := &sampler[T]{aside: newAside[T]("Sample", uctx, stop, emit)}
 		quit := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -41,31 +41,25 @@ func (f Flux[T]) Sample(d time.Duration) Flux[T] {
 		s.lock.give()
 		close(quit)
 		wg.Wait()
-		return s.end(uerr)
+		v, ok := s.take()
+		var rest []T
+		if ok {
+			rest = []T{v}
+		}
+		return s.end(uerr, rest, func() error { return emit(v) })
 	}}
 }
 
 // sampler is the state of one Sample subscription, guarded by lock.
 type sampler[T any] struct {
-	uctx    context.Context
-	stop    context.CancelCauseFunc
-	emit    func(T) error
-	lock    turn
-	discard func(T, error)
-	latest  T
-	has     bool
-	err     error // the downstream's error on a sample
-	closed  bool  // the upstream returned: end has the held item
+	aside[T, T]
+	latest T
+	has    bool
+	closed bool // the upstream returned: the subscribing goroutine has the held item
 }
 
 func (s *sampler[T]) next(v T) error {
-	if err := s.lock.take(s.uctx); err != nil {
-		s.discard(v, err)
-		return err
-	}
-	if err := s.err; err != nil {
-		s.lock.give()
-		s.discard(v, err)
+	if err := s.enter(v); err != nil {
 		return err
 	}
 	old, had := s.latest, s.has
@@ -96,7 +90,7 @@ func (s *sampler[T]) tick(d time.Duration, quit <-chan struct{}) {
 		case <-t.C:
 		}
 		if s.lock.take(s.uctx) != nil {
-			return // ending: end handles the held item
+			return // ending: the subscribing goroutine handles the held item
 		}
 		s.sample()
 	}
@@ -109,33 +103,6 @@ func (s *sampler[T]) sample() {
 		return
 	}
 	if v, ok := s.take(); ok {
-		if err := emitAside("Sample", s.emit, v, s.fail); err != nil {
-			s.fail(err)
-		}
+		s.deliver(v)
 	}
-}
-
-// fail records the downstream's error and cancels the upstream. Under lock.
-func (s *sampler[T]) fail(err error) {
-	if s.err == nil {
-		s.err = err
-		s.stop(err)
-	}
-}
-
-// end delivers the item not yet sampled on completion, or discards it.
-// The ticking goroutine has been joined.
-func (s *sampler[T]) end(uerr error) error {
-	v, ok := s.take()
-	err := s.err
-	if err == nil {
-		err = uerr
-	}
-	switch {
-	case err == nil && ok:
-		return s.emit(v)
-	case ok:
-		s.discard(v, err)
-	}
-	return err
 }

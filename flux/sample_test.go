@@ -48,26 +48,9 @@ func TestSample(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var lost discarded[int]
 				ctx := lost.ctx(t.Context())
-				if c.limit > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, c.limit)
-					defer cancel()
-				}
-				start := time.Now()
-				var got []at[int]
-				err := c.src.Sample(10*ms).Subscribe(ctx, func(v int) error {
-					got = append(got, at[int]{v, time.Since(start)})
-					if c.onNext != nil {
-						return c.onNext(v)
-					}
-					return nil
-				})
+				got, err := subscribeTimed(ctx, c.limit, c.src.Sample(10*ms), c.onNext)
 				require.Equal(t, c.want, got)
-				if c.wantErr == nil {
-					require.NoError(t, err)
-				} else {
-					require.ErrorIs(t, err, c.wantErr)
-				}
+				requireEnd(t, err, c.wantErr)
 				var skipped, ended []int
 				for i, v := range lost.items {
 					if lost.why[i] == flux.ErrSkipped {

@@ -193,18 +193,79 @@ func (t turn) take(ctx context.Context) error {
 
 func (t turn) give() { <-t }
 
-// emitAside calls emit(v) on a goroutine of the subscription that is not
-// the subscriber's (an alarm's): a panic comes back as *PanicError, and a
-// runtime.Goexit (t.FailNow in a handler under test) as the error of
-// goexitError(op) given to onExit before the goroutine dies.
-func emitAside[T any](op string, emit func(T) error, v T, onExit func(error)) (err error) {
+// aside is the state shared by a delivering goroutine and a timer's
+// goroutine that delivers too (BufferTimeout's timed slices, Sample's
+// samples), guarded by lock. T is the upstream's item type, R the
+// downstream's.
+type aside[T, R any] struct {
+	op      string
+	uctx    context.Context         // the upstream's
+	stop    context.CancelCauseFunc // ends it when a delivery of the timer's fails
+	emit    func(R) error
+	lock    turn
+	discard func(T, error)
+	err     error // the downstream's error on a delivery of the timer's
+}
+
+func newAside[T, R any](op string, uctx context.Context, stop context.CancelCauseFunc, emit func(R) error) aside[T, R] {
+	return aside[T, R]{op: op, uctx: uctx, stop: stop, emit: emit, lock: newTurn(), discard: discarder[T](uctx)}
+}
+
+// enter takes the lock for the upstream's item v, or discards v and
+// returns why the flow is ending.
+func (a *aside[T, R]) enter(v T) error {
+	if err := a.lock.take(a.uctx); err != nil {
+		a.discard(v, err)
+		return err
+	}
+	if err := a.err; err != nil {
+		a.lock.give()
+		a.discard(v, err)
+		return err
+	}
+	return nil
+}
+
+// deliver emits r on the timer's goroutine, under lock: a failure, a
+// panic (as *PanicError) or a runtime.Goexit of the downstream is recorded
+// and cancels the upstream.
+func (a *aside[T, R]) deliver(r R) {
 	returned := false
 	defer func() {
 		if !returned {
-			onExit(goexitError(op))
+			a.fail(goexitError(a.op))
 		}
 	}()
-	err = callErr(emit, v)
+	if err := callErr(a.emit, r); err != nil {
+		a.fail(err)
+	}
 	returned = true
+}
+
+// fail records the downstream's error and cancels the upstream. Under lock.
+func (a *aside[T, R]) fail(err error) {
+	if a.err == nil {
+		a.err = err
+		a.stop(err)
+	}
+}
+
+// end is the flow's end once the timer's goroutine is joined and the
+// upstream returned uerr: on completion, flush delivers what is left
+// (rest, not empty); otherwise rest is discarded with the reason.
+func (a *aside[T, R]) end(uerr error, rest []T, flush func() error) error {
+	err := a.err
+	if err == nil {
+		err = uerr
+	}
+	if err == nil {
+		if len(rest) > 0 {
+			return flush()
+		}
+		return nil
+	}
+	for _, v := range rest {
+		a.discard(v, err)
+	}
 	return err
 }

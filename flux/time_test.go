@@ -26,15 +26,51 @@ type at[T any] struct {
 	At time.Duration
 }
 
-// collectTimed subscribes f and records each item with its time.
-func collectTimed[T any](ctx context.Context, f flux.Flux[T]) ([]at[T], error) {
+// subscribeTimed subscribes f with ctx, bounded by limit when above 0,
+// and records each item with its time; onNext (nil: none) is then called
+// with it.
+func subscribeTimed[T any](ctx context.Context, limit time.Duration, f flux.Flux[T], onNext func(T) error) ([]at[T], error) {
+	if limit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
 	start := time.Now()
 	var out []at[T]
 	err := f.Subscribe(ctx, func(v T) error {
 		out = append(out, at[T]{v, time.Since(start)})
+		if onNext != nil {
+			return onNext(v)
+		}
 		return nil
 	})
 	return out, err
+}
+
+func collectTimed[T any](ctx context.Context, f flux.Flux[T]) ([]at[T], error) {
+	return subscribeTimed(ctx, 0, f, nil)
+}
+
+// requireTimed runs f as subscribeTimed does and checks its items, its
+// end and when it ended.
+func requireTimed[T any](t *testing.T, ctx context.Context, limit time.Duration, f flux.Flux[T], onNext func(T) error,
+	want []at[T], wantErr error, end time.Duration) {
+	t.Helper()
+	start := time.Now()
+	got, err := subscribeTimed(ctx, limit, f, onNext)
+	require.Equal(t, end, time.Since(start), "when the flow ended")
+	require.Equal(t, want, got)
+	requireEnd(t, err, wantErr)
+}
+
+// requireEnd checks the flow's end: completion if want is nil.
+func requireEnd(t *testing.T, err, want error) {
+	t.Helper()
+	if want == nil {
+		require.NoError(t, err)
+		return
+	}
+	require.ErrorIs(t, err, want)
 }
 
 // step is an item of paced and its time after the subscription.
@@ -155,27 +191,9 @@ func TestInterval(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ctx := t.Context()
-				if c.limit > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, c.limit)
-					defer cancel()
-				}
-				var got []at[int]
-				start := time.Now()
-				err := c.flux().Subscribe(ctx, func(v int) error {
-					got = append(got, at[int]{v, time.Since(start)})
-					if c.onNext != nil {
-						return c.onNext(v)
-					}
-					return nil
-				})
+				got, err := subscribeTimed(t.Context(), c.limit, c.flux(), c.onNext)
 				require.Equal(t, c.want, got)
-				if c.wantErr == nil {
-					require.NoError(t, err)
-				} else {
-					require.ErrorIs(t, err, c.wantErr)
-				}
+				requireEnd(t, err, c.wantErr)
 			})
 		})
 	}
@@ -240,20 +258,7 @@ func TestDelayElements(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var lost discarded[int]
 				ctx := lost.ctx(t.Context())
-				if c.limit > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, c.limit)
-					defer cancel()
-				}
-				start := time.Now()
-				got, err := collectTimed(ctx, c.src.DelayElements(10*ms))
-				require.Equal(t, c.end, time.Since(start))
-				require.Equal(t, c.want, got)
-				if c.wantErr == nil {
-					require.NoError(t, err)
-				} else {
-					require.ErrorIs(t, err, c.wantErr)
-				}
+				requireTimed(t, ctx, c.limit, c.src.DelayElements(10*ms), nil, c.want, c.wantErr, c.end)
 				require.Equal(t, c.lost, lost.values())
 				lost.allBecause(t, context.DeadlineExceeded)
 			})

@@ -56,31 +56,11 @@ func TestTimeout(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var lost discarded[int]
 				ctx := lost.ctx(t.Context())
-				if c.limit > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, c.limit)
-					defer cancel()
-				}
 				f := c.src.Timeout(10 * ms)
 				if c.fallback != nil {
 					f = c.src.TimeoutTo(10*ms, *c.fallback)
 				}
-				start := time.Now()
-				var got []at[int]
-				err := f.Subscribe(ctx, func(v int) error {
-					got = append(got, at[int]{v, time.Since(start)})
-					if c.onNext != nil {
-						return c.onNext(v)
-					}
-					return nil
-				})
-				require.Equal(t, c.end, time.Since(start))
-				require.Equal(t, c.want, got)
-				if c.wantErr == nil {
-					require.NoError(t, err)
-				} else {
-					require.ErrorIs(t, err, c.wantErr)
-				}
+				requireTimed(t, ctx, c.limit, f, c.onNext, c.want, c.wantErr, c.end)
 				require.Equal(t, c.lost, lost.values())
 				lost.allBecause(t, flux.ErrTimeout)
 			})

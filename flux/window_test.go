@@ -87,18 +87,9 @@ func TestWindow(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var lost discarded[int]
 				ctx := lost.ctx(t.Context())
-				if c.limit > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, c.limit)
-					defer cancel()
-				}
-				got, err := collectTimed(ctx, c.flux())
+				got, err := subscribeTimed(ctx, c.limit, c.flux(), nil)
 				require.Equal(t, c.want, got)
-				if c.wantErr == nil {
-					require.NoError(t, err)
-				} else {
-					require.ErrorIs(t, err, c.wantErr)
-				}
+				requireEnd(t, err, c.wantErr)
 				require.Equal(t, c.lost, lost.values())
 				if c.why != nil {
 					lost.allBecause(t, c.why)
