@@ -64,8 +64,8 @@ func Timer(delay time.Duration) Flux[int] {
 // DelayElements delivers each item d after it arrived, one at a time: the
 // upstream is not asked for the next item until the delayed one was
 // delivered, so items are at least d apart. Completion and errors are not
-// delayed. Reactor: Flux#delayElements(Duration)
-// (FluxDelaySequence.java, with its one-by-one request).
+// delayed. Reactor: Flux#delayElements(Duration), a delayUntil of
+// Mono.delay(d) for each item (Flux.java).
 //
 // The wait runs on the goroutine that delivers the item, on one time.Timer
 // reused for every item: no goroutine, no allocation per item. An item
