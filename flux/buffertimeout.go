@@ -29,8 +29,13 @@ func BufferTimeout[T any](f Flux[T], n int, d time.Duration) Flux[[]T] {
 	}
 	return Flux[[]T]{subscribe: func(ctx context.Context, emit func([]T) error) error {
 		uctx, stop := context.WithCancelCause(ctx)
-		defer stop(nil)
 		b := &batcher[T]{aside: newAside[T]("BufferTimeout", uctx, stop, emit), n: n, d: d}
+		// On every exit, a runtime.Goexit of the downstream included: stop
+		// the timer, end the upstream's context (a timer's goroutine
+		// waiting for the lock gives up), join the timer's goroutine.
+		defer b.alarm.wait()
+		defer stop(nil)
+		defer b.alarm.disarm()
 		uerr := f.run(uctx, b.next)
 		return b.finish(uerr)
 	}}

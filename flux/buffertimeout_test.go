@@ -3,11 +3,13 @@ package flux_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/aggflow/aggflow/flux"
+	"github.com/aggflow/aggflow/schedulers"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 )
@@ -159,4 +161,31 @@ func ExampleBufferTimeout() {
 	got, err := flux.Collect(context.Background(), flux.BufferTimeout(flux.Range(0, 5), 2, time.Hour))
 	fmt.Println(got, err)
 	// Output: [[0 1] [2 3] [4]] <nil>
+}
+
+// A runtime.Goexit of the downstream on the timer's goroutine (t.FailNow in
+// a handler under test) ends the flow with a *PanicError wrapping
+// schedulers.ErrGoexit instead of hanging; BufferTimeout and Sample
+// deliver there.
+func TestTimedDeliveryGoexit(t *testing.T) {
+	shapes := map[string]func(flux.Flux[int]) flux.Flux[int]{
+		"BufferTimeout": func(f flux.Flux[int]) flux.Flux[int] {
+			return flux.Map(flux.BufferTimeout(f, 3, 10*ms), func(b []int) int { return b[0] })
+		},
+		"Sample": func(f flux.Flux[int]) flux.Flux[int] { return f.Sample(10 * ms) },
+	}
+	for name, shape := range shapes {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var lost discarded[int]
+				err := shape(paced(errHang, step{0, ms}, step{1, 20 * ms})).Subscribe(lost.ctx(t.Context()), func(int) error {
+					runtime.Goexit()
+					return nil
+				})
+				require.ErrorIs(t, err, schedulers.ErrGoexit)
+				var pe *flux.PanicError
+				require.ErrorAs(t, err, &pe)
+			})
+		})
+	}
 }

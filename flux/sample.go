@@ -35,12 +35,17 @@ func (f Flux[T]) Sample(d time.Duration) Flux[T] {
 			defer wg.Done()
 			s.tick(d, quit)
 		}()
+		// On every exit, a runtime.Goexit in the upstream included.
+		stopTicking := sync.OnceFunc(func() {
+			close(quit)
+			wg.Wait()
+		})
+		defer stopTicking()
 		uerr := f.run(uctx, s.next)
 		s.lock <- struct{}{} // a sample being delivered finishes first
 		s.closed = true
 		s.lock.give()
-		close(quit)
-		wg.Wait()
+		stopTicking()
 		v, ok := s.take()
 		var rest []T
 		if ok {

@@ -44,11 +44,15 @@ func (f Flux[T]) TimeoutTo(d time.Duration, fallback Flux[T]) Flux[T] {
 func (f Flux[T]) timeout(op string, d time.Duration, fallback *Flux[T]) Flux[T] {
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
 		discard := discarder[T](ctx)
+		var a alarm
+		// On every exit, a runtime.Goexit of the downstream included: stop
+		// the timer, end the upstream's context, join the timer's goroutine.
+		defer a.wait()
 		uctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
+		defer a.disarm()
 		expired := fmt.Errorf("flux: %s: no signal within %v: %w", op, d, ErrTimeout)
 		fire := func() { cancel(expired) }
-		var a alarm
 		a.arm(d, fire)
 		armed, timedOut := true, false // armed: an arming of ours is pending or fired
 		err := f.run(uctx, func(v T) error {

@@ -69,6 +69,8 @@ func WindowTimeout[T any](f Flux[T], n int, d time.Duration) Flux[Flux[T]] {
 
 func window[T any](op string, f Flux[T], n int, d time.Duration) Flux[Flux[T]] {
 	return Flux[Flux[T]]{subscribe: func(ctx context.Context, emit func(Flux[T]) error) error {
+		var router sync.WaitGroup
+		defer router.Wait() // on every exit, a runtime.Goexit of the downstream included
 		uctx, stop := context.WithCancelCause(ctx)
 		defer stop(nil)
 		w := &windower[T]{
@@ -76,7 +78,11 @@ func window[T any](op string, f Flux[T], n int, d time.Duration) Flux[Flux[T]] {
 			out: make(chan *pipe[T]), quit: make(chan struct{}), halt: newStop(),
 		}
 		res := make(chan error, 1)
-		go func() { res <- w.route(f) }()
+		router.Add(1)
+		go func() {
+			defer router.Done()
+			res <- w.route(f)
+		}()
 		return w.hand(ctx, emit, res)
 	}}
 }
