@@ -100,7 +100,7 @@ func (b *batcher[T]) expire(batch uint64) {
 // discards it with the reason.
 func (b *batcher[T]) finish(uerr error) error {
 	b.alarm.disarm()
-	b.lock <- struct{}{} // a timed slice being delivered finishes first
+	b.lock.hold() // a timed slice being delivered finishes first
 	rest := b.cut()
 	b.lock.give()
 	b.alarm.wait()

@@ -42,7 +42,7 @@ func (f Flux[T]) Sample(d time.Duration) Flux[T] {
 		})
 		defer stopTicking()
 		uerr := f.run(uctx, s.next)
-		s.lock <- struct{}{} // a sample being delivered finishes first
+		s.lock.hold() // a sample being delivered finishes first
 		s.closed = true
 		s.lock.give()
 		stopTicking()

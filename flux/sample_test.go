@@ -81,6 +81,9 @@ func TestSample(t *testing.T) {
 func TestSampleAccounting(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		gaps := rapid.SliceOfN(rapid.IntRange(0, 25), 0, 30).Draw(rt, "gaps")
+		var got, lost []int
+		var err error
+		var reasons []error
 		synctest.Test(t, func(t *testing.T) {
 			var steps []step
 			var when time.Duration
@@ -88,18 +91,21 @@ func TestSampleAccounting(t *testing.T) {
 				when += time.Duration(g) * ms
 				steps = append(steps, step{i, when})
 			}
-			var lost discarded[int]
-			got, err := flux.Collect(lost.ctx(t.Context()), paced(nil, steps...).Sample(10*ms))
-			require.NoError(t, err)
-			require.True(t, slices.IsSorted(got))
-			all := append(slices.Clone(got), lost.values()...)
-			slices.Sort(all)
-			require.Equal(t, rapidRange(len(gaps)), all)
-			lost.allBecause(t, flux.ErrSkipped)
-			if len(gaps) > 0 {
-				require.Equal(t, len(gaps)-1, got[len(got)-1], "the last item is never skipped")
-			}
+			var hook discarded[int]
+			got, err = flux.Collect(hook.ctx(t.Context()), paced(nil, steps...).Sample(10*ms))
+			lost, reasons = hook.values(), hook.why
 		})
+		require.NoError(rt, err)
+		require.True(rt, slices.IsSorted(got))
+		all := append(slices.Clone(got), lost...)
+		slices.Sort(all)
+		require.Equal(rt, rapidRange(len(gaps)), all, "each item sampled or discarded, once")
+		for _, why := range reasons {
+			require.ErrorIs(rt, why, flux.ErrSkipped)
+		}
+		if len(gaps) > 0 {
+			require.Equal(rt, len(gaps)-1, got[len(got)-1], "the last item is never skipped")
+		}
 	})
 }
 

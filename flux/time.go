@@ -3,6 +3,7 @@ package flux
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -112,11 +113,14 @@ func sleep(ctx context.Context, t *time.Timer) error {
 // alarm calls a function once, d after it was armed, on a goroutine of
 // the runtime's timer, unless it is disarmed first: exactly one of the two
 // wins. wait joins every such goroutine. One arming at a time; each costs
-// one timer.
+// one timer. Each arming has its number, so that the goroutine of an
+// earlier one, started by its timer just as it was disarmed, cannot take
+// the place of a later one.
 type alarm struct {
 	mu    sync.Mutex
 	t     *time.Timer
-	armed bool
+	gen   uint64 // the number of the last arming
+	armed bool   // the last arming is pending
 	fires sync.WaitGroup
 }
 
@@ -125,22 +129,26 @@ func (a *alarm) arm(d time.Duration, fire func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.disarmLocked()
+	a.gen++
+	gen := a.gen
 	a.armed = true
 	a.fires.Add(1)
 	a.t = time.AfterFunc(d, func() {
 		defer a.fires.Done()
-		if a.claim() {
+		if a.claim(gen) {
 			fire()
 		}
 	})
 }
 
-// claim is the firing's side of the race.
-func (a *alarm) claim() bool {
+// claim is the firing's side of the race, for arming number gen.
+func (a *alarm) claim(gen uint64) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	won := a.armed
-	a.armed = false
+	won := a.armed && a.gen == gen
+	if won {
+		a.armed = false
+	}
 	return won
 }
 
@@ -167,31 +175,49 @@ func (a *alarm) disarmLocked() bool {
 // call it after the last disarm.
 func (a *alarm) wait() { a.fires.Wait() }
 
-// turn is a lock made of a one-slot channel, for state shared by the
-// delivering goroutine and an alarm's: unlike a sync.Mutex, a goroutine
-// waiting for it is durably blocked under testing/synctest, and the wait
-// gives up when ctx ends. It may be held across a call downstream, which
-// keeps the items serial.
-type turn chan struct{}
-
-func newTurn() turn { return make(turn, 1) }
-
-// take waits for the lock, or for ctx to end (its cause, not locked).
-func (t turn) take(ctx context.Context) error {
-	select {
-	case t <- struct{}{}:
-		return nil
-	default:
-	}
-	select {
-	case t <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
+// turn is the lock of state shared by the delivering goroutine and a
+// timer's: an atomic word on the fast path (no contention: two atomic
+// operations), and a one-slot channel to park on, so that a goroutine
+// waiting for it is durably blocked under testing/synctest (it would not
+// be on a sync.Mutex) and gives up when ctx ends. It may be held across a
+// call downstream, which keeps the items serial. The word is 0 (free), 1
+// (held) or 2 (held, and someone may be parked): give hands a token to
+// the parked only in state 2; a token nobody needed wakes a later waiter
+// for nothing, which then looks again.
+type turn struct {
+	state atomic.Int32
+	wake  chan struct{}
 }
 
-func (t turn) give() { <-t }
+func newTurn() *turn { return &turn{wake: make(chan struct{}, 1)} }
+
+// take waits for the lock, or for ctx to end (its cause, not locked).
+func (t *turn) take(ctx context.Context) error {
+	if t.state.CompareAndSwap(0, 1) {
+		return nil
+	}
+	for t.state.Swap(2) != 0 {
+		select {
+		case <-t.wake:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	return nil
+}
+
+// hold waits for the lock whatever happens: the holder is bound to give
+// it back.
+func (t *turn) hold() { _ = t.take(context.Background()) }
+
+func (t *turn) give() {
+	if t.state.Swap(0) == 2 {
+		select {
+		case t.wake <- struct{}{}:
+		default: // a token is already there for the next waiter
+		}
+	}
+}
 
 // aside is the state shared by a delivering goroutine and a timer's
 // goroutine that delivers too (BufferTimeout's timed slices, Sample's
@@ -202,7 +228,7 @@ type aside[T, R any] struct {
 	uctx    context.Context         // the upstream's
 	stop    context.CancelCauseFunc // ends it when a delivery of the timer's fails
 	emit    func(R) error
-	lock    turn
+	lock    *turn
 	discard func(T, error)
 	err     error // the downstream's error on a delivery of the timer's
 }

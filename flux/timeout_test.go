@@ -87,9 +87,10 @@ func TestTimeoutDecidesOnce(t *testing.T) {
 		notTen := rapid.Map(rapid.IntRange(0, 19), func(g int) int { return g + g/10 })
 		gaps := rapid.SliceOfN(notTen, 0, 12).Draw(rt, "gaps")
 		tail := notTen.Draw(rt, "tail")
+		var got, lost, produced []int
+		var err error
 		synctest.Test(t, func(t *testing.T) {
-			var lost discarded[int]
-			var produced []int
+			var hook discarded[int]
 			// Map's function takes the gap without watching ctx, so an item
 			// may reach Timeout after it fired; the last index is the end's gap.
 			src := flux.Map(flux.Range(0, len(gaps)+1), func(i int) int {
@@ -101,24 +102,60 @@ func TestTimeoutDecidesOnce(t *testing.T) {
 				produced = append(produced, i)
 				return i
 			}).Filter(func(v int) bool { return v >= 0 })
-			got, err := flux.Collect(lost.ctx(t.Context()), src.Timeout(10*ms))
-
-			all := append(slices.Clone(got), lost.values()...)
-			require.Equal(t, produced, all, "delivered then discarded is what was produced")
-			require.LessOrEqual(t, len(lost.values()), 1)
-			late := slices.IndexFunc(gaps, func(g int) bool { return g > 10 })
-			switch {
-			case late >= 0:
-				require.ErrorIs(t, err, flux.ErrTimeout)
-				require.Len(t, got, late)
-			case tail > 10:
-				require.ErrorIs(t, err, flux.ErrTimeout)
-				require.Len(t, got, len(gaps))
-			default:
-				require.NoError(t, err)
-				require.Len(t, got, len(gaps))
-			}
+			got, err = flux.Collect(hook.ctx(t.Context()), src.Timeout(10*ms))
+			lost = hook.values()
 		})
+		require.Equal(rt, produced, append(slices.Clone(got), lost...), "delivered then discarded is what was produced")
+		require.LessOrEqual(rt, len(lost), 1)
+		late := slices.IndexFunc(gaps, func(g int) bool { return g > 10 })
+		switch {
+		case late >= 0:
+			require.ErrorIs(rt, err, flux.ErrTimeout)
+			require.Len(rt, got, late)
+		case tail > 10:
+			require.ErrorIs(rt, err, flux.ErrTimeout)
+			require.Len(rt, got, len(gaps))
+		default:
+			require.NoError(rt, err)
+			require.Len(rt, got, len(gaps))
+		}
+	})
+}
+
+// The timeout never fires early, even when an item comes at the very
+// instant it is due (either may then win): it fails exactly d after the
+// last item delivered, and only if the next gap is d or more.
+func TestTimeoutNeverEarly(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		gaps := rapid.SliceOfN(rapid.IntRange(0, 20), 0, 12).Draw(rt, "gaps")
+		var got []at[int]
+		var err error
+		var end time.Duration
+		synctest.Test(t, func(t *testing.T) {
+			var steps []step
+			var when time.Duration
+			for i, g := range gaps {
+				when += time.Duration(g) * ms
+				steps = append(steps, step{i, when})
+			}
+			start := time.Now()
+			got, err = collectTimed(t.Context(), paced(nil, steps...).Timeout(10*ms))
+			end = time.Since(start)
+		})
+		if err == nil {
+			require.Len(rt, got, len(gaps))
+			for _, g := range gaps {
+				require.LessOrEqual(rt, g, 10)
+			}
+			return
+		}
+		require.ErrorIs(rt, err, flux.ErrTimeout)
+		var last time.Duration
+		if len(got) > 0 {
+			last = got[len(got)-1].At
+		}
+		require.Equal(rt, 10*ms, end-last, "fails exactly the timeout after the last item")
+		require.GreaterOrEqual(rt, gaps[len(got)], 10)
 	})
 }
 

@@ -159,6 +159,10 @@ func TestWindowAccounting(t *testing.T) {
 		// subscribed keeps its items for a late subscriber.
 		keep := rapid.SliceOfN(rapid.IntRange(1, 6), 8, 8).Draw(rt, "keep")
 		timed := rapid.Bool().Draw(rt, "timed")
+		var got [][]int
+		var lost []int
+		var reasons []error
+		var err error
 		synctest.Test(t, func(t *testing.T) {
 			var steps []step
 			for i := range items {
@@ -173,22 +177,25 @@ func TestWindowAccounting(t *testing.T) {
 				index++
 				return flux.Reduce(w.Take(keep[index%8]), []int(nil), appendInt)
 			})
-			var lost discarded[int]
-			got, err := flux.Collect(lost.ctx(t.Context()), flux.FlatMap(tagged, func(f flux.Flux[[]int]) flux.Flux[[]int] { return f }, 3))
-			require.NoError(t, err)
-			var all []int
-			for _, w := range got {
-				require.LessOrEqual(t, len(w), n)
-				for i := 1; i < len(w); i++ {
-					require.Equal(t, w[i-1]+1, w[i])
-				}
-				all = append(all, w...)
-			}
-			all = append(all, lost.values()...)
-			slices.Sort(all)
-			require.Equal(t, rapidRange(items), all)
-			lost.allBecause(t, flux.ErrCancelled)
+			var hook discarded[int]
+			got, err = flux.Collect(hook.ctx(t.Context()), flux.FlatMap(tagged, func(f flux.Flux[[]int]) flux.Flux[[]int] { return f }, 3))
+			lost, reasons = hook.values(), hook.why
 		})
+		require.NoError(rt, err)
+		var all []int
+		for _, w := range got {
+			require.LessOrEqual(rt, len(w), n)
+			for i := 1; i < len(w); i++ {
+				require.Equal(rt, w[i-1]+1, w[i], "a window is a run of consecutive items")
+			}
+			all = append(all, w...)
+		}
+		all = append(all, lost...)
+		slices.Sort(all)
+		require.Equal(rt, rapidRange(items), all, "each item delivered or discarded, once")
+		for _, why := range reasons {
+			require.ErrorIs(rt, why, flux.ErrCancelled)
+		}
 	})
 }
 
