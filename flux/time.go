@@ -2,6 +2,7 @@ package flux
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,47 +177,71 @@ func (a *alarm) disarmLocked() bool {
 func (a *alarm) wait() { a.fires.Wait() }
 
 // turn is the lock of state shared by the delivering goroutine and a
-// timer's: an atomic word on the fast path (no contention: two atomic
-// operations), and a one-slot channel to park on, so that a goroutine
-// waiting for it is durably blocked under testing/synctest (it would not
-// be on a sync.Mutex) and gives up when ctx ends. It may be held across a
-// call downstream, which keeps the items serial. The word is 0 (free), 1
-// (held) or 2 (held, and someone may be parked): give hands a token to
-// the parked only in state 2; a token nobody needed wakes a later waiter
-// for nothing, which then looks again.
+// timer's. The fast path, with nobody waiting, is two atomic operations. A
+// goroutine that must wait parks on a channel of its own, so that it is
+// durably blocked under testing/synctest (it would not be on a
+// sync.Mutex), gives up when ctx ends, and is handed the lock in turn by
+// give: a busy upstream cannot take it again before a waiting timer. It
+// may be held across a call downstream, which keeps the items serial.
 type turn struct {
-	state atomic.Int32
-	wake  chan struct{}
+	state  atomic.Int32 // 0 free, 1 held, 2 held and waiters are parked
+	mu     sync.Mutex   // guards parked; never held while waiting
+	parked []chan struct{}
 }
 
-func newTurn() *turn { return &turn{wake: make(chan struct{}, 1)} }
+func newTurn() *turn { return new(turn) }
 
 // take waits for the lock, or for ctx to end (its cause, not locked).
 func (t *turn) take(ctx context.Context) error {
 	if t.state.CompareAndSwap(0, 1) {
 		return nil
 	}
-	for t.state.Swap(2) != 0 {
-		select {
-		case <-t.wake:
-		case <-ctx.Done():
-			return context.Cause(ctx)
+	t.mu.Lock()
+	for !t.state.CompareAndSwap(1, 2) && t.state.Load() != 2 {
+		if t.state.CompareAndSwap(0, 1) {
+			t.mu.Unlock()
+			return nil
 		}
 	}
-	return nil
+	me := make(chan struct{}, 1)
+	t.parked = append(t.parked, me)
+	t.mu.Unlock()
+	select {
+	case <-me:
+		return nil
+	case <-ctx.Done():
+	}
+	t.mu.Lock()
+	if i := slices.Index(t.parked, me); i >= 0 {
+		t.parked = slices.Delete(t.parked, i, i+1)
+		if len(t.parked) == 0 {
+			t.state.Store(1) // still held by the holder, nobody waits
+		}
+		t.mu.Unlock()
+	} else {
+		t.mu.Unlock()
+		t.give() // handed to us meanwhile: pass it on
+	}
+	return context.Cause(ctx)
 }
 
 // hold waits for the lock whatever happens: the holder is bound to give
 // it back.
 func (t *turn) hold() { _ = t.take(context.Background()) }
 
+// give releases the lock, or hands it to the first goroutine parked.
 func (t *turn) give() {
-	if t.state.Swap(0) == 2 {
-		select {
-		case t.wake <- struct{}{}:
-		default: // a token is already there for the next waiter
-		}
+	if t.state.CompareAndSwap(1, 0) {
+		return
 	}
+	t.mu.Lock()
+	next := t.parked[0]
+	t.parked = slices.Delete(t.parked, 0, 1)
+	if len(t.parked) == 0 {
+		t.state.Store(1) // held by next, nobody waits
+	}
+	t.mu.Unlock()
+	next <- struct{}{}
 }
 
 // aside is the state shared by a delivering goroutine and a timer's
