@@ -133,17 +133,34 @@ func TestRetryBackoff(t *testing.T) {
 }
 
 func ExampleFlux_RetryWhen() {
+	errUnavailable := errors.New("unavailable")
 	calls := 0
 	src := flux.Defer(func() flux.Flux[string] {
 		calls++
 		if calls < 3 {
-			return flux.Error[string](errors.New("unavailable"))
+			return flux.Error[string](errUnavailable)
 		}
 		return flux.Just("ok")
 	})
-	got, err := flux.Collect(context.Background(), src.RetryWhen(flux.RetryMax(5)))
+	spec := flux.RetrySpec{
+		MaxAttempts: 5,
+		BackOff:     func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) },
+		Filter:      func(err error) bool { return errors.Is(err, errUnavailable) },
+	}
+	got, err := flux.Collect(context.Background(), src.RetryWhen(spec))
 	fmt.Println(got, err, calls)
 	// Output: [ok] <nil> 3
+}
+
+func ExampleRetryMax() {
+	calls := 0
+	src := flux.Defer(func() flux.Flux[int] {
+		calls++
+		return flux.Error[int](errors.New("down"))
+	})
+	_, err := flux.Collect(context.Background(), src.RetryWhen(flux.RetryMax(2)))
+	fmt.Println(err, calls)
+	// Output: flux: RetryWhen: flux: retries exhausted after 2 retries: down 3
 }
 
 func ExampleRetryBackoff() {

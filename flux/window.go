@@ -20,10 +20,11 @@ import (
 // Threading: the upstream runs on a goroutine of the subscription (the
 // router), which pushes each item into its window's queue, and the windows
 // are handed downstream on the subscribing goroutine, one at a time, in
-// order: the router waits until the previous window was handed before it
-// opens the next, so a downstream that runs a window to its end before
-// taking the next (ConcatMap) sees the items as they come, and at most two
-// windows are pulled ahead of it. Each window is delivered on the
+// order: the router opens a window with its first item and waits until
+// the subscribing goroutine takes it, so a downstream that runs a window
+// to its end before taking the next (ConcatMap) sees the items as they
+// come, and at most one window beyond the one it runs holds items. Each
+// window is delivered on the
 // goroutine that subscribes it. The router has exited when the
 // subscription returns. Backpressure: a window's queue holds its n items,
 // so the router never waits for a slow window, only for the hand-over of
