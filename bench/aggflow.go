@@ -6,8 +6,11 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/reactivex/rxgo/v2"
+
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/flux"
 )
 
 var benchAggregate = aggregate.MaterializedNamedAggregate{Context: "bench", Aggregate: "account"}
@@ -44,6 +47,55 @@ var aggflowImpl = Impl{
 			return s.Succeeded, fmt.Errorf("bench: aggflow: %+v", s)
 		}
 		return s.Succeeded, nil
+	},
+}
+
+var aggflowRxgoImpl = Impl{
+	Name: "aggflow-rxgo",
+	What: "rxgo at both ends: the producer sends into rxgo.FromChannel(32), flux.FromObservable makes it the dispatcher's source, and the dispatcher's Results (buffer 32) are observed as an rxgo Observable that counts the successes",
+	Run: func(r *Run) (int64, error) {
+		in := make(chan rxgo.Item, GroupBuffer)
+		results, err := dispatch.NewResults[Exchange](GroupBuffer)
+		if err != nil {
+			return 0, err
+		}
+		handler := func(_ context.Context, x Exchange) error {
+			r.Handle(&x)
+			return nil
+		}
+		d, err := dispatch.New("bench", benchAggregate, flux.FromObservable[Exchange](rxgo.FromChannel(in)), handler,
+			dispatch.WithParallelism[Exchange](r.P), dispatch.WithResults(results))
+		if err != nil {
+			return 0, err
+		}
+		ran := make(chan error, 1)
+		go func() { ran <- d.Run(context.Background()) }()
+		counted := make(chan int64, 1)
+		go func() {
+			var n int64
+			for it := range results.Observable(context.Background()).Observe() {
+				if !it.Error() && it.V.(dispatch.Result[Exchange]).Outcome == dispatch.OutcomeSuccess {
+					n++
+				}
+			}
+			counted <- n
+		}()
+		perr := r.Produce(func(x Exchange) bool {
+			in <- rxgo.Of(x)
+			return true
+		})
+		close(in)
+		if err := <-ran; err != nil {
+			return 0, err
+		}
+		n := <-counted
+		if perr != nil {
+			return n, perr
+		}
+		if s := d.Stats(); s.Succeeded != n || results.Dropped() != 0 {
+			return n, fmt.Errorf("bench: aggflow-rxgo: %d results observed, %d dropped, %+v", n, results.Dropped(), s)
+		}
+		return n, nil
 	},
 }
 

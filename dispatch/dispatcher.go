@@ -124,10 +124,13 @@ func build[T any](name string, named aggregate.NamedAggregate, source Source[T],
 func newEngine[T any](name string, named aggregate.NamedAggregate, handler Handler[T], cfg *config[T]) *engine[T] {
 	e := &engine[T]{
 		name: name, named: aggregate.Materialize(named),
-		handler: handler, discard: cfg.discard, logger: cfg.logger, policy: cfg.policy, epoch: time.Now(),
-		timed: cfg.observer != Observer(nopObserver{}),
-		obs:   guard(cfg.observer, cfg.logger, name),
+		handler: handler, contextOf: cfg.contextOf, logger: cfg.logger, failLevel: cfg.failLevel,
+		policy: cfg.policy, epoch: time.Now(),
+		obs:   guard(cfg.observers, cfg.logger, name),
+		hooks: hooks[T]{outcomes: cfg.outcomes, discards: cfg.discards, g: newGuardian(cfg.logger, name, "hook")},
 	}
+	e.labels = Labels{Dispatcher: name, Aggregate: e.named}
+	e.timed = e.obs != nil || e.hooks.handled()
 	e.ctx, e.cancel = context.WithCancelCause(context.Background())
 	return e
 }

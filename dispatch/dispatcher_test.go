@@ -240,23 +240,23 @@ type panickingObserver struct {
 	where string
 }
 
-func (p *panickingObserver) Admitted() {
-	p.countingObserver.Admitted()
+func (p *panickingObserver) Admitted(ctx context.Context, l dispatch.Labels) {
+	p.countingObserver.Admitted(ctx, l)
 	p.maybe("Admitted")
 }
 
-func (p *panickingObserver) Started(wait time.Duration) {
-	p.countingObserver.Started(wait)
+func (p *panickingObserver) Started(ctx context.Context, l dispatch.Labels, wait time.Duration) {
+	p.countingObserver.Started(ctx, l, wait)
 	p.maybe("Started")
 }
 
-func (p *panickingObserver) Finished(o dispatch.Outcome, took time.Duration, err error) {
-	p.countingObserver.Finished(o, took, err)
+func (p *panickingObserver) Finished(ctx context.Context, l dispatch.Labels, o dispatch.Outcome, took time.Duration, err error) {
+	p.countingObserver.Finished(ctx, l, o, took, err)
 	p.maybe("Finished")
 }
 
-func (p *panickingObserver) Discarded(reason error) {
-	p.countingObserver.Discarded(reason)
+func (p *panickingObserver) Discarded(ctx context.Context, l dispatch.Labels, reason error) {
+	p.countingObserver.Discarded(ctx, l, reason)
 	p.maybe("Discarded")
 }
 
@@ -334,7 +334,7 @@ type finishedSignal struct {
 	outcomes chan dispatch.Outcome
 }
 
-func (f finishedSignal) Finished(o dispatch.Outcome, _ time.Duration, err error) {
+func (f finishedSignal) Finished(ctx context.Context, l dispatch.Labels, o dispatch.Outcome, _ time.Duration, err error) {
 	if err != nil {
 		f.outcomes <- o
 		f.failures <- err

@@ -28,8 +28,8 @@
 //	     inline, one at a time, in arrival order; then the lane goes back to
 //	     the tail of the ready queue if more remain, else idle
 //	  -> outcome: success / error / panic (*PanicError) / cancelled, or
-//	     discarded with a reason; counted once (Stats), given to the
-//	     Observer, the logger and the discard hook
+//	     discarded with a reason; given to the Observers, the outcome
+//	     hooks and the logger, then counted once (Stats)
 //
 // No goroutine per group or per exchange: a dispatcher costs the
 // scheduler's goroutines and one of its own (the source's), and a group
@@ -98,6 +98,25 @@
 //     aggregate of a MainDispatcher), where Reactor's groupBy has a queue
 //     per group: a slow aggregate can absorb the budget but stalls no
 //     other group while budget is left.
+//
+// # Observing
+//
+// Observers (WithObserver, as many as wanted) see every exchange with the
+// Labels of its dispatcher and named aggregate, never the aggregate id: the
+// metrics seam; observe/otelmetrics and observe/prommetrics, modules of
+// their own, export them. The outcome hook (WithOutcomeHook) gets each
+// exchange's Result exactly once after it ended, discards included: where a
+// broker source acks. Results streams the Results to a reader as a Flux,
+// an rxgo Observable or an iterator. A handler's error is logged at
+// WithFailureLogLevel (Debug by default: routine refusals are counted, not
+// printed); a panic at Error. WithContextOf gives each exchange a context
+// of its own (a trace), and GroupOf tells a handler its group.
+//
+// # rxgo at the edges
+//
+// flux.FromObservable makes an rxgo Observable a Source in one call, and
+// Results.Observable hands the outcomes back as one: an rxgo pipeline in,
+// grouping and ordering in the dispatcher, an rxgo pipeline out.
 //
 // # Feedback
 //

@@ -38,6 +38,6 @@ var (
 )
 
 // ErrSubscribed is the error signal of a Mailbox's Flux subscribed while
-// another subscription of the same Mailbox runs: one subscriber at a time
-// keeps the push order.
-var ErrSubscribed = errors.New("dispatch: mailbox already subscribed")
+// another subscription of the same Mailbox runs (one subscriber at a time
+// keeps the push order), and of a Results' Flux subscribed a second time.
+var ErrSubscribed = errors.New("dispatch: already subscribed")

@@ -43,17 +43,19 @@ func (c *countingSource) flux(n int, next func(i int) testkit.Exchange) flux.Flu
 // countingObserver counts every Observer call.
 type countingObserver struct {
 	admitted, started, discarded atomic.Int64
-	finished                     [4]atomic.Int64 // by Outcome
+	finished                     [5]atomic.Int64 // by Outcome
 
 	mu      sync.Mutex
 	errs    []error
 	reasons []error
 }
 
-func (o *countingObserver) Admitted()                  { o.admitted.Add(1) }
-func (o *countingObserver) Started(wait time.Duration) { o.started.Add(1) }
+func (o *countingObserver) Admitted(context.Context, dispatch.Labels) { o.admitted.Add(1) }
+func (o *countingObserver) Started(context.Context, dispatch.Labels, time.Duration) {
+	o.started.Add(1)
+}
 
-func (o *countingObserver) Finished(out dispatch.Outcome, _ time.Duration, err error) {
+func (o *countingObserver) Finished(ctx context.Context, l dispatch.Labels, out dispatch.Outcome, _ time.Duration, err error) {
 	o.finished[out].Add(1)
 	if err != nil {
 		o.mu.Lock()
@@ -62,7 +64,7 @@ func (o *countingObserver) Finished(out dispatch.Outcome, _ time.Duration, err e
 	}
 }
 
-func (o *countingObserver) Discarded(reason error) {
+func (o *countingObserver) Discarded(ctx context.Context, l dispatch.Labels, reason error) {
 	o.discarded.Add(1)
 	o.mu.Lock()
 	o.reasons = append(o.reasons, reason)

@@ -27,6 +27,7 @@ type intake[T any] struct {
 	source  Source[T] // nil: Emit feeds the intake
 	emitMu  sync.Mutex
 	timeout time.Duration
+	ends    []func() // WithResults' completions
 
 	sourceRunning atomic.Bool // the source's Subscribe has not returned
 	prepared      atomic.Bool // Prepare made the contexts
@@ -39,7 +40,7 @@ type intake[T any] struct {
 }
 
 func (in *intake[T]) init(kind, name string, source Source[T], cfg *config[T], engines []*engine[T], report *engine[T]) {
-	in.source, in.engines, in.report, in.timeout = source, engines, report, cfg.stopTimeout
+	in.source, in.engines, in.report, in.timeout, in.ends = source, engines, report, cfg.stopTimeout, cfg.ends
 	in.f = newFlow(cfg.maxPending, in.life.Stop)
 	for _, e := range in.all() {
 		e.f, e.onFail = in.f, in.fail
@@ -74,6 +75,14 @@ func (in *intake[T]) Err() error { return in.life.Err() }
 // Discarded + InFlight holds in every snapshot; InFlight is 0 once Done is
 // closed.
 func (in *intake[T]) Stats() Stats { return in.f.stats() }
+
+// Budget returns the pending budget (WithMaxPending): the units in use
+// (the exchanges admitted and not finished, plus those the source's
+// goroutine took ahead, at most 32) and the limit. Two atomic loads; for
+// gauges.
+func (in *intake[T]) Budget() (pending, max int64) {
+	return in.f.budget.pending.Load(), in.f.budget.max
+}
 
 // prepare is Prepare's skeleton: resolve (outside any lock: it may call a
 // supplier) gives each engine its scheduler, and may return one scheduler
@@ -211,7 +220,7 @@ func (in *intake[T]) emit(x T) error {
 	f := in.f
 	f.received.Add(1)
 	if f.shut.Load() {
-		in.report.dropped(x, in.refusal())
+		in.report.dropped(x, 0, -1, in.refusal())
 		f.check()
 		return errIntakeClosed
 	}
@@ -223,7 +232,7 @@ func (in *intake[T]) emit(x T) error {
 	if in.credit == 0 {
 		n, err := f.budget.acquireUpTo(in.srcCtx, f.shutCh, creditBatch)
 		if err != nil {
-			in.report.dropped(x, in.refusal())
+			in.report.dropped(x, 0, -1, in.refusal())
 			f.check()
 			return err
 		}
@@ -244,9 +253,9 @@ const creditBatch = 32
 // is discarded, an invalid key fails.
 func (in *intake[T]) unrouted(x T, err error) {
 	if errors.Is(err, ErrUnknownAggregate) {
-		in.report.dropped(x, err)
+		in.report.dropped(x, 0, -1, err)
 	} else {
-		in.report.failure(x, OutcomeError, 0, err)
+		in.report.failure(in.report.ctx, x, 0, -1, OutcomeError, 0, err)
 		in.f.failed.Add(1)
 	}
 	in.f.check() // a stop may have come since the gate
@@ -352,6 +361,9 @@ func (in *intake[T]) end() {
 	}
 	for _, e := range in.all() {
 		e.end()
+	}
+	for _, end := range in.ends {
+		end()
 	}
 }
 

@@ -39,6 +39,8 @@ type lane[T any] struct {
 	state atomic.Int32
 	e     *engine[T]
 	task  schedulers.Task
+	ctx   context.Context // the handlers' context with the group index
+	group int
 }
 
 // engine is the data path of one named aggregate's exchanges: the lanes, the
@@ -52,15 +54,18 @@ type engine[T any] struct {
 	chunks queue.Chunks[item[T]]
 	sched  schedulers.Scheduler
 
-	handler Handler[T]
-	idOf    func(T) aggregate.ID // nil when exchanges are keyed by a function
-	discard func(T, error)
-	obs     Observer
-	timed   bool
-	epoch   time.Time
-	logger  *slog.Logger
-	policy  ErrorPolicy
-	onFail  func(error) // under StopOnError: record and quiesce the owner
+	handler   Handler[T]
+	idOf      func(T) aggregate.ID // nil when exchanges are keyed by a function
+	contextOf func(context.Context, T) context.Context
+	labels    Labels
+	obs       Observer // nil when none
+	hooks     hooks[T]
+	timed     bool // an observer or an outcome hook wants the times
+	epoch     time.Time
+	logger    *slog.Logger
+	failLevel slog.Level
+	policy    ErrorPolicy
+	onFail    func(error) // under StopOnError: record and quiesce the owner
 
 	ctx    context.Context // the handlers' context
 	cancel context.CancelCauseFunc
@@ -80,7 +85,7 @@ func (e *engine[T]) lane(g int) *lane[T] {
 	if l := e.lanes[g].Load(); l != nil {
 		return l
 	}
-	l := &lane[T]{e: e}
+	l := &lane[T]{e: e, group: g, ctx: context.WithValue(e.ctx, groupKeyCtx{}, g)}
 	l.q.Chunks = &e.chunks
 	l.task = l.run
 	e.lanes[g].Store(l)
@@ -98,8 +103,8 @@ func (e *engine[T]) push(g int, x T) {
 
 // admitted tells the Observer an exchange is about to be enqueued.
 func (e *engine[T]) admitted() {
-	if e.timed {
-		e.obs.Admitted()
+	if e.obs != nil {
+		e.obs.Admitted(e.ctx, e.labels)
 	}
 }
 
@@ -184,7 +189,7 @@ func (e *engine[T]) drain(l *lane[T]) {
 		if !ok {
 			break
 		}
-		e.handle(it, &b)
+		e.handle(l, it, &b)
 		l.q.Pop()
 		b.n++
 	}
@@ -228,7 +233,7 @@ func (e *engine[T]) steal(l *lane[T], from int32) {
 	for l.state.CompareAndSwap(from, running) {
 		var n int64
 		for it, ok := l.q.Peek(); ok; it, ok = l.q.Peek() {
-			e.dropped(it.x, e.stopCause())
+			e.dropped(it.x, it.admitted, l.group, e.stopCause())
 			l.q.Pop()
 			n++
 		}
@@ -272,19 +277,15 @@ func (e *engine[T]) stopCause() error {
 }
 
 // handle runs the handler on one exchange and accounts for its outcome.
-func (e *engine[T]) handle(it *item[T], b *batch) {
-	var start int64
-	if e.timed {
-		start = e.now()
-		e.obs.Started(time.Duration(start - it.admitted))
-	}
-	err, panicked := e.call(it.x, start)
+func (e *engine[T]) handle(l *lane[T], it *item[T], b *batch) {
+	var c call
+	err, panicked := e.call(l, it, &c)
 	var o Outcome
 	switch {
 	case err == nil:
 		b.ok++
 		if e.timed {
-			e.obs.Finished(OutcomeSuccess, e.since(start), nil)
+			e.finished(c.ctx, it.x, it.admitted, l.group, OutcomeSuccess, c.start, nil)
 		}
 		return
 	case panicked:
@@ -295,7 +296,13 @@ func (e *engine[T]) handle(it *item[T], b *batch) {
 		o = OutcomeError
 	}
 	b.failed++
-	e.failure(it.x, o, e.since(start), err)
+	e.failure(c.ctx, it.x, it.admitted, l.group, o, c.start, err)
+}
+
+// call is what one handler call leaves for its accounting.
+type call struct {
+	ctx   context.Context // the exchange's
+	start int64           // since the epoch, 0 when untimed
 }
 
 // since returns the time elapsed since start, 0 when untimed.
@@ -306,12 +313,14 @@ func (e *engine[T]) since(start int64) time.Duration {
 	return time.Duration(e.now() - start)
 }
 
-// call runs the handler, recovering a panic into *PanicError. A handler that
-// calls runtime.Goexit never returns: its exchange is accounted for here as
+// call runs the handler with the exchange's context, recovering a panic
+// (its own, or WithContextOf's) into *PanicError. A handler that calls
+// runtime.Goexit never returns: its exchange is accounted for here as
 // OutcomePanic, with an error wrapping schedulers.ErrGoexit, before the
 // goroutine unwinds (the scheduler replaces the goroutine; the lane goes on).
-func (e *engine[T]) call(x T, start int64) (err error, panicked bool) {
+func (e *engine[T]) call(l *lane[T], it *item[T], c *call) (err error, panicked bool) {
 	returned := false
+	c.ctx = l.ctx
 	defer func() {
 		if returned {
 			return
@@ -320,29 +329,61 @@ func (e *engine[T]) call(x T, start int64) (err error, panicked bool) {
 			err, panicked = panics.New(v), true
 			return
 		}
-		e.failure(x, OutcomePanic, e.since(start), fmt.Errorf("dispatch: dispatcher %q: handler: %w", e.name, panics.New(schedulers.ErrGoexit)))
+		e.failure(c.ctx, it.x, it.admitted, l.group, OutcomePanic, c.start,
+			fmt.Errorf("dispatch: dispatcher %q: handler: %w", e.name, panics.New(schedulers.ErrGoexit)))
 		e.f.failed.Add(1)
 	}()
-	err = e.handler(e.ctx, x)
+	if e.contextOf != nil {
+		c.ctx = e.contextOf(c.ctx, it.x)
+	}
+	if e.timed {
+		c.start = e.now()
+		if e.obs != nil {
+			e.obs.Started(c.ctx, e.labels, waited(it.admitted, c.start))
+		}
+	}
+	err = e.handler(c.ctx, it.x)
 	returned = true
 	return err, false
 }
 
-// failure reports a failed exchange (already counted) and applies the
-// error policy.
-func (e *engine[T]) failure(x T, o Outcome, took time.Duration, err error) {
-	e.obs.Finished(o, took, err)
-	level := slog.LevelError
-	if o == OutcomeCancelled {
-		level = slog.LevelWarn // the force's doing, not the handler's
+// waited is the time from admission to t, 0 when untimed.
+func waited(admitted, t int64) time.Duration {
+	if admitted == 0 || t == 0 {
+		return 0
 	}
-	if e.logger.Enabled(e.ctx, level) {
+	return time.Duration(t - admitted)
+}
+
+// finished reports a handled exchange (or one refused before a handler,
+// with start 0) to the Observer and the outcome hooks.
+func (e *engine[T]) finished(ctx context.Context, x T, admitted int64, group int, o Outcome, start int64, err error) {
+	took := e.since(start)
+	if e.obs != nil {
+		e.obs.Finished(ctx, e.labels, o, took, err)
+	}
+	if e.hooks.handled() {
+		r := Result[T]{Exchange: x, Labels: e.labels, Group: group, Outcome: o, Err: err,
+			QueueWait: waited(admitted, start), Handling: took}
+		e.hooks.ended(ctx, &r)
+	}
+}
+
+// failure reports a failed exchange (counted after this returns) and
+// applies the error policy.
+func (e *engine[T]) failure(ctx context.Context, x T, admitted int64, group int, o Outcome, start int64, err error) {
+	e.finished(ctx, x, admitted, group, o, start, err)
+	level := e.failLevel
+	if o == OutcomePanic {
+		level = slog.LevelError // a bug, not a refusal
+	}
+	if e.logger.Enabled(ctx, level) {
 		attrs := []slog.Attr{slog.String("dispatcher", e.name), slog.String("named_aggregate", e.named.String()),
 			slog.String("outcome", o.String()), slog.Any("error", err)}
 		if id, ok := e.aggregateID(x); ok {
 			attrs = append(attrs, slog.String("aggregate_id", id))
 		}
-		e.logger.LogAttrs(e.ctx, level, "dispatch: exchange failed", attrs...)
+		e.logger.LogAttrs(ctx, level, "dispatch: exchange failed", attrs...)
 	}
 	if e.policy == StopOnError && o != OutcomeCancelled && e.onFail != nil {
 		id, _ := e.aggregateID(x)
@@ -364,26 +405,19 @@ func (e *engine[T]) aggregateID(x T) (id string, ok bool) {
 	return e.idOf(x).ID, true
 }
 
-// dropped accounts for an exchange dropped without being handled.
-// It counts last, so that once the count shows nothing in flight no hook
-// of the exchange still runs.
-func (e *engine[T]) dropped(x T, reason error) {
-	e.obs.Discarded(reason)
-	if e.discard != nil {
-		e.callDiscard(x, reason)
+// dropped accounts for an exchange dropped without being handled (group
+// -1 and admitted 0 when refused at the intake). It counts last, so that
+// once the count shows nothing in flight no hook of the exchange still runs.
+func (e *engine[T]) dropped(x T, admitted int64, group int, reason error) {
+	if e.obs != nil {
+		e.obs.Discarded(e.ctx, e.labels, reason)
+	}
+	if len(e.hooks.outcomes) > 0 || len(e.hooks.discards) > 0 {
+		r := Result[T]{Exchange: x, Labels: e.labels, Group: group, Outcome: OutcomeDiscarded, Err: reason,
+			QueueWait: waited(admitted, e.now())}
+		e.hooks.ended(e.ctx, &r)
 	}
 	e.f.discarded.Add(1)
-}
-
-// callDiscard runs the discard hook, recovering a panic so that the
-// accounting goes on.
-func (e *engine[T]) callDiscard(x T, reason error) {
-	defer func() {
-		if v := recover(); v != nil {
-			e.logger.Error("dispatch: discard hook panicked", slog.String("dispatcher", e.name), slog.Any("error", v))
-		}
-	}()
-	e.discard(x, reason)
 }
 
 // running returns the groups whose lanes a consumer runs now: the groups of

@@ -189,19 +189,25 @@ func TestHandlerGoexitOnImmediateSchedulerEndsTheDispatcher(t *testing.T) {
 	})
 }
 
-// recordingHandler is a slog.Handler that keeps every record.
+// recordingHandler is a slog.Handler that keeps every record, with the
+// logTraceKey value of its ctx.
 type recordingHandler struct {
 	mu      sync.Mutex
 	records []slog.Record
+	traces  []any
 }
+
+// logTraceKey marks the ctx a record was logged with.
+type logTraceKey struct{}
 
 func (h *recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
 func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
 func (h *recordingHandler) WithGroup(string) slog.Handler            { return h }
-func (h *recordingHandler) Handle(_ context.Context, r slog.Record) error {
+func (h *recordingHandler) Handle(ctx context.Context, r slog.Record) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.records = append(h.records, r.Clone())
+	h.traces = append(h.traces, ctx.Value(logTraceKey{}))
 	return nil
 }
 

@@ -289,13 +289,13 @@ type lpObserver struct {
 	stats atomic.Pointer[func() dispatch.Stats]
 }
 
-func (o *lpObserver) Finished(out dispatch.Outcome, took time.Duration, err error) {
-	o.countingObserver.Finished(out, took, err)
+func (o *lpObserver) Finished(ctx context.Context, l dispatch.Labels, out dispatch.Outcome, took time.Duration, err error) {
+	o.countingObserver.Finished(ctx, l, out, took, err)
 	o.snapshot()
 }
 
-func (o *lpObserver) Discarded(reason error) {
-	o.countingObserver.Discarded(reason)
+func (o *lpObserver) Discarded(ctx context.Context, l dispatch.Labels, reason error) {
+	o.countingObserver.Discarded(ctx, l, reason)
 	o.snapshot()
 }
 
@@ -336,6 +336,7 @@ type lpProbe struct {
 	obs     *lpObserver
 	hooked  atomic.Int64
 	emitted atomic.Int64 // exchanges handed to the intake: by the source, or Emit calls that returned nil
+	results lpResults
 
 	kind    string // source kind
 	gen     lpGen
@@ -367,6 +368,54 @@ func (p *lpProbe) options(w *lpWorld, sh lpShape) []dispatch.Option[testkit.Exch
 		dispatch.WithStopTimeout[testkit.Exchange](sh.stopTimeout),
 		dispatch.WithObserver[testkit.Exchange](p.obs),
 		dispatch.WithDiscardHook(func(testkit.Exchange, error) { p.hooked.Add(1) }),
+		dispatch.WithOutcomeHook(p.results.record),
+		dispatch.WithOutcomeHook(func(_ context.Context, r dispatch.Result[testkit.Exchange]) {
+			if r.Exchange.Seq%7 == 3 {
+				panic("outcome hook") // must not break the accounting
+			}
+		}),
+	}
+}
+
+// lpResults is what the outcome hook saw: how often each exchange ended,
+// and the outcomes by kind.
+type lpResults struct {
+	mu       sync.Mutex
+	ends     map[string]int
+	outcomes [5]int64
+	labels   map[dispatch.Labels]bool
+}
+
+func (r *lpResults) record(_ context.Context, res dispatch.Result[testkit.Exchange]) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ends == nil {
+		r.ends, r.labels = map[string]int{}, map[dispatch.Labels]bool{}
+	}
+	r.ends[res.Exchange.ID.String()+"#"+strconv.Itoa(res.Exchange.Seq)]++
+	r.outcomes[res.Outcome]++
+	r.labels[res.Labels] = true
+}
+
+// check reports an exchange that ended twice and counts that disagree with s.
+func (r *lpResults) check(w *lpWorld, name string, s dispatch.Stats) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, n := range r.ends {
+		if n != 1 {
+			w.report("%s: outcome hook called %d times for %s", name, n, k)
+		}
+	}
+	o := r.outcomes
+	if o[0]+o[1]+o[2]+o[3]+o[4] != s.Received || o[dispatch.OutcomeSuccess] != s.Succeeded ||
+		o[dispatch.OutcomeError]+o[dispatch.OutcomePanic]+o[dispatch.OutcomeCancelled] != s.Failed ||
+		o[dispatch.OutcomeDiscarded] != s.Discarded {
+		w.report("%s: outcome hook saw %v over %d exchanges, stats %+v", name, o, len(r.ends), s)
+	}
+	for l := range r.labels {
+		if l.Dispatcher == "" {
+			w.report("%s: outcome hook saw labels %+v", name, l)
+		}
 	}
 }
 
@@ -474,6 +523,7 @@ func (p *lpProbe) check(w *lpWorld) {
 			w.report("%s: %v (%+v)", p.name, err, s)
 		}
 	}
+	p.results.check(w, p.name, s)
 	if h := p.hooked.Load(); h != s.Discarded {
 		w.report("%s: discard hook called %d times, %d discarded", p.name, h, s.Discarded)
 	}

@@ -1,11 +1,13 @@
 package dispatch
 
 import (
+	"context"
 	"log/slog"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/internal/panics"
 )
 
@@ -17,9 +19,10 @@ func enumName[E ~int | ~int32](e E, typ string, names ...string) string {
 	return typ + "(" + strconv.Itoa(int(e)) + ")"
 }
 
-// Outcome is how a handled exchange ended. It mirrors the outcome tag of Wow's
-// wow.operation timer (AggregateDispatcher.kt, WowMetrics.kt), with panics
-// told apart from errors.
+// Outcome is how an exchange ended. The first four mirror the outcome tag of
+// Wow's wow.operation timer (AggregateDispatcher.kt, WowMetrics.kt), with
+// panics told apart from errors; OutcomeDiscarded is an exchange dropped
+// without being handled.
 type Outcome int32
 
 const (
@@ -28,17 +31,22 @@ const (
 	// OutcomeError: the handler returned an error, or the exchange was refused
 	// before reaching a handler (ErrInvalidGroupKey).
 	OutcomeError
-	// OutcomePanic: the handler panicked; the error is a *PanicError.
+	// OutcomePanic: the handler (or the WithContextOf function) panicked; the
+	// error is a *PanicError.
 	OutcomePanic
 	// OutcomeCancelled: the handler returned an error after ForceStop had
 	// cancelled its context. A handler that returns nil after the
 	// cancellation finished its work: OutcomeSuccess.
 	OutcomeCancelled
+	// OutcomeDiscarded: dropped without being handled; the error is the
+	// reason (see WithDiscardHook). Only Result carries it: Observer has
+	// Discarded.
+	OutcomeDiscarded
 )
 
 // String returns the lower-case metric tag value ("success").
 func (o Outcome) String() string {
-	return enumName(o, "Outcome", "success", "error", "panic", "cancelled")
+	return enumName(o, "Outcome", "success", "error", "panic", "cancelled", "discarded")
 }
 
 // Stats is a snapshot of a dispatcher's counters, in exchanges. At every
@@ -51,22 +59,38 @@ type Stats struct {
 	Received, Succeeded, Failed, Discarded, InFlight int64
 }
 
+// Labels say where an event comes from: the dispatcher and the named
+// aggregate. Both have a bounded number of values, so they are safe as
+// metric labels; the aggregate id and the group never are (Wow AD-25), and
+// appear only in Result, logs and spans. Labels is comparable: a map key.
+type Labels struct {
+	// Dispatcher is the dispatcher's name; for a child of a MainDispatcher,
+	// "<main>-<aggregate>", the name it would have on its own.
+	Dispatcher string
+	// Aggregate is the named aggregate of the exchange's lanes; zero for an
+	// exchange of a MainDispatcher that matched none.
+	Aggregate aggregate.MaterializedNamedAggregate
+}
+
 // Observer sees every exchange of a dispatcher: the metrics seam (Wow's
-// WowMetrics / wow.operation timer, reduced to an interface). Its methods are
-// called concurrently from many goroutines, inline on the hot path: they must
-// be fast and must not block. The group key is never passed, so that metric
-// cardinality stays bounded (Wow AD-25). A panic of a method is recovered
-// and logged; the exchange is accounted for as if the method had returned.
+// WowMetrics / wow.operation timer, reduced to an interface). Every method
+// gets the Labels of the exchange's dispatcher and named aggregate and a
+// ctx: for Started and Finished the handler's (see WithContextOf), for
+// Admitted and Discarded the dispatcher's (Prepare's values). Methods are
+// called concurrently from many goroutines, inline on the hot path: they
+// must be fast and must not block. A panic of a method is recovered and
+// logged; the exchange is accounted for as if the method had returned.
+// Several observers compose: WithObserver may be given more than once.
 type Observer interface {
 	// Admitted is called once per exchange accepted into a group.
-	Admitted()
+	Admitted(ctx context.Context, l Labels)
 	// Started is called when the handler is about to run, with the time the
 	// exchange waited since admission.
-	Started(queueWait time.Duration)
+	Started(ctx context.Context, l Labels, queueWait time.Duration)
 	// Finished is called once per exchange that ended with an outcome, with the
 	// handler's running time (0 for an exchange refused before a handler) and
 	// its error (nil on success).
-	Finished(o Outcome, handling time.Duration, err error)
+	Finished(ctx context.Context, l Labels, o Outcome, handling time.Duration, err error)
 	// Discarded is called once per exchange received and dropped without
 	// being handled: admitted ones, and ones refused at the intake. The
 	// reason wraps ErrForceStopped (dropped by ForceStop), ErrStopped (emitted
@@ -74,71 +98,106 @@ type Observer interface {
 	// MainDispatcher has no lanes for its named aggregate), or
 	// schedulers.ErrRejected (the scheduler refused or ended under the
 	// dispatcher).
-	Discarded(reason error)
+	Discarded(ctx context.Context, l Labels, reason error)
 }
 
-// nopObserver is the default Observer.
-type nopObserver struct{}
+// observers is the Observer of several, called in the order given.
+type observers []Observer
 
-func (nopObserver) Admitted()                              {}
-func (nopObserver) Started(time.Duration)                  {}
-func (nopObserver) Finished(Outcome, time.Duration, error) {}
-func (nopObserver) Discarded(error)                        {}
+func (os observers) Admitted(ctx context.Context, l Labels) {
+	for _, o := range os {
+		o.Admitted(ctx, l)
+	}
+}
+
+func (os observers) Started(ctx context.Context, l Labels, wait time.Duration) {
+	for _, o := range os {
+		o.Started(ctx, l, wait)
+	}
+}
+
+func (os observers) Finished(ctx context.Context, l Labels, oc Outcome, took time.Duration, err error) {
+	for _, o := range os {
+		o.Finished(ctx, l, oc, took, err)
+	}
+}
+
+func (os observers) Discarded(ctx context.Context, l Labels, reason error) {
+	for _, o := range os {
+		o.Discarded(ctx, l, reason)
+	}
+}
 
 // guardedObserver recovers a panic of the Observer it wraps, so that user
 // code never breaks a dispatcher nor loses an exchange: the accounting goes
-// on as if the call had returned. The first panic is logged with its stack;
-// later ones are only counted, and logged without a stack once per 1024, so
-// that a broken Observer costs a recover, not a stack capture, per exchange.
-// Each method has a single deferred call, which the compiler open-codes: no
-// cost without a panic.
+// on as if the call had returned. Each method has a single deferred call,
+// which the compiler open-codes: no cost without a panic.
 type guardedObserver struct {
-	obs    Observer
-	logger *slog.Logger
-	name   string
-	panics *atomic.Int64
+	obs Observer
+	g   *guardian
 }
 
-// guard wraps obs, except the default one, which cannot panic.
-func guard(obs Observer, logger *slog.Logger, name string) Observer {
-	if obs == Observer(nopObserver{}) {
-		return obs
+// guard returns one Observer of obs, each guarded, or nil for none.
+func guard(obs []Observer, logger *slog.Logger, name string) Observer {
+	var gs observers
+	for _, o := range obs {
+		gs = append(gs, guardedObserver{obs: o, g: newGuardian(logger, name, "observer")})
 	}
-	return guardedObserver{obs: obs, logger: logger, name: name, panics: new(atomic.Int64)}
+	switch len(gs) {
+	case 0:
+		return nil
+	case 1:
+		return gs[0]
+	}
+	return gs
 }
 
-func (g guardedObserver) Admitted() {
-	defer g.recovered("Admitted")
-	g.obs.Admitted()
+func (g guardedObserver) Admitted(ctx context.Context, l Labels) {
+	defer g.g.recovered("Admitted")
+	g.obs.Admitted(ctx, l)
 }
 
-func (g guardedObserver) Started(wait time.Duration) {
-	defer g.recovered("Started")
-	g.obs.Started(wait)
+func (g guardedObserver) Started(ctx context.Context, l Labels, wait time.Duration) {
+	defer g.g.recovered("Started")
+	g.obs.Started(ctx, l, wait)
 }
 
-func (g guardedObserver) Finished(o Outcome, took time.Duration, err error) {
-	defer g.recovered("Finished")
-	g.obs.Finished(o, took, err)
+func (g guardedObserver) Finished(ctx context.Context, l Labels, o Outcome, took time.Duration, err error) {
+	defer g.g.recovered("Finished")
+	g.obs.Finished(ctx, l, o, took, err)
 }
 
-func (g guardedObserver) Discarded(reason error) {
-	defer g.recovered("Discarded")
-	g.obs.Discarded(reason)
+func (g guardedObserver) Discarded(ctx context.Context, l Labels, reason error) {
+	defer g.g.recovered("Discarded")
+	g.obs.Discarded(ctx, l, reason)
 }
 
-// recovered is deferred by each method: it must call recover itself.
-func (g guardedObserver) recovered(method string) {
+// guardian logs the panics of one piece of user code called per exchange
+// (an observer, a hook). The first panic is logged with its stack; later
+// ones are only counted, and logged without a stack once per 1024, so that
+// broken user code costs a recover, not a stack capture, per exchange.
+type guardian struct {
+	logger     *slog.Logger
+	name, what string
+	panics     atomic.Int64
+}
+
+func newGuardian(logger *slog.Logger, name, what string) *guardian {
+	return &guardian{logger: logger, name: name, what: what}
+}
+
+// recovered is deferred by each guarded call: it must call recover itself.
+func (g *guardian) recovered(method string) {
 	v := recover()
 	if v == nil {
 		return
 	}
 	switch n := g.panics.Add(1); {
 	case n == 1:
-		g.logger.Error("dispatch: observer panicked", slog.String("dispatcher", g.name),
+		g.logger.Error("dispatch: "+g.what+" panicked", slog.String("dispatcher", g.name),
 			slog.String("method", method), slog.Any("error", panics.New(v)))
 	case n%1024 == 0:
-		g.logger.Error("dispatch: observer keeps panicking", slog.String("dispatcher", g.name),
+		g.logger.Error("dispatch: "+g.what+" keeps panicking", slog.String("dispatcher", g.name),
 			slog.String("method", method), slog.Any("panic", v), slog.Int64("panics", n))
 	}
 }

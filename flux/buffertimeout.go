@@ -17,7 +17,7 @@ import (
 // taking turns through a one-slot channel, so slices reach the downstream
 // one at a time and the upstream waits while a timed slice is delivered.
 // On an error or cancellation the partial slice goes to the discard hook
-// (WithDiscardHook[T]) with the reason. Costs per slice: the slice, one
+// (DoOnDiscard) with the reason. Costs per slice: the slice, one
 // timer and one closure; per item, one uncontended channel send and
 // receive. n < 1 or d <= 0 gives ErrInvalidArgument.
 func BufferTimeout[T any](f Flux[T], n int, d time.Duration) Flux[[]T] {

@@ -53,8 +53,7 @@ func TestBufferTimeout(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var lost discarded[int]
-				ctx := lost.ctx(t.Context())
-				got, err := subscribeTimed(ctx, c.limit, flux.BufferTimeout(c.src, 3, 10*ms), c.onNext)
+				got, err := subscribeTimed(t.Context(), c.limit, watch(&lost, flux.BufferTimeout(c.src, 3, 10*ms)), c.onNext)
 				require.Equal(t, c.want, got)
 				requireEnd(t, err, c.wantErr)
 				require.Equal(t, c.lost, lost.values())
@@ -178,7 +177,7 @@ func TestTimedDeliveryGoexit(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var lost discarded[int]
-				err := shape(paced(errHang, step{0, ms}, step{1, 20 * ms})).Subscribe(lost.ctx(t.Context()), func(int) error {
+				err := watch(&lost, shape(paced(errHang, step{0, ms}, step{1, 20 * ms}))).Subscribe(t.Context(), func(int) error {
 					runtime.Goexit()
 					return nil
 				})

@@ -36,7 +36,7 @@
 // goroutine and task a subscription starts is joined before Subscribe
 // returns, on every exit path; rxgo's goroutines behind FromObservable are
 // cancelled, not joined, and exit on their own (see FromObservable). Items already pulled and then dropped by a cancellation are given
-// to the discard hook installed with WithDiscardHook, so nothing is lost
+// to the discard hook installed with DoOnDiscard, so nothing is lost
 // silently. A panic in any function handed to this package ends the flow
 // with an error carrying *PanicError; the process survives.
 //
@@ -67,10 +67,18 @@
 //	bufferTimeout(n, d)              BufferTimeout
 //	window(n) / windowTimeout(n, d)  Window / WindowTimeout
 //	retryWhen(Retry.backoff / max)   RetryWhen(RetryBackoff / RetryMax)
-//	doOnDiscard / Hooks              WithDiscardHook
+//	doOnDiscard(Class, Consumer)     DoOnDiscard
 //	subscribe + blockLast            Subscribe
 //	collectList().block()            Collect
 //	toIterable / toStream            All
+//	Sinks.Many, Sinks.EmitResult     ManySink, EmitResult
+//	unicast().onBackpressureBuffer   NewUnicastSink(capacity)
+//	multicast().onBackpressureBuffer NewMulticastSink(capacity)
+//	replay().limit(n)                NewReplaySink(n, capacity)
+//	tryEmitNext / emitNext           TryEmitNext / EmitNext(ctx, v)
+//	DROP_OLDEST overflow strategy    WithDropOldest()
+//	publish(prefetch).refCount(n)    Publish(capacity).RefCount(n)
+//	share()                          Share
 //	StepVerifier                     testkit.Verify
 //
 // # Differences from Reactor

@@ -51,6 +51,14 @@ var (
 	// by the error signal of RetryWhen once its attempts or its backoff
 	// schedule ran out (Reactor's Exceptions.retryExhausted).
 	ErrRetriesExhausted = errors.New("flux: retries exhausted")
+	// ErrUnicastSink is wrapped by the error of a second Subscribe to the
+	// Flux of a unicast ManySink (Reactor: "UnicastProcessor allows only a
+	// single Subscriber").
+	ErrUnicastSink = errors.New("flux: unicast sink allows only one subscriber")
+	// ErrSinkOverflow is the reason given to a subscriber's discard hook for
+	// an item a ManySink made with WithDropOldest dropped for it because it
+	// lagged by the sink's capacity.
+	ErrSinkOverflow = errors.New("flux: sink overflow")
 )
 
 // invalid returns the error of an invalid argument of operator op.

@@ -259,7 +259,7 @@ func Reduce[T, A any](f Flux[T], seed A, fn func(A, T) A) Flux[A] {
 // Buffer emits the items in slices of n (the last one may be shorter; none
 // if it would be empty). Each slice is new and owned by the receiver. On an
 // error or cancellation the partial slice is passed to the discard hook
-// (WithDiscardHook[T]). n < 1 gives ErrInvalidArgument. Reactor:
+// (DoOnDiscard). n < 1 gives ErrInvalidArgument. Reactor:
 // Flux#buffer(int) (FluxBuffer.java).
 func Buffer[T any](f Flux[T], n int) Flux[[]T] {
 	if n < 1 {

@@ -9,7 +9,7 @@ import (
 // Sample emits, at the end of each period d, the latest item that arrived
 // within it, if any; at completion the item not yet sampled, then the
 // completion. An item replaced by a later one within the same period is
-// given to the discard hook (WithDiscardHook[T]) with ErrSkipped, and the
+// given to the discard hook (DoOnDiscard) with ErrSkipped, and the
 // one held when the flow fails or is cancelled with the reason. Reactor:
 // Flux#sample(Duration) (FluxSample.java), whose periods are those of
 // Flux.interval(d).

@@ -47,8 +47,7 @@ func TestSample(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var lost discarded[int]
-				ctx := lost.ctx(t.Context())
-				got, err := subscribeTimed(ctx, c.limit, c.src.Sample(10*ms), c.onNext)
+				got, err := subscribeTimed(t.Context(), c.limit, watch(&lost, c.src.Sample(10*ms)), c.onNext)
 				require.Equal(t, c.want, got)
 				requireEnd(t, err, c.wantErr)
 				var skipped, ended []int
@@ -92,7 +91,7 @@ func TestSampleAccounting(t *testing.T) {
 				steps = append(steps, step{i, when})
 			}
 			var hook discarded[int]
-			got, err = flux.Collect(hook.ctx(t.Context()), paced(nil, steps...).Sample(10*ms))
+			got, err = flux.Collect(t.Context(), watch(&hook, paced(nil, steps...).Sample(10*ms)))
 			lost, reasons = hook.values(), hook.why
 		})
 		require.NoError(rt, err)

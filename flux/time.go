@@ -71,7 +71,7 @@ func Timer(delay time.Duration) Flux[int] {
 //
 // The wait runs on the goroutine that delivers the item, on one time.Timer
 // reused for every item: no goroutine, no allocation per item. An item
-// waiting when ctx ends goes to the discard hook (WithDiscardHook[T]) with
+// waiting when ctx ends goes to the discard hook (DoOnDiscard) with
 // the cause. d < 0 gives ErrInvalidArgument.
 func (f Flux[T]) DelayElements(d time.Duration) Flux[T] {
 	if d < 0 {

@@ -129,8 +129,9 @@ func (d *discarded[T]) hook(v T, reason error) {
 	d.why = append(d.why, reason)
 }
 
-func (d *discarded[T]) ctx(ctx context.Context) context.Context {
-	return flux.WithDiscardHook(ctx, d.hook)
+// watch installs d's hook on f for the items of type U.
+func watch[T, U any](d *discarded[U], f flux.Flux[T]) flux.Flux[T] {
+	return flux.DoOnDiscard(f, d.hook)
 }
 
 func (d *discarded[T]) values() []T {
@@ -257,8 +258,7 @@ func TestDelayElements(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var lost discarded[int]
-				ctx := lost.ctx(t.Context())
-				requireTimed(t, ctx, c.limit, c.src.DelayElements(10*ms), nil, c.want, c.wantErr, c.end)
+				requireTimed(t, t.Context(), c.limit, watch(&lost, c.src.DelayElements(10*ms)), nil, c.want, c.wantErr, c.end)
 				require.Equal(t, c.lost, lost.values())
 				lost.allBecause(t, context.DeadlineExceeded)
 			})

@@ -15,7 +15,7 @@ import (
 //
 // The race of the timeout with an item or the upstream's end is decided
 // exactly once: an item that arrives after the timeout fired is not
-// delivered but given to the discard hook (WithDiscardHook[T]) with the
+// delivered but given to the discard hook (DoOnDiscard) with the
 // timeout error, and an upstream end after it is ignored. The timeout
 // cancels the upstream's context with the timeout error as its cause and
 // the error is signalled once the upstream returned: at once for an

@@ -55,12 +55,11 @@ func TestTimeout(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var lost discarded[int]
-				ctx := lost.ctx(t.Context())
 				f := c.src.Timeout(10 * ms)
 				if c.fallback != nil {
 					f = c.src.TimeoutTo(10*ms, *c.fallback)
 				}
-				requireTimed(t, ctx, c.limit, f, c.onNext, c.want, c.wantErr, c.end)
+				requireTimed(t, t.Context(), c.limit, watch(&lost, f), c.onNext, c.want, c.wantErr, c.end)
 				require.Equal(t, c.lost, lost.values())
 				lost.allBecause(t, flux.ErrTimeout)
 			})
@@ -102,7 +101,7 @@ func TestTimeoutDecidesOnce(t *testing.T) {
 				produced = append(produced, i)
 				return i
 			}).Filter(func(v int) bool { return v >= 0 })
-			got, err = flux.Collect(hook.ctx(t.Context()), src.Timeout(10*ms))
+			got, err = flux.Collect(t.Context(), watch(&hook, src.Timeout(10*ms)))
 			lost = hook.values()
 		})
 		require.Equal(rt, produced, append(slices.Clone(got), lost...), "delivered then discarded is what was produced")

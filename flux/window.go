@@ -35,7 +35,7 @@ import (
 // error reaches it after its queued items, then the main flux. A window
 // whose subscriber cancels it (Take on the window, say) is abandoned: its
 // queued items and the rest of its n items as they arrive go to the
-// discard hook (WithDiscardHook[T]) with the subscriber's reason, and the
+// discard hook (DoOnDiscard) with the subscriber's reason, and the
 // next window starts after them, as in Reactor. When the main flux's
 // downstream stops early (Take satisfied), the window open goes on until
 // it is full or abandoned, and then the upstream is cancelled; an item

@@ -86,8 +86,7 @@ func TestWindow(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var lost discarded[int]
-				ctx := lost.ctx(t.Context())
-				got, err := subscribeTimed(ctx, c.limit, c.flux(), nil)
+				got, err := subscribeTimed(t.Context(), c.limit, watch(&lost, c.flux()), nil)
 				require.Equal(t, c.want, got)
 				requireEnd(t, err, c.wantErr)
 				require.Equal(t, c.lost, lost.values())
@@ -128,7 +127,7 @@ func TestWindowUnicastAndLate(t *testing.T) {
 func TestWindowDownstreamFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var lost discarded[int]
-		err := flux.Window(flux.Range(0, 10), 3).Subscribe(lost.ctx(t.Context()), func(flux.Flux[int]) error { return errBoom })
+		err := watch(&lost, flux.Window(flux.Range(0, 10), 3)).Subscribe(t.Context(), func(flux.Flux[int]) error { return errBoom })
 		require.ErrorIs(t, err, errBoom)
 		got := lost.values()
 		slices.Sort(got)
@@ -178,7 +177,7 @@ func TestWindowAccounting(t *testing.T) {
 				return flux.Reduce(w.Take(keep[index%8]), []int(nil), appendInt)
 			})
 			var hook discarded[int]
-			got, err = flux.Collect(hook.ctx(t.Context()), flux.FlatMap(tagged, func(f flux.Flux[[]int]) flux.Flux[[]int] { return f }, 3))
+			got, err = flux.Collect(t.Context(), watch(&hook, flux.FlatMap(tagged, func(f flux.Flux[[]int]) flux.Flux[[]int] { return f }, 3)))
 			lost, reasons = hook.values(), hook.why
 		})
 		require.NoError(rt, err)

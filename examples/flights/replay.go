@@ -40,12 +40,14 @@ type stateSlot struct {
 // observer records the dispatcher's latencies.
 type observer struct{ queueWait, handling latency.Histogram }
 
-func (*observer) Admitted()                    {}
-func (o *observer) Started(wait time.Duration) { o.queueWait.Record(wait) }
-func (o *observer) Finished(_ dispatch.Outcome, handling time.Duration, _ error) {
+func (*observer) Admitted(context.Context, dispatch.Labels) {}
+func (o *observer) Started(ctx context.Context, l dispatch.Labels, wait time.Duration) {
+	o.queueWait.Record(wait)
+}
+func (o *observer) Finished(ctx context.Context, l dispatch.Labels, _ dispatch.Outcome, handling time.Duration, _ error) {
 	o.handling.Record(handling)
 }
-func (*observer) Discarded(error) {}
+func (*observer) Discarded(context.Context, dispatch.Labels, error) {}
 
 // replayed is the outcome of a replay.
 type replayed struct {

@@ -1,0 +1,112 @@
+package dispatch
+
+import (
+	"context"
+	"time"
+)
+
+// Result is how one exchange ended, as the outcome hook sees it.
+type Result[T any] struct {
+	// Exchange is the exchange itself.
+	Exchange T
+	// Labels name its dispatcher and named aggregate.
+	Labels Labels
+	// Group is the exchange's group (lane) index, -1 when it never reached
+	// one (refused at the intake, or without a valid key).
+	Group int
+	// Outcome is how it ended; OutcomeDiscarded when dropped unhandled.
+	Outcome Outcome
+	// Err is nil on success, else the handler's error, the *PanicError, or
+	// the reason of the discard (see WithDiscardHook).
+	Err error
+	// QueueWait is the time from admission to the handler's start (to the
+	// drop, for a discarded exchange); Handling the handler's running time.
+	// Both are 0 for an exchange refused at the intake.
+	QueueWait, Handling time.Duration
+}
+
+// WithOutcomeHook calls hook exactly once per exchange received, after it
+// ended: handled (success, error, panic, cancelled) or discarded, refusals
+// at the intake and drops by ForceStop included. It is the seam where a
+// broker source acks what finished. It runs inline on the goroutine that
+// ended the exchange (a scheduler goroutine, the source's, or a stop's),
+// concurrently with itself across groups, but in order within a group; ctx
+// is the handler's for a handled exchange (see WithContextOf), the
+// dispatcher's for a discarded one. The dispatcher counts the exchange as
+// ended only after hook returned, so once Stats show nothing in flight (and
+// once Done is closed) no call is running. A panic of hook is recovered and
+// logged, and the exchange is accounted for as if it had returned. It must
+// be quick: it delays its group's next exchange. Given more than once, every
+// hook is called, in order. nil is invalid. Cost: timing each exchange
+// (two clock reads) and one call.
+func WithOutcomeHook[T any](hook func(ctx context.Context, r Result[T])) Option[T] {
+	return func(c *config[T]) {
+		if hook == nil {
+			c.reject("nil outcome hook")
+			return
+		}
+		c.outcomes = append(c.outcomes, hook)
+	}
+}
+
+// WithContextOf derives each exchange's context from the handler's context
+// of its group: of(ctx, x) (for instance, to extract a trace context the
+// exchange carries). The result is what the handler, the Observer's Started
+// and Finished, the outcome hook and the failure log get; it must keep ctx's
+// cancellation (derive from ctx). It runs on the scheduler goroutine right
+// before the handler; a panic of it fails the exchange as a handler's panic
+// does (OutcomePanic). nil is invalid.
+func WithContextOf[T any](of func(ctx context.Context, exchange T) context.Context) Option[T] {
+	return func(c *config[T]) {
+		if of == nil {
+			c.reject("nil context function")
+		}
+		c.contextOf = of
+	}
+}
+
+// groupKeyCtx is the context key of the group index in a handler's ctx.
+type groupKeyCtx struct{}
+
+// GroupOf returns the group (lane) index of the exchange whose handler's
+// ctx (or a context derived from it) is ctx, in [0, parallelism), so that
+// state owned per group can be kept in a slice indexed by it with no
+// recomputed key. ok is false for any other context. Each group's context
+// is made once, when the group first holds an exchange: no cost per
+// exchange.
+func GroupOf(ctx context.Context) (group int, ok bool) {
+	group, ok = ctx.Value(groupKeyCtx{}).(int)
+	return group, ok
+}
+
+// hooks are the outcome and discard hooks of an engine, each guarded.
+type hooks[T any] struct {
+	outcomes []func(context.Context, Result[T])
+	discards []func(T, error)
+	g        *guardian
+}
+
+// handled says whether a hook wants handled exchanges too.
+func (h *hooks[T]) handled() bool { return len(h.outcomes) > 0 }
+
+// ended calls the hooks for one exchange that ended.
+func (h *hooks[T]) ended(ctx context.Context, r *Result[T]) {
+	for _, hook := range h.outcomes {
+		h.callOutcome(hook, ctx, r)
+	}
+	if r.Outcome == OutcomeDiscarded {
+		for _, hook := range h.discards {
+			h.callDiscard(hook, r)
+		}
+	}
+}
+
+func (h *hooks[T]) callOutcome(hook func(context.Context, Result[T]), ctx context.Context, r *Result[T]) {
+	defer h.g.recovered("outcome hook")
+	hook(ctx, *r)
+}
+
+func (h *hooks[T]) callDiscard(hook func(T, error), r *Result[T]) {
+	defer h.g.recovered("discard hook")
+	hook(r.Exchange, r.Err)
+}

@@ -1,0 +1,275 @@
+package dispatch_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/flux"
+	"github.com/aggflow/aggflow/testkit"
+)
+
+// labelsObserver records the labels of every event, by method.
+type labelsObserver struct {
+	mu   sync.Mutex
+	seen map[string]map[dispatch.Labels]int
+}
+
+func (o *labelsObserver) add(method string, l dispatch.Labels) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.seen == nil {
+		o.seen = map[string]map[dispatch.Labels]int{}
+	}
+	if o.seen[method] == nil {
+		o.seen[method] = map[dispatch.Labels]int{}
+	}
+	o.seen[method][l]++
+}
+
+func (o *labelsObserver) Admitted(_ context.Context, l dispatch.Labels) { o.add("admitted", l) }
+func (o *labelsObserver) Started(_ context.Context, l dispatch.Labels, _ time.Duration) {
+	o.add("started", l)
+}
+func (o *labelsObserver) Finished(_ context.Context, l dispatch.Labels, _ dispatch.Outcome, _ time.Duration, _ error) {
+	o.add("finished", l)
+}
+func (o *labelsObserver) Discarded(_ context.Context, l dispatch.Labels, _ error) {
+	o.add("discarded", l)
+}
+
+// Each child of a MainDispatcher reports as itself; several observers see
+// every event; an exchange of no named aggregate is discarded under the main
+// dispatcher's own name.
+func TestObserverLabelsPerChild(t *testing.T) {
+	sup, _ := countingSupplier(t)
+	xs := mixed(90, 5, orders, invoices, payments) // payments has no lanes
+	a, b := &labelsObserver{}, &labelsObserver{}
+	m := newMain(t, flux.FromSlice(xs), testkit.Perform, sup,
+		dispatch.WithObserver[testkit.Exchange](a), dispatch.WithObserver[testkit.Exchange](b))
+	require.NoError(t, m.Run(t.Context()))
+	ordersL := dispatch.Labels{Dispatcher: "events-Order", Aggregate: orders}
+	invoicesL := dispatch.Labels{Dispatcher: "events-Invoice", Aggregate: aggregate.Materialize(invoices)}
+	unknownL := dispatch.Labels{Dispatcher: "events"}
+	want := map[string]map[dispatch.Labels]int{
+		"admitted":  {ordersL: 30, invoicesL: 30},
+		"started":   {ordersL: 30, invoicesL: 30},
+		"finished":  {ordersL: 30, invoicesL: 30},
+		"discarded": {unknownL: 30},
+	}
+	require.Equal(t, want, a.seen)
+	require.Equal(t, want, b.seen)
+}
+
+// The outcome hook sees each exchange once with its group, outcome, error
+// and times; the handler, the Observer and the hook get the context
+// WithContextOf derived, and the handler learns its group.
+func TestOutcomeHookAndExchangeContext(t *testing.T) {
+	type traceKey struct{}
+	const groups = 8
+	var mu sync.Mutex
+	var results []dispatch.Result[testkit.Exchange]
+	var traced, wrongGroup int
+	hook := func(ctx context.Context, r dispatch.Result[testkit.Exchange]) {
+		mu.Lock()
+		defer mu.Unlock()
+		results = append(results, r)
+		if ctx.Value(traceKey{}) == r.Exchange.Seq {
+			traced++
+		}
+	}
+	handler := func(ctx context.Context, x testkit.Exchange) error {
+		g, ok := dispatch.GroupOf(ctx)
+		if !ok || g != x.ID.Mod(groups) {
+			mu.Lock()
+			wrongGroup++
+			mu.Unlock()
+		}
+		if ctx.Value(traceKey{}) != x.Seq {
+			return errors.New("no trace in the handler's ctx")
+		}
+		return testkit.Perform(ctx, x)
+	}
+	xs := []testkit.Exchange{
+		{ID: aggregate.NewID(orders, "a"), Seq: 0},
+		{ID: aggregate.NewID(orders, "b"), Seq: 1, Do: testkit.Fail},
+		{ID: aggregate.NewID(orders, "a"), Seq: 2, Do: testkit.Panic},
+		{ID: aggregate.NewID(orders, "c"), Seq: 3},
+	}
+	d := started(t, flux.FromSlice(xs), handler,
+		dispatch.WithParallelism[testkit.Exchange](groups),
+		dispatch.WithOutcomeHook(hook),
+		dispatch.WithContextOf(func(ctx context.Context, x testkit.Exchange) context.Context {
+			return context.WithValue(ctx, traceKey{}, x.Seq)
+		}))
+	<-d.Done()
+	require.NoError(t, d.Err())
+	require.Zero(t, wrongGroup)
+	require.Equal(t, len(xs), traced)
+	require.Len(t, results, len(xs))
+	bySeq := map[int]dispatch.Result[testkit.Exchange]{}
+	for _, r := range results {
+		bySeq[r.Exchange.Seq] = r
+		require.Equal(t, r.Exchange.ID.Mod(groups), r.Group)
+		require.Equal(t, dispatch.Labels{Dispatcher: "orders", Aggregate: orders}, r.Labels)
+		require.GreaterOrEqual(t, r.QueueWait, time.Duration(0))
+		require.GreaterOrEqual(t, r.Handling, time.Duration(0))
+	}
+	require.Equal(t, dispatch.OutcomeSuccess, bySeq[0].Outcome)
+	require.NoError(t, bySeq[0].Err)
+	require.Equal(t, dispatch.OutcomeError, bySeq[1].Outcome)
+	require.ErrorIs(t, bySeq[1].Err, testkit.ErrInjected)
+	require.Equal(t, dispatch.OutcomePanic, bySeq[2].Outcome)
+	var pe *dispatch.PanicError
+	require.ErrorAs(t, bySeq[2].Err, &pe)
+	_, ok := dispatch.GroupOf(t.Context())
+	require.False(t, ok)
+}
+
+// A panic of WithContextOf's function fails its exchange as a handler's
+// panic does, and the group goes on.
+func TestContextOfPanicFailsTheExchange(t *testing.T) {
+	var got []dispatch.Outcome
+	var mu sync.Mutex
+	xs := []testkit.Exchange{{ID: aggregate.NewID(orders, "a"), Seq: 0}, {ID: aggregate.NewID(orders, "a"), Seq: 1}}
+	d := started(t, flux.FromSlice(xs), testkit.Perform,
+		dispatch.WithOutcomeHook(func(_ context.Context, r dispatch.Result[testkit.Exchange]) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, r.Outcome)
+		}),
+		dispatch.WithContextOf(func(ctx context.Context, x testkit.Exchange) context.Context {
+			if x.Seq == 0 {
+				panic("no context")
+			}
+			return ctx
+		}))
+	<-d.Done()
+	require.Equal(t, []dispatch.Outcome{dispatch.OutcomePanic, dispatch.OutcomeSuccess}, got)
+	require.Equal(t, dispatch.Stats{Received: 2, Succeeded: 1, Failed: 1}, d.Stats())
+}
+
+// ForceStop's discards reach the outcome hook with their group, the reason
+// and OutcomeDiscarded, and exchanges refused at the intake with group -1.
+func TestOutcomeHookSeesForcedDiscards(t *testing.T) {
+	block := make(chan struct{})
+	var mu sync.Mutex
+	var discarded []dispatch.Result[testkit.Exchange]
+	d := started(t, nil, func(ctx context.Context, x testkit.Exchange) error {
+		if x.Seq == 0 {
+			close(block)
+			<-ctx.Done()
+		}
+		return nil
+	}, dispatch.WithOutcomeHook(func(_ context.Context, r dispatch.Result[testkit.Exchange]) {
+		if r.Outcome == dispatch.OutcomeDiscarded {
+			mu.Lock()
+			defer mu.Unlock()
+			discarded = append(discarded, r)
+		}
+	}))
+	a := aggregate.NewID(orders, "a")
+	for i := range 3 {
+		require.NoError(t, d.Emit(t.Context(), testkit.Exchange{ID: a, Seq: i}))
+	}
+	<-block
+	d.ForceStop()
+	<-d.Done()
+	require.Len(t, discarded, 2)
+	for _, r := range discarded {
+		require.ErrorIs(t, r.Err, dispatch.ErrForceStopped)
+		require.Equal(t, a.Mod(aggregate.DefaultParallelism), r.Group)
+	}
+	require.Equal(t, dispatch.Stats{Received: 3, Succeeded: 1, Discarded: 2}, d.Stats())
+}
+
+// A handler's error is logged at the failure log level (Debug by default),
+// with the handler's ctx and the aggregate id; a panic at Error.
+func TestFailureLogPolicy(t *testing.T) {
+	xs := []testkit.Exchange{
+		{ID: aggregate.NewID(orders, "refused"), Seq: 0, Do: testkit.Fail},
+		{ID: aggregate.NewID(orders, "broken"), Seq: 1, Do: testkit.Panic},
+	}
+	levels := func(opts ...dispatch.Option[testkit.Exchange]) (*recordingHandler, []slog.Level) {
+		h := &recordingHandler{}
+		d := started(t, flux.FromSlice(xs), testkit.Perform, append(opts,
+			dispatch.WithLogger[testkit.Exchange](slog.New(h)),
+			dispatch.WithContextOf(func(ctx context.Context, x testkit.Exchange) context.Context {
+				return context.WithValue(ctx, logTraceKey{}, x.ID.ID)
+			}))...)
+		<-d.Done()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		byID := map[string]slog.Level{}
+		for i, r := range h.records {
+			if r.Message != "dispatch: exchange failed" {
+				continue
+			}
+			var id string
+			r.Attrs(func(a slog.Attr) bool {
+				if a.Key == "aggregate_id" {
+					id = a.Value.String()
+				}
+				return true
+			})
+			require.Equal(t, id, h.traces[i], "logged with the handler's ctx")
+			byID[id] = r.Level
+		}
+		return h, []slog.Level{byID["refused"], byID["broken"]}
+	}
+	_, got := levels()
+	require.Equal(t, []slog.Level{dispatch.DefaultFailureLogLevel, slog.LevelError}, got)
+	_, got = levels(dispatch.WithFailureLogLevel[testkit.Exchange](slog.LevelWarn))
+	require.Equal(t, []slog.Level{slog.LevelWarn, slog.LevelError}, got)
+
+	// At the default logger's level, a run with routine refusals prints nothing.
+	var buf bytes.Buffer
+	refusals := make([]testkit.Exchange, 100)
+	for i := range refusals {
+		refusals[i] = testkit.Exchange{ID: aggregate.NewID(orders, "x"), Seq: i, Do: testkit.Fail}
+	}
+	d := started(t, flux.FromSlice(refusals), testkit.Perform,
+		dispatch.WithLogger[testkit.Exchange](slog.New(slog.NewTextHandler(&buf, nil))))
+	<-d.Done()
+	require.Equal(t, int64(100), d.Stats().Failed)
+	require.Empty(t, strings.TrimSpace(buf.String()))
+}
+
+// A panicking outcome hook is logged once and breaks no accounting.
+func TestOutcomeHookPanicIsContained(t *testing.T) {
+	h := &recordingHandler{}
+	xs := make([]testkit.Exchange, 50)
+	for i := range xs {
+		xs[i] = testkit.Exchange{ID: aggregate.NewID(orders, "a"), Seq: i}
+	}
+	d := started(t, flux.FromSlice(xs), testkit.Perform,
+		dispatch.WithLogger[testkit.Exchange](slog.New(h)),
+		dispatch.WithOutcomeHook(func(context.Context, dispatch.Result[testkit.Exchange]) { panic("hook") }))
+	<-d.Done()
+	require.Equal(t, dispatch.Stats{Received: 50, Succeeded: 50}, d.Stats())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.Len(t, h.records, 1)
+	require.Equal(t, "dispatch: hook panicked", h.records[0].Message)
+}
+
+// Invalid hooks are refused at construction.
+func TestOutcomeOptionsRefuseNil(t *testing.T) {
+	for _, opt := range []dispatch.Option[testkit.Exchange]{
+		dispatch.WithOutcomeHook[testkit.Exchange](nil),
+		dispatch.WithContextOf[testkit.Exchange](nil),
+		dispatch.WithObserver[testkit.Exchange](nil),
+	} {
+		_, err := dispatch.New("orders", orders, flux.Empty[testkit.Exchange](), testkit.Perform, opt)
+		require.ErrorIs(t, err, dispatch.ErrInvalidOption)
+	}
+}
