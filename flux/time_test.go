@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/aggflow/aggflow/flux"
+	"github.com/aggflow/aggflow/schedulers"
 	"github.com/stretchr/testify/require"
 )
 
@@ -292,4 +294,95 @@ func ExampleFlux_DelayElements() {
 	got, err := flux.Collect(context.Background(), flux.Just("a", "b").DelayElements(time.Millisecond))
 	fmt.Println(got, err, time.Since(start) >= 2*time.Millisecond)
 	// Output: [a b] <nil> true
+}
+
+// timeShapes are the time operators over an int source, as Flux[int].
+var timeShapes = map[string]func(flux.Flux[int]) flux.Flux[int]{
+	"Interval": func(flux.Flux[int]) flux.Flux[int] { return flux.Interval(ms).Take(5) },
+	"Timer": func(src flux.Flux[int]) flux.Flux[int] {
+		return flux.ConcatMap(src, func(int) flux.Flux[int] { return flux.Timer(ms) })
+	},
+	"DelayElements": func(src flux.Flux[int]) flux.Flux[int] { return src.DelayElements(ms) },
+	"Timeout":       func(src flux.Flux[int]) flux.Flux[int] { return src.Timeout(10 * ms) },
+	"TimeoutTo":     func(src flux.Flux[int]) flux.Flux[int] { return src.TimeoutTo(ms/2, flux.Just(7, 8)) },
+	"Sample":        func(src flux.Flux[int]) flux.Flux[int] { return src.Sample(ms) },
+	"BufferTimeout": func(src flux.Flux[int]) flux.Flux[int] {
+		return flux.ConcatMap(flux.BufferTimeout(src, 2, 3*ms), func(b []int) flux.Flux[int] { return flux.FromSlice(b) })
+	},
+	"Window":        func(src flux.Flux[int]) flux.Flux[int] { return flat(flux.Window(src, 2)) },
+	"WindowTimeout": func(src flux.Flux[int]) flux.Flux[int] { return flat(flux.WindowTimeout(src, 2, 3*ms)) },
+	"Window in FlatMap": func(src flux.Flux[int]) flux.Flux[int] {
+		return flux.FlatMap(flux.Window(src, 2), func(w flux.Flux[int]) flux.Flux[int] { return w }, 2)
+	},
+	"RetryWhen": func(src flux.Flux[int]) flux.Flux[int] {
+		return src.RetryWhen(flux.RetrySpec{MaxAttempts: 2, BackOff: constant(ms)})
+	},
+}
+
+// No goroutine or timer of a time operator outlives its subscription, on
+// any exit path: once Subscribe returned and the bubble settled, the
+// goroutines are those before it.
+func TestTimeOperatorsJoinOnEveryExit(t *testing.T) {
+	var steps []step
+	for i := range 5 {
+		steps = append(steps, step{i, time.Duration(i+1) * ms})
+	}
+	paths := []struct {
+		name   string
+		src    flux.Flux[int]
+		after  func(flux.Flux[int]) flux.Flux[int]
+		limit  time.Duration
+		onNext func(int) error
+	}{
+		{name: "complete", src: paced(nil, steps...)},
+		{name: "upstream error", src: paced(errBoom, steps...)},
+		{name: "downstream error", src: paced(nil, steps...), onNext: func(v int) error { return errorIf(v >= 1) }},
+		{name: "take", src: paced(errHang, steps...), after: func(f flux.Flux[int]) flux.Flux[int] { return f.Take(1) }},
+		{name: "ctx ends", src: paced(errHang, steps...), limit: 2*ms + ms/2},
+	}
+	for name, shape := range timeShapes {
+		for _, p := range paths {
+			t.Run(name+"/"+p.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					f := shape(p.src)
+					if p.after != nil {
+						f = p.after(f)
+					}
+					before := runtime.NumGoroutine()
+					got, err := subscribeTimed(t.Context(), p.limit, f, p.onNext)
+					synctest.Wait()
+					require.Equal(t, before, runtime.NumGoroutine(), "goroutines left after %v, %v", values(got), err)
+				})
+			})
+		}
+	}
+}
+
+// The time operators across asynchronous boundaries: items delivered on a
+// scheduler's goroutines, a timeout cancelling an upstream that waits on
+// one, windows drained on workers.
+func TestTimeOperatorsOverSchedulers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := schedulers.NewParallel("time", 2)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, s.DisposeGracefully(t.Context())) }()
+
+		batches, err := flux.Collect(t.Context(), flux.BufferTimeout(flux.Interval(ms).Take(7).PublishOn(s, 2), 3, 10*ms))
+		require.NoError(t, err)
+		require.Equal(t, [][]int{{0, 1, 2}, {3, 4, 5}, {6}}, batches)
+
+		start := time.Now()
+		_, err = flux.Collect(t.Context(), never().PublishOn(s, 2).Timeout(5*ms))
+		require.ErrorIs(t, err, flux.ErrTimeout)
+		require.Equal(t, 5*ms, time.Since(start))
+
+		windows, err := flux.Collect(t.Context(), flux.FlatMap(flux.WindowTimeout(flux.Range(0, 9), 3, ms),
+			func(w flux.Flux[int]) flux.Flux[[]int] { return flux.Reduce(w.PublishOn(s, 2), []int(nil), appendInt) }, 3))
+		require.NoError(t, err)
+		require.ElementsMatch(t, [][]int{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}}, windows)
+
+		sampled, err := flux.Collect(t.Context(), paced(nil, step{1, ms}, step{2, 2 * ms}, step{3, 12 * ms}).Sample(10*ms).PublishOn(s, 1))
+		require.NoError(t, err)
+		require.Equal(t, []int{2, 3}, sampled)
+	})
 }
