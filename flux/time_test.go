@@ -320,8 +320,8 @@ var timeShapes = map[string]func(flux.Flux[int]) flux.Flux[int]{
 }
 
 // No goroutine or timer of a time operator outlives its subscription, on
-// any exit path: once Subscribe returned and the bubble settled, the
-// goroutines are those before it.
+// any exit path: once Subscribe returned and the bubble settled, there
+// are no more goroutines than before it.
 func TestTimeOperatorsJoinOnEveryExit(t *testing.T) {
 	var steps []step
 	for i := range 5 {
@@ -351,7 +351,9 @@ func TestTimeOperatorsJoinOnEveryExit(t *testing.T) {
 					before := runtime.NumGoroutine()
 					got, err := subscribeTimed(t.Context(), p.limit, f, p.onNext)
 					synctest.Wait()
-					require.Equal(t, before, runtime.NumGoroutine(), "goroutines left after %v, %v", values(got), err)
+					// Not more: a goroutine outside the bubble (of an earlier
+					// test) may end meanwhile.
+					require.LessOrEqual(t, runtime.NumGoroutine(), before, "goroutines left after %v, %v", values(got), err)
 				})
 			})
 		}
