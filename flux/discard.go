@@ -12,7 +12,10 @@ type discardKey[U any] struct{}
 // f's item type: a hook for the source's items sees what a GroupBy or a
 // PublishOn before a Map drops. The dropping operators are GroupBy (group
 // queues and the item the router holds), PublishOn (its queue), Buffer (a
-// partial batch) and FlatMap (an inner's item arriving after the end). Each
+// partial batch), FlatMap (an inner's item arriving after the end) and the
+// time operators: DelayElements (the item waiting), Timeout (an item after
+// the timeout), Sample (skipped items, ErrSkipped), BufferTimeout (a partial
+// batch), Window and WindowTimeout (the items of an abandoned window). Each
 // dropped item is given to hook once, with the reason: the cause of the
 // subscription's context, the error that ended the flow, or ErrCancelled
 // when the downstream stopped early. Items are never dropped silently while

@@ -73,6 +73,13 @@
 //	groupBy(key, prefetch)           GroupBy(f, key, groups, WithGroupBuffer(n))
 //	publishOn(s, prefetch)           PublishOn(s, prefetch)
 //	subscribeOn(s)                   SubscribeOn(s)
+//	Flux.interval / Mono.delay       Interval / Timer
+//	delayElements                    DelayElements
+//	timeout(d) / (d, fallback)       Timeout / TimeoutTo
+//	sample(d)                        Sample
+//	bufferTimeout(n, d)              BufferTimeout
+//	window(n) / windowTimeout(n, d)  Window / WindowTimeout
+//	retryWhen(Retry.backoff / max)   RetryWhen(RetryBackoff / RetryMax)
 //	doOnDiscard(Class, Consumer)     DoOnDiscard
 //	subscribe + blockLast            Subscribe
 //	collectList().block()            Collect
