@@ -365,7 +365,7 @@ func TestZipProperty(t *testing.T) {
 
 // at emits vs[i] at virtual time ticks[i] after the subscription, then
 // completes at end (or at the last tick if end is 0).
-func at(vs []int, ticks []time.Duration, end time.Duration) flux.Flux[int] {
+func paceAt(vs []int, ticks []time.Duration, end time.Duration) flux.Flux[int] {
 	return flux.Create(func(ctx context.Context, s flux.Sink[int]) error {
 		start := time.Now()
 		wait := func(d time.Duration) error {
@@ -390,7 +390,8 @@ func at(vs []int, ticks []time.Duration, end time.Duration) flux.Flux[int] {
 	})
 }
 
-func ms(ns ...int) []time.Duration {
+// durations returns the given numbers of milliseconds as durations.
+func durations(ns ...int) []time.Duration {
 	out := make([]time.Duration, len(ns))
 	for i, n := range ns {
 		out[i] = time.Duration(n) * time.Millisecond
@@ -402,17 +403,17 @@ func TestCombineLatest(t *testing.T) {
 	sum := func(a, b int) int { return 10*a + b }
 	synctest.Test(t, func(t *testing.T) {
 		// a at 0, 20, 40 ms; b at 10, 30 ms.
-		a, b := at([]int{1, 2, 3}, ms(0, 20, 40), 0), at([]int{1, 2}, ms(10, 30), 0)
+		a, b := paceAt([]int{1, 2, 3}, durations(0, 20, 40), 0), paceAt([]int{1, 2}, durations(10, 30), 0)
 		testkit.Verify(t, flux.CombineLatest(a, b, sum)).ExpectNext(11, 21, 22, 32).ExpectComplete().VerifyT()
 		// It completes once both completed: b's last value combines with
 		// a's after b completed.
-		testkit.Verify(t, flux.CombineLatest(at([]int{1, 2}, ms(0, 50), 0), at([]int{5}, ms(10), 10*time.Millisecond), sum)).
+		testkit.Verify(t, flux.CombineLatest(paceAt([]int{1, 2}, durations(0, 50), 0), paceAt([]int{5}, durations(10), 10*time.Millisecond), sum)).
 			ExpectNext(15, 25).ExpectComplete().VerifyT()
 		// An error ends it at once.
-		failLater := flux.Concat(at([]int{1}, ms(10), 0), flux.Error[int](errBoom))
+		failLater := flux.Concat(paceAt([]int{1}, durations(10), 0), flux.Error[int](errBoom))
 		testkit.Verify(t, flux.CombineLatest(never, failLater, sum)).ExpectErrorIs(errBoom).VerifyT()
-		testkit.Verify(t, flux.CombineLatest(at([]int{1}, ms(0), 0), failLater, sum)).ExpectNext(11).ExpectErrorIs(errBoom).VerifyT()
-		requirePanicError(t, flux.CombineLatest(at([]int{1}, ms(0), 0), at([]int{1}, ms(5), 0), func(int, int) int { panic("boom") }))
+		testkit.Verify(t, flux.CombineLatest(paceAt([]int{1}, durations(0), 0), failLater, sum)).ExpectNext(11).ExpectErrorIs(errBoom).VerifyT()
+		requirePanicError(t, flux.CombineLatest(paceAt([]int{1}, durations(0), 0), paceAt([]int{1}, durations(5), 0), func(int, int) int { panic("boom") }))
 	})
 	// A source completing empty ends it at once: no combination can be made.
 	testkit.Verify(t, flux.CombineLatest(flux.Empty[int](), endless, sum)).ExpectComplete().VerifyT()
@@ -427,15 +428,15 @@ func TestCombineLatest(t *testing.T) {
 func TestCombineLatestDiscardsSuperseded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLedger()
-		a := at([]int{1, 2, 3, 4}, ms(0, 1, 2, 20), 0)
-		b := at([]int{100}, ms(10), 15*time.Millisecond)
+		a := paceAt([]int{1, 2, 3, 4}, durations(0, 1, 2, 20), 0)
+		b := paceAt([]int{100}, durations(10), 15*time.Millisecond)
 		f := flux.DoOnDiscard(flux.CombineLatest(a, b, func(x, y int) int { return x + y }), l.discard)
 		testkit.Verify(t, f).ExpectNext(103, 104).ExpectComplete().VerifyT()
 		require.Equal(t, map[int]int{1: 1, 2: 1}, l.discarded)
 		require.ErrorIs(t, l.reasons[1], flux.ErrSuperseded)
 
 		l = newLedger()
-		f = flux.DoOnDiscard(flux.CombineLatest(at([]int{7}, ms(0), 0), never, func(x, y int) int { return x + y }), l.discard)
+		f = flux.DoOnDiscard(flux.CombineLatest(paceAt([]int{7}, durations(0), 0), never, func(x, y int) int { return x + y }), l.discard)
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Millisecond)
 		defer cancel()
 		require.ErrorIs(t, f.Subscribe(ctx, func(int) error { return nil }), context.DeadlineExceeded)

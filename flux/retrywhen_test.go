@@ -13,16 +13,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// flaky emits 10*k+1, 10*k+2 on its k-th subscription (from 0) and then
+// timedFlaky emits 10*k+1, 10*k+2 on its k-th subscription (from 0) and then
 // fails with errBoom, until it has failed fails times; then it emits 0 and
 // completes. It records when each subscription started.
-type flaky struct {
+type timedFlaky struct {
 	fails    int
 	attempts []time.Duration
 	start    time.Time
 }
 
-func (f *flaky) flux() flux.Flux[int] {
+func (f *timedFlaky) flux() flux.Flux[int] {
 	f.start = time.Now()
 	return flux.Defer(func() flux.Flux[int] {
 		k := len(f.attempts)
@@ -84,7 +84,7 @@ func TestRetryWhen(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				src := &flaky{fails: c.fails}
+				src := &timedFlaky{fails: c.fails}
 				start := time.Now()
 				timed, err := subscribeTimed(t.Context(), c.limit, src.flux().RetryWhen(c.spec), c.onNext)
 				got := values(timed)
@@ -118,7 +118,7 @@ func (panicking) Reset()                     {}
 // 2^(k-1), give or take half of it.
 func TestRetryBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		src := &flaky{fails: 4}
+		src := &timedFlaky{fails: 4}
 		got, err := flux.Collect(t.Context(), src.flux().RetryWhen(flux.RetryBackoff(4, 100*ms)))
 		require.NoError(t, err)
 		require.Equal(t, []int{1, 2, 11, 12, 21, 22, 31, 32, 0}, got)

@@ -15,7 +15,7 @@ import (
 // ticking is the inner of the SwitchMap cases: v*10, v*10+1, v*10+2 at 4,
 // 8 and 12 ms after its subscription.
 func ticking(v int) flux.Flux[int] {
-	return at([]int{v * 10, v*10 + 1, v*10 + 2}, ms(4, 8, 12), 0)
+	return paceAt([]int{v * 10, v*10 + 1, v*10 + 2}, durations(4, 8, 12), 0)
 }
 
 func TestSwitchMap(t *testing.T) {
@@ -24,18 +24,18 @@ func TestSwitchMap(t *testing.T) {
 		// Items at 0, 10 and 20 ms: the first two inners are cut off by the
 		// next item after two of their items; the last runs to its end,
 		// which the completion waits for.
-		outer := at([]int{0, 1, 2}, ms(0, 10, 20), 0)
+		outer := paceAt([]int{0, 1, 2}, durations(0, 10, 20), 0)
 		testkit.Verify(t, flux.SwitchMap(outer, ticking)).ExpectNext(0, 1, 10, 11, 20, 21, 22).ExpectComplete().VerifyT()
 		// An upstream error cancels the current inner at once.
-		failsAt10 := flux.Concat(at([]int{0}, ms(0), 10*time.Millisecond), flux.Error[int](errBoom))
+		failsAt10 := flux.Concat(paceAt([]int{0}, durations(0), 10*time.Millisecond), flux.Error[int](errBoom))
 		testkit.Verify(t, flux.SwitchMap(failsAt10, ticking)).ExpectNext(0, 1).ExpectErrorIs(errBoom).VerifyT()
 		// An inner error ends the flow and cancels the upstream.
 		failingInner := func(v int) flux.Flux[int] {
-			return flux.Concat(at([]int{v}, ms(1), 5*time.Millisecond), flux.Error[int](errBoom))
+			return flux.Concat(paceAt([]int{v}, durations(1), 5*time.Millisecond), flux.Error[int](errBoom))
 		}
-		testkit.Verify(t, flux.SwitchMap(at([]int{7, 8}, ms(0, 50), 0), failingInner)).ExpectNext(7).ExpectErrorIs(errBoom).VerifyT()
+		testkit.Verify(t, flux.SwitchMap(paceAt([]int{7, 8}, durations(0, 50), 0), failingInner)).ExpectNext(7).ExpectErrorIs(errBoom).VerifyT()
 		// The end of an inner switched away from is not the flow's.
-		testkit.Verify(t, flux.SwitchMap(at([]int{1, 2}, ms(0, 3), 0), func(v int) flux.Flux[int] {
+		testkit.Verify(t, flux.SwitchMap(paceAt([]int{1, 2}, durations(0, 3), 0), func(v int) flux.Flux[int] {
 			if v == 1 {
 				return never
 			}

@@ -109,14 +109,6 @@ func paced(end error, steps ...step) flux.Flux[int] {
 	})
 }
 
-// never emits nothing and ends only with ctx.
-func never() flux.Flux[int] {
-	return flux.Create(func(ctx context.Context, _ flux.Sink[int]) error {
-		<-ctx.Done()
-		return context.Cause(ctx)
-	})
-}
-
 // discarded records what a discard hook is given; safe for concurrent use.
 type discarded[T any] struct {
 	mu    sync.Mutex
@@ -374,7 +366,7 @@ func TestTimeOperatorsOverSchedulers(t *testing.T) {
 		require.Equal(t, [][]int{{0, 1, 2}, {3, 4, 5}, {6}}, batches)
 
 		start := time.Now()
-		_, err = flux.Collect(t.Context(), never().PublishOn(s, 2).Timeout(5*ms))
+		_, err = flux.Collect(t.Context(), never.PublishOn(s, 2).Timeout(5*ms))
 		require.ErrorIs(t, err, flux.ErrTimeout)
 		require.Equal(t, 5*ms, time.Since(start))
 

@@ -27,7 +27,7 @@ func TestTimeout(t *testing.T) {
 	}{
 		{name: "items within the timeout", src: paced(nil, step{1, 5 * ms}, step{2, 14 * ms}, step{3, 23 * ms}),
 			want: []at[int]{{1, 5 * ms}, {2, 14 * ms}, {3, 23 * ms}}, end: 23 * ms},
-		{name: "no first item", src: never(), wantErr: flux.ErrTimeout, end: 10 * ms},
+		{name: "no first item", src: never, wantErr: flux.ErrTimeout, end: 10 * ms},
 		{name: "a gap after an item", src: paced(nil, step{1, 5 * ms}, step{2, 30 * ms}),
 			want: []at[int]{{1, 5 * ms}}, wantErr: flux.ErrTimeout, end: 15 * ms},
 		{name: "no terminal signal after the last item", src: paced(errHang, step{1, 5 * ms}, step{2, 10 * ms}),
@@ -40,7 +40,7 @@ func TestTimeout(t *testing.T) {
 			want:   []at[int]{{1, 0}, {2, time.Second}, {3, 2 * time.Second}}, end: 3 * time.Second},
 		{name: "downstream fails", src: flux.Just(1, 2), onNext: func(int) error { return errBoom },
 			want: []at[int]{{1, 0}}, wantErr: errBoom, end: 0},
-		{name: "ctx ends first", src: never(), limit: 5 * ms, wantErr: context.DeadlineExceeded, end: 5 * ms},
+		{name: "ctx ends first", src: never, limit: 5 * ms, wantErr: context.DeadlineExceeded, end: 5 * ms},
 		{name: "an item that arrives after the timeout is discarded",
 			src:  flux.Map(flux.Just(1), func(v int) int { time.Sleep(20 * ms); return v }),
 			lost: []int{1}, wantErr: flux.ErrTimeout, end: 20 * ms},
@@ -48,8 +48,8 @@ func TestTimeout(t *testing.T) {
 			want: []at[int]{{1, 5 * ms}, {8, 15 * ms}, {9, 15 * ms}}, end: 15 * ms},
 		{name: "no fallback needed", src: flux.Just(1), fallback: ptr(flux.Just(8)),
 			want: []at[int]{{1, 0}}, end: 0},
-		{name: "empty fallback", src: never(), fallback: ptr(flux.Empty[int]()), end: 10 * ms},
-		{name: "failing fallback", src: never(), fallback: ptr(flux.Error[int](errBoom)), wantErr: errBoom, end: 10 * ms},
+		{name: "empty fallback", src: never, fallback: ptr(flux.Empty[int]()), end: 10 * ms},
+		{name: "failing fallback", src: never, fallback: ptr(flux.Error[int](errBoom)), wantErr: errBoom, end: 10 * ms},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
