@@ -25,8 +25,15 @@
 //     FlatMap with a free slot on the subscribing goroutine, and otherwise
 //     on a goroutine of its own, and delivers each group on the goroutine
 //     (or worker) that subscribes to it.
+//   - Merge, Zip and CombineLatest run each source on a goroutine of its
+//     own and deliver on the subscribing goroutine; SwitchMap runs its
+//     upstream on one and the inners on the subscribing goroutine; Window
+//     runs its upstream on one. The time operators (Interval, Timer,
+//     Timeout, DelayElements, Sample, BufferTimeout, WindowTimeout,
+//     RetryWhen) use the runtime's timers, which testing/synctest controls.
 //   - Whatever the goroutine, items reach a given subscriber serially, never
-//     concurrently, and in order (FlatMap interleaves its inners).
+//     concurrently, and in order (FlatMap and Merge interleave their
+//     sources).
 //
 // # Cancellation and ownership
 //
@@ -34,11 +41,21 @@
 // flow ends with its cause. An error returned by onNext, a satisfied Take, or
 // breaking out of a range loop over All cancels the upstream. Every
 // goroutine and task a subscription starts is joined before Subscribe
-// returns, on every exit path; rxgo's goroutines behind FromObservable are
-// cancelled, not joined, and exit on their own (see FromObservable). Items already pulled and then dropped by a cancellation are given
-// to the discard hook installed with DoOnDiscard, so nothing is lost
-// silently. A panic in any function handed to this package ends the flow
-// with an error carrying *PanicError; the process survives.
+// returns, on every exit path, with two documented exceptions: rxgo's
+// goroutines behind FromObservable are cancelled, not joined, and exit on
+// their own (see FromObservable); the upstream of a Publish(...).RefCount(n)
+// or Share is joined by its last subscriber to leave. Items already pulled
+// and then dropped by a cancellation, a timeout, sampling, distinct
+// filtering or a switched-away inner are given to the discard hook
+// installed with DoOnDiscard, with the reason, so nothing is lost silently.
+// A panic in any function handed to this package ends the flow with an
+// error carrying *PanicError; the process survives.
+//
+// Three operators configure the operators upstream of them for one
+// subscription, as Reactor's subscriber Context does: DoOnDiscard,
+// OnErrorContinue and LimitRate. They carry their setting in the
+// subscription's context internally; the user passes none through a
+// context.
 //
 // # Reactor to flux
 //
