@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -62,4 +63,17 @@ func TestReconcile(t *testing.T) {
 		rb.err = errors.New("boom")
 		require.ErrorIs(t, rb.reconcile(stats), errDisagree)
 	})
+}
+
+// TestSourceLine: the summary's source line says where the counts come
+// from, and a disagreement loudly.
+func TestSourceLine(t *testing.T) {
+	s := summary{Source: "flux"}
+	assert.Equal(t, "flux (flux.FromSeq), outcomes from the dispatcher's Stats", s.sourceLine())
+	s = summary{Source: "rxgo"}
+	s.readBack(&readBack{counts: counts{Received: 1}}, nil)
+	assert.Equal(t, "rxgo (rxgo.Defer through flux.FromObservable), 1 outcome read back through Results.Observable, agreeing with Stats", s.sourceLine())
+	s.readBack(&readBack{counts: counts{Received: 3}, dropped: 1}, fmt.Errorf("%w: and more", errDisagree))
+	assert.Equal(t, "rxgo (rxgo.Defer through flux.FromObservable), 3 outcomes read back through Results.Observable"+
+		" and 1 dropped by the forced stop (counts from Stats), DISAGREEING with Stats", s.sourceLine())
 }

@@ -139,7 +139,7 @@ func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env, met
 		rb := readAll()
 		res.readBack = &rb
 	}
-	res.elapsed = time.Since(start)
+	res.elapsed = time.Since(start) // under rxgo, until the last outcome was read back
 	stopProgress(res.signal == nil)
 	stopSupplier(supplier, res.forced)
 
