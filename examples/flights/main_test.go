@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -80,10 +81,21 @@ func TestEmbeddedSample(t *testing.T) {
 		{"-json"},
 		{"-json", "-parallelism", "1", "-pool", "1"},
 		{"-json", "-parallelism", "7", "-pool", "3", "-handler-cost", "1us"},
+		{"-json", "-source", "rxgo"},
+		{"-json", "-source", "rxgo", "-parallelism", "1", "-pool", "1", "-max-pending", "1"},
+		{"-json", "-source", "rxgo", "-parallelism", "7", "-pool", "3", "-handler-cost", "1us"},
 	} {
 		out := runWith(t, args, nil)
 		require.Equal(t, exitOK, out.code, "%v: %s", args, out.stderr)
 		s := decodeSummary(t, out)
+		if slices.Contains(args, "rxgo") {
+			assert.Equal(t, "rxgo", s.Source)
+			assert.Equal(t, &readBackSummary{Read: 20_000, Agrees: true}, s.ReadBack, "every outcome read back")
+		} else {
+			assert.Equal(t, "flux", s.Source)
+			assert.Nil(t, s.ReadBack)
+		}
+		assert.Empty(t, s.Error)
 		assert.False(t, s.Partial)
 		assert.Equal(t, int64(20_000), s.Rows)
 		assert.Equal(t, 220, s.Airports, "origins")
@@ -123,6 +135,13 @@ func TestTextSummary(t *testing.T) {
 		"lost        0", "violations  0", "busiest 10 airports", "DFW       1,103")
 	assert.True(t, strings.HasSuffix(out.stdout, "\nverified\n"), out.stdout)
 	assert.NotContains(t, out.stdout, "PARTIAL")
+	assert.Contains(t, out.stdout, "\nsource      flux (flux.FromSeq), outcomes from the dispatcher's Stats\n")
+
+	out = runWith(t, []string{"-source", "rxgo"}, nil)
+	require.Equal(t, exitOK, out.code, out.stderr)
+	containsAll(t, out.stdout, "\nsource      rxgo (rxgo.Defer through flux.FromObservable), "+
+		"20,000 outcomes read back through Results.Observable, agreeing with Stats\n",
+		"received 20,000, handled 20,000, failed 0, discarded 0, in flight 0", "\nverified\n")
 }
 
 // slowRows is the length of the slow replay's input.
@@ -154,7 +173,13 @@ func slow(t *testing.T) []string {
 // admitted exchange ended exactly once, no verification.
 func interrupted(t *testing.T, signals ...os.Signal) summary {
 	t.Helper()
-	out := runWith(t, slow(t), func(interrupt chan<- os.Signal) {
+	return interruptedWith(t, nil, signals...)
+}
+
+// interruptedWith is interrupted with more arguments for the slow replay.
+func interruptedWith(t *testing.T, more []string, signals ...os.Signal) summary {
+	t.Helper()
+	out := runWith(t, append(slow(t), more...), func(interrupt chan<- os.Signal) {
 		for _, sig := range signals {
 			interrupt <- sig
 		}
@@ -213,6 +238,27 @@ func TestSecondSignalForces(t *testing.T) {
 	interrupted(t, syscall.SIGTERM, os.Interrupt)
 }
 
+// TestInterruptRxgo: under -source rxgo a stop ends the Observable's
+// producer too (no goroutine is left once the run returned), every outcome
+// is read back or counted as dropped, and they agree with Stats; a graceful
+// drain drops none.
+func TestInterruptRxgo(t *testing.T) {
+	rxgo := []string{"-source", "rxgo"}
+	s := interruptedWith(t, rxgo, os.Interrupt)
+	assert.Equal(t, s.Exchanges.Received-s.Exchanges.Discarded, s.Exchanges.Succeeded)
+	assert.Equal(t, &readBackSummary{Read: s.Exchanges.Received, Agrees: true}, s.ReadBack)
+	assert.Empty(t, s.Error)
+	goleak.VerifyNone(t)
+
+	s = interruptedWith(t, rxgo, syscall.SIGTERM, os.Interrupt)
+	if assert.NotNil(t, s.ReadBack) {
+		assert.True(t, s.ReadBack.Agrees)
+		assert.Equal(t, s.Exchanges.Received, s.ReadBack.Read+s.ReadBack.Dropped)
+	}
+	assert.Empty(t, s.Error)
+	goleak.VerifyNone(t)
+}
+
 func writeInput(t *testing.T, name, content string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
@@ -255,7 +301,8 @@ func TestHelpIsNotAFailure(t *testing.T) {
 func TestUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"-parallelism", "0"}, {"-pool", "-1"}, {"-handler-cost", "-1s"}, {"-max-pending", "0"},
-		{"-progress", "sometimes"}, {"-nope"}, {"extra"},
+		{"-progress", "sometimes"}, {"-nope"}, {"extra"}, {"-source", "kafka"},
+		{"-metrics-hold", "1s"}, {"-metrics", "127.0.0.1:0", "-metrics-hold", "-1s"},
 	} {
 		out := runWith(t, args, nil)
 		assert.Equal(t, exitUsage, out.code, "%v", args)

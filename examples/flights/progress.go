@@ -19,19 +19,7 @@ const (
 	progressNever
 )
 
-var progressModes = [...]string{progressAuto: "auto", progressAlways: "always", progressNever: "never"}
-
-func (m *progressMode) String() string { return progressModes[*m] }
-
-func (m *progressMode) Set(s string) error {
-	for i, name := range progressModes {
-		if s == name {
-			*m = progressMode(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("want auto, always or never, not %q", s)
-}
+var progressModes = []string{progressAuto: "auto", progressAlways: "always", progressNever: "never"}
 
 // progressEvery is how often a bar is redrawn.
 const progressEvery = 100 * time.Millisecond

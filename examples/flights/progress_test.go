@@ -75,13 +75,3 @@ func TestProgressAlways(t *testing.T) {
 		assert.Contains(t, buf.String(), tc.want)
 	}
 }
-
-func TestProgressMode(t *testing.T) {
-	var m progressMode
-	assert.Equal(t, "auto", m.String())
-	for _, name := range []string{"always", "never", "auto"} {
-		require.NoError(t, m.Set(name))
-		assert.Equal(t, name, m.String())
-	}
-	assert.ErrorContains(t, m.Set("sometimes"), `want auto, always or never, not "sometimes"`)
-}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"time"
 
@@ -10,12 +11,14 @@ import (
 	"github.com/aggflow/aggflow/examples/flights/internal/airport"
 	"github.com/aggflow/aggflow/examples/flights/internal/flightdata"
 	"github.com/aggflow/aggflow/examples/flights/internal/latency"
-	"github.com/aggflow/aggflow/flux"
 )
 
 // airportAggregate is the named aggregate of the replay: each origin airport
 // is one aggregate, its IATA code the id.
 var airportAggregate = aggregate.MaterializedNamedAggregate{Context: "flights", Aggregate: "Airport"}
+
+// dispatcherName names the dispatcher, in logs and in the metrics' labels.
+const dispatcherName = "flights"
 
 // departure is the exchange: one flight, addressed to its origin airport.
 type departure struct {
@@ -60,28 +63,27 @@ type replayed struct {
 	forced  bool      // a second one stopped it by force
 	err     error
 	latency *observer
+	// readBack is what -source rxgo read back from the outcomes; nil for
+	// -source flux.
+	readBack *readBack
 }
 
 // replay dispatches every flight of data, in order, to the handler that
 // folds it into states[origin], on a scheduler of cfg.pool goroutines and
-// cfg.parallelism groups with a budget of cfg.maxPending. A first value on
+// cfg.parallelism groups with a budget of cfg.maxPending, through the
+// source cfg.source names; metrics, when not nil, observes the dispatcher
+// and reports its gauges. Under -source rxgo the counts are the outcomes
+// read back, and a disagreement with Stats is the run's error. A first value on
 // e.interrupt drains the dispatcher gracefully, a second forces it to stop;
 // the progress bar goes to e.stderr as cfg.progress says.
 // It returns once every goroutine of the dispatcher and of its scheduler has
 // exited, so states and the counts are final; the error is a lifecycle
 // failure (the run did not happen).
-func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (replayed, error) {
+func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env, metrics *metricsServer) (replayed, error) {
 	supplier, err := aggregate.NewSchedulerSupplier("flights", aggregate.WithParallelism(cfg.pool))
 	if err != nil {
 		return replayed{}, err
 	}
-	source := flux.FromSeq(func(yield func(departure) bool) {
-		for _, f := range data.Flights {
-			if !yield(departure{Flight: f, origin: data.Airports[f.Origin]}) {
-				return
-			}
-		}
-	})
 	handle := func(ctx context.Context, d departure) error {
 		burn(ctx, cfg.handlerCost)
 		states[d.Origin].Apply(d.Flight)
@@ -91,13 +93,25 @@ func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (re
 		return nil
 	}
 	res := replayed{latency: &observer{}}
-	d, err := dispatch.New("flights", airportAggregate, source, handle,
+	opts := append([]dispatch.Option[departure]{
 		dispatch.WithParallelism[departure](cfg.parallelism),
 		dispatch.WithMaxPending[departure](cfg.maxPending),
 		dispatch.WithSchedulerSupplier[departure](supplier),
-		dispatch.WithObserver[departure](res.latency))
+		dispatch.WithObserver[departure](res.latency),
+	}, metrics.options()...)
+	var results *dispatch.Results[departure]
+	if cfg.source == sourceRxgo {
+		if results, err = dispatch.NewResults[departure](resultsBuffer); err != nil {
+			return res, err
+		}
+		opts = append(opts, dispatch.WithResults(results))
+	}
+	d, err := dispatch.New(dispatcherName, airportAggregate, sourceOf(cfg.source, data), handle, opts...)
+	if err == nil {
+		err = metrics.register(d)
+	}
 	if err != nil {
-		return res, err
+		return res, err // nothing started yet
 	}
 
 	start := time.Now()
@@ -116,14 +130,28 @@ func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (re
 			s := d.Stats()
 			return s.Succeeded + s.Failed + s.Discarded
 		})
+	var readAll func() readBack
+	if results != nil {
+		readAll = readOutcomes(results)
+	}
 	res.signal, res.forced = await(d, e.interrupt, repeatWithin)
-	res.elapsed = time.Since(start)
+	if readAll != nil {
+		rb := readAll()
+		res.readBack = &rb
+	}
+	res.elapsed = time.Since(start) // under rxgo, until the last outcome was read back
 	stopProgress(res.signal == nil)
 	stopSupplier(supplier, res.forced)
 
 	s := d.Stats()
 	res.counts = counts{Received: s.Received, Succeeded: s.Succeeded, Failed: s.Failed, Discarded: s.Discarded, InFlight: s.InFlight}
 	res.err = d.Err()
+	if rb := res.readBack; rb != nil {
+		res.err = errors.Join(res.err, rb.reconcile(res.counts))
+		if rb.dropped == 0 {
+			res.counts = rb.counts // what the summary prints: the outcomes read back
+		}
+	}
 	return res, nil
 }
 

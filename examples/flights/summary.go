@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -54,6 +55,7 @@ type airportRow struct {
 // summary is everything the program reports.
 type summary struct {
 	Input   string `json:"input"`
+	Source  string `json:"source"` // flux or rxgo (-source)
 	Partial bool   `json:"partial"`
 	Signal  string `json:"signal,omitempty"` // the one that stopped a partial run: SIGINT or SIGTERM
 	Forced  bool   `json:"forced"`
@@ -80,12 +82,31 @@ type summary struct {
 	QueueWait   percentiles   `json:"queue_wait"`
 	Handling    percentiles   `json:"handling"`
 	Busiest     []airportRow  `json:"busiest"`
+	// ReadBack is -source rxgo's count of the outcomes read back.
+	ReadBack *readBackSummary `json:"read_back,omitempty"`
 
 	Verification string `json:"verification"`
 	Difference   string `json:"difference,omitempty"`
 	Error        string `json:"error,omitempty"`
 
 	status int // the exit status of a partial run
+}
+
+// readBackSummary is what -source rxgo read back through the dispatcher's
+// Results: Read outcomes, Dropped ones (a forced stop's), and whether they
+// agree with the dispatcher's Stats.
+type readBackSummary struct {
+	Read    int64 `json:"read"`
+	Dropped int64 `json:"dropped"`
+	Agrees  bool  `json:"agrees"`
+}
+
+// readBack records rb, if any; err is the run's error, which wraps
+// errDisagree when the outcomes read back disagree with Stats.
+func (s *summary) readBack(rb *readBack, err error) {
+	if rb != nil {
+		s.ReadBack = &readBackSummary{Read: rb.counts.Received, Dropped: rb.dropped, Agrees: !errors.Is(err, errDisagree)}
+	}
 }
 
 // stoppedBy records the signal that stopped the run, if any, and whether a
@@ -172,6 +193,7 @@ func (s *summary) writeText(w io.Writer) error {
 	p("aggregates\t%s handled, one per origin airport (%s)", thousands(int64(s.Aggregates)), airportAggregate)
 	p("dispatcher\t%s, %s, handler cost %v", count(int64(s.Parallelism), "group"),
 		count(int64(s.Pool), "scheduler goroutine"), s.HandlerCost)
+	p("source\t%s", s.sourceLine())
 	p("decode\t%.3f s", s.Decode.Seconds())
 	p("dispatch\t%.3f s\t%s exchanges/s", s.Dispatch.Seconds(), thousands(int64(s.PerSecond)))
 	if s.Verification != skipped {
@@ -216,6 +238,24 @@ func (s *summary) writeText(w io.Writer) error {
 	}
 	_, err := fmt.Fprintf(w, "%s: %s\n", notVerified, s.Difference)
 	return err
+}
+
+// sourceLine says how the flights came and, for rxgo, how the outcomes were
+// counted.
+func (s *summary) sourceLine() string {
+	rb := s.ReadBack
+	if rb == nil {
+		return s.Source + " (flux.FromSeq), outcomes from the dispatcher's Stats"
+	}
+	line := fmt.Sprintf("%s (rxgo.Defer through flux.FromObservable), %s read back through Results.Observable",
+		s.Source, count(rb.Read, "outcome"))
+	if rb.Dropped > 0 {
+		line += fmt.Sprintf(" and %s dropped by the forced stop (counts from Stats)", thousands(rb.Dropped))
+	}
+	if rb.Agrees {
+		return line + ", agreeing with Stats"
+	}
+	return line + ", DISAGREEING with Stats"
 }
 
 // count says n things: count(1, "flight") is "1 flight", count(3000000,
