@@ -8,14 +8,19 @@
 //
 // Usage:
 //
-//	go run ./examples/flights [-input FILE.json|FILE.parquet] [-parallelism N] [-pool N] [-handler-cost 2us] [-json]
+//	go run ./examples/flights [-input FILE.json|FILE.json.gz|FILE.parquet] [-strict] [-source flux|rxgo] [-parallelism N] [-pool N] [-max-pending N] [-handler-cost 2us] [-progress auto|always|never] [-metrics HOST:PORT [-metrics-hold 1m]] [-json]
 //
-// Without -input it replays a 20,000-flight sample embedded in the binary.
-// Ctrl-C (or SIGTERM) drains the dispatcher and prints a summary marked
-// PARTIAL (exit status 130, no verification); a second one stops it by force. The exit
-// status is 0 only when nothing was lost, no ordering violation was seen and
-// the state was verified; 1 for bad input or a failed check; 2 for a bad
-// command line.
+// Without -input it replays a 20,000-flight sample embedded in the binary;
+// examples/flights/data/flights-3m.parquet holds 3 million. -source rxgo
+// feeds the dispatcher through an rxgo Observable and counts the outcomes
+// read back as one, checked against the dispatcher's Stats. -metrics serves
+// the dispatcher's Prometheus metrics (observe/prommetrics) on
+// http://HOST:PORT/metrics during the run, and -metrics-hold that long after
+// the summary. SIGINT (Ctrl-C) or SIGTERM drains the dispatcher and prints a
+// summary marked PARTIAL (no verification), exiting 130 or 143 (128 + the
+// signal's number); a second signal stops it by force. The exit status is 0
+// only when nothing was lost, no ordering violation was seen and the state
+// was verified; 1 for bad input or a failed check; 2 for a bad command line.
 package main
 
 import (
@@ -27,6 +32,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,44 +43,100 @@ import (
 // busiestShown is the length of the busiest-airports table.
 const busiestShown = 10
 
-func main() {
+// decodeBarWorth is the input size, in bytes as stored, from which a
+// decoding progress bar is drawn under -progress auto.
+const decodeBarWorth = 4 << 20
+
+func main() { os.Exit(runProcess(nil)) }
+
+// runProcess runs the program on the process's arguments, standard streams
+// and signals, and returns its exit status; handled is env.handled.
+func runProcess(handled func()) int {
 	interrupt := make(chan os.Signal, 2)
 	signal.Notify(interrupt, os.Interrupt, syscall.SIGTERM)
-	os.Exit(run(os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, interrupt: interrupt}))
+	defer signal.Stop(interrupt)
+	return run(os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, interrupt: interrupt, handled: handled})
 }
 
 // env is what the program talks to.
 type env struct {
 	stdout, stderr io.Writer
-	// interrupt delivers one value per Ctrl-C.
+	// interrupt delivers one value per SIGINT or SIGTERM.
 	interrupt <-chan os.Signal
-	// dispatching, when set, is called once the dispatcher has started, so
-	// that a test can interrupt a replay in progress.
-	dispatching func()
+	// handled, when set, is called after each exchange handled, from the
+	// scheduler's goroutines, so that a test can interrupt a replay in
+	// progress.
+	handled func()
+	// serving, when set, is called with the address (host:port) the
+	// -metrics server listens on, once it does.
+	serving func(addr string)
 }
 
 // run is the program with its surroundings made explicit; it returns the exit
 // status.
 func run(args []string, e env) int {
-	stdout, stderr, interrupt := e.stdout, e.stderr, e.interrupt
-	cfg, err := parseFlags(args, stderr)
+	cfg, err := parseFlags(args, e.stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK // -help asked for the usage: not a failure
 	} else if err != nil {
 		return exitUsage
 	}
+	if cfg.metrics != "" {
+		return runServingMetrics(cfg, e)
+	}
+	status, _ := execute(cfg, e, nil)
+	return status
+}
+
+// runServingMetrics is run under -metrics: the server listens before the
+// input is decoded, serves during the replay and, after the summary of a
+// run no signal stopped, for cfg.metricsHold more unless a signal ends the
+// hold (the exit status stays the run's); then it is shut down. A failed
+// shutdown fails a run that had succeeded.
+func runServingMetrics(cfg config, e env) int {
+	metrics, err := serveMetrics(cfg.metrics)
+	if err != nil {
+		fmt.Fprintln(e.stderr, err)
+		return exitFailed
+	}
+	fmt.Fprintf(e.stderr, "flights: serving metrics on http://%s/metrics\n", metrics.addr)
+	if e.serving != nil {
+		e.serving(metrics.addr)
+	}
+	status, complete := execute(cfg, e, metrics)
+	if complete && cfg.metricsHold > 0 {
+		fmt.Fprintf(e.stderr, "flights: serving metrics for %v more; SIGINT or SIGTERM ends the hold\n", cfg.metricsHold)
+		if sig := hold(cfg.metricsHold, e.interrupt); sig != nil {
+			fmt.Fprintf(e.stderr, "flights: %s ended the hold\n", signalName(sig))
+		}
+	}
+	if err := metrics.close(); err != nil {
+		fmt.Fprintln(e.stderr, err)
+		if status == exitOK {
+			status = exitFailed
+		}
+	}
+	return status
+}
+
+// execute decodes, replays, verifies and prints the summary; it returns the
+// exit status and whether the summary of a complete run (no signal stopped
+// it) was written.
+func execute(cfg config, e env, metrics *metricsServer) (status int, complete bool) {
+	stdout, stderr := e.stdout, e.stderr
 	start := time.Now()
-	data, err := decode(cfg, interrupt)
-	if errors.Is(err, errInterrupted) {
-		fmt.Fprintln(stderr, "flights: interrupted while decoding; nothing was dispatched")
-		return exitInterrupted
+	data, err := decode(cfg, e)
+	if stop := (*signalled)(nil); errors.As(err, &stop) {
+		fmt.Fprintf(stderr, "%v while decoding; nothing was dispatched\n", stop)
+		return signalStatus(stop.sig), false
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return exitFailed
+		return exitFailed, false
 	}
 	s := summary{
-		Input: cfg.input, Rows: int64(len(data.Flights)), Airports: len(data.Airports),
+		Input: cfg.input, Source: sourceKinds[cfg.source], Rows: int64(len(data.Flights)),
+		Airports: data.Origins(), AirportsNamed: len(data.Airports),
 		Parallelism: cfg.parallelism, Pool: cfg.pool, HandlerCost: cfg.handlerCost,
 		Decode: time.Since(start),
 	}
@@ -83,13 +145,14 @@ func run(args []string, e env) int {
 	}
 
 	states := make([]stateSlot, len(data.Airports))
-	res, err := replay(cfg, data, states, e)
+	res, err := replay(cfg, data, states, e, metrics)
 	if err != nil {
 		fmt.Fprintln(stderr, "flights:", err)
-		return exitFailed
+		return exitFailed, false
 	}
-	s.Partial, s.Forced = res.interrupted, res.forced
+	s.stoppedBy(res.signal, res.forced)
 	s.account(res.counts, res.elapsed)
+	s.readBack(res.readBack, res.err)
 	if res.err != nil {
 		s.Error = res.err.Error()
 	}
@@ -115,41 +178,42 @@ func run(args []string, e env) int {
 	}
 	if err := write(stdout); err != nil {
 		fmt.Fprintln(stderr, "flights:", err)
-		return exitFailed
+		return exitFailed, false
 	}
-	return s.exitCode()
+	return s.exitCode(), !s.Partial
 }
 
-// errInterrupted is the cause of a decoding cut short by Ctrl-C.
-var errInterrupted = errors.New("flights: interrupted")
-
-// decode reads the input named by cfg, or the embedded sample. An interrupt
-// during decoding cancels it and gives an error wrapping errInterrupted, even
-// if decoding had just finished: the signal is not lost.
-func decode(cfg config, interrupt <-chan os.Signal) (*flightdata.Dataset, error) {
+// decode reads the input named by cfg, or the embedded sample, drawing a
+// progress bar on e.stderr as cfg.progress says. A signal on e.interrupt
+// during decoding cancels it and gives a *signalled error, even if decoding
+// had just finished: the signal is not lost.
+func decode(cfg config, e env) (*flightdata.Dataset, error) {
+	in, err := openInput(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	decoded := make(chan struct{})
 	var watcher sync.WaitGroup
 	watcher.Go(func() {
 		select {
-		case <-interrupt:
-			cancel(errInterrupted)
+		case sig := <-e.interrupt:
+			cancel(&signalled{sig})
 		case <-decoded:
 			select { // one that came as decoding ended still counts
-			case <-interrupt:
-				cancel(errInterrupted)
+			case sig := <-e.interrupt:
+				cancel(&signalled{sig})
 			default:
 			}
 		}
 	})
-	var data *flightdata.Dataset
-	var err error
-	if cfg.input == "" {
-		data, err = loadSample(ctx)
-	} else {
-		data, err = flightdata.Open(ctx, cfg.input)
-	}
+	var read atomic.Int64
+	stopBar := startProgress(e.stderr, cfg.progress,
+		bar{description: "decoding", total: in.Size(), worth: decodeBarWorth, unit: "bytes"}, read.Load)
+	data, err := in.Decode(ctx, flightdata.Options{Strict: cfg.strict, Progress: &read})
+	stopBar(err == nil)
 	close(decoded)
 	watcher.Wait()
 	if cause := context.Cause(ctx); cause != nil {

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
@@ -11,12 +11,14 @@ import (
 	"github.com/aggflow/aggflow/examples/flights/internal/airport"
 	"github.com/aggflow/aggflow/examples/flights/internal/flightdata"
 	"github.com/aggflow/aggflow/examples/flights/internal/latency"
-	"github.com/aggflow/aggflow/flux"
 )
 
 // airportAggregate is the named aggregate of the replay: each origin airport
 // is one aggregate, its IATA code the id.
 var airportAggregate = aggregate.MaterializedNamedAggregate{Context: "flights", Aggregate: "Airport"}
+
+// dispatcherName names the dispatcher, in logs and in the metrics' labels.
+const dispatcherName = "flights"
 
 // departure is the exchange: one flight, addressed to its origin airport.
 type departure struct {
@@ -29,6 +31,10 @@ type departure struct {
 func (d departure) AggregateID() aggregate.ID {
 	return aggregate.ID{Named: airportAggregate, ID: d.origin, TenantID: aggregate.DefaultTenantID}
 }
+
+// dispatchBarWorth is the number of flights from which a dispatching
+// progress bar is drawn under -progress auto.
+const dispatchBarWorth = 100_000
 
 // stateSlot pads an airport's state to its own cache lines, so that two
 // scheduler goroutines updating neighbouring airports do not contend.
@@ -51,45 +57,61 @@ func (*observer) Discarded(context.Context, dispatch.Labels, error) {}
 
 // replayed is the outcome of a replay.
 type replayed struct {
-	counts      counts
-	elapsed     time.Duration
-	interrupted bool // a first interrupt drained the dispatcher
-	forced      bool // a second one stopped it by force
-	err         error
-	latency     *observer
+	counts  counts
+	elapsed time.Duration
+	signal  os.Signal // the first signal, which drained the dispatcher; nil if none came
+	forced  bool      // a second one stopped it by force
+	err     error
+	latency *observer
+	// readBack is what -source rxgo read back from the outcomes; nil for
+	// -source flux.
+	readBack *readBack
 }
 
 // replay dispatches every flight of data, in order, to the handler that
 // folds it into states[origin], on a scheduler of cfg.pool goroutines and
-// cfg.parallelism groups. A first value on e.interrupt drains the dispatcher
-// gracefully, a second forces it to stop; the progress bar goes to e.stderr.
+// cfg.parallelism groups with a budget of cfg.maxPending, through the
+// source cfg.source names; metrics, when not nil, observes the dispatcher
+// and reports its gauges. Under -source rxgo the counts are the outcomes
+// read back, and a disagreement with Stats is the run's error. A first value on
+// e.interrupt drains the dispatcher gracefully, a second forces it to stop;
+// the progress bar goes to e.stderr as cfg.progress says.
 // It returns once every goroutine of the dispatcher and of its scheduler has
 // exited, so states and the counts are final; the error is a lifecycle
 // failure (the run did not happen).
-func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (replayed, error) {
+func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env, metrics *metricsServer) (replayed, error) {
 	supplier, err := aggregate.NewSchedulerSupplier("flights", aggregate.WithParallelism(cfg.pool))
 	if err != nil {
 		return replayed{}, err
 	}
-	source := flux.FromSeq(func(yield func(departure) bool) {
-		for _, f := range data.Flights {
-			if !yield(departure{Flight: f, origin: data.Airports[f.Origin]}) {
-				return
-			}
-		}
-	})
 	handle := func(ctx context.Context, d departure) error {
 		burn(ctx, cfg.handlerCost)
 		states[d.Origin].Apply(d.Flight)
+		if e.handled != nil {
+			e.handled()
+		}
 		return nil
 	}
 	res := replayed{latency: &observer{}}
-	d, err := dispatch.New("flights", airportAggregate, source, handle,
+	opts := append([]dispatch.Option[departure]{
 		dispatch.WithParallelism[departure](cfg.parallelism),
+		dispatch.WithMaxPending[departure](cfg.maxPending),
 		dispatch.WithSchedulerSupplier[departure](supplier),
-		dispatch.WithObserver[departure](res.latency))
+		dispatch.WithObserver[departure](res.latency),
+	}, metrics.options()...)
+	var results *dispatch.Results[departure]
+	if cfg.source == sourceRxgo {
+		if results, err = dispatch.NewResults[departure](resultsBuffer); err != nil {
+			return res, err
+		}
+		opts = append(opts, dispatch.WithResults(results))
+	}
+	d, err := dispatch.New(dispatcherName, airportAggregate, sourceOf(cfg.source, data), handle, opts...)
+	if err == nil {
+		err = metrics.register(d)
+	}
 	if err != nil {
-		return res, err
+		return res, err // nothing started yet
 	}
 
 	start := time.Now()
@@ -102,21 +124,34 @@ func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (re
 		stopSupplier(supplier, true)
 		return res, err
 	}
-	if e.dispatching != nil {
-		e.dispatching()
+	stopProgress := startProgress(e.stderr, cfg.progress,
+		bar{description: "dispatching", total: int64(len(data.Flights)), worth: dispatchBarWorth, unit: "exchanges"},
+		func() int64 {
+			s := d.Stats()
+			return s.Succeeded + s.Failed + s.Discarded
+		})
+	var readAll func() readBack
+	if results != nil {
+		readAll = readOutcomes(results)
 	}
-	stopProgress := startProgress(e.stderr, int64(len(data.Flights)), func() int64 {
-		s := d.Stats()
-		return s.Succeeded + s.Failed + s.Discarded
-	})
-	res.interrupted, res.forced = await(d, e.interrupt)
-	res.elapsed = time.Since(start)
-	stopProgress(!res.interrupted)
+	res.signal, res.forced = await(d, e.interrupt, repeatWithin)
+	if readAll != nil {
+		rb := readAll()
+		res.readBack = &rb
+	}
+	res.elapsed = time.Since(start) // under rxgo, until the last outcome was read back
+	stopProgress(res.signal == nil)
 	stopSupplier(supplier, res.forced)
 
 	s := d.Stats()
 	res.counts = counts{Received: s.Received, Succeeded: s.Succeeded, Failed: s.Failed, Discarded: s.Discarded, InFlight: s.InFlight}
 	res.err = d.Err()
+	if rb := res.readBack; rb != nil {
+		res.err = errors.Join(res.err, rb.reconcile(res.counts))
+		if rb.dropped == 0 {
+			res.counts = rb.counts // what the summary prints: the outcomes read back
+		}
+	}
 	return res, nil
 }
 
@@ -128,29 +163,4 @@ func stopSupplier(supplier *aggregate.Supplier, force bool) {
 		supplier.ForceStop()
 	}
 	_ = supplier.StopGracefully(context.Background())
-}
-
-// await waits until d is done: the first interrupt starts a graceful stop,
-// the second a forced one.
-func await(d *dispatch.Dispatcher[departure], interrupt <-chan os.Signal) (interrupted, forced bool) {
-	stopCtx, cancelStop := context.WithCancel(context.Background())
-	var graceful sync.WaitGroup
-	defer graceful.Wait()
-	defer cancelStop()
-	for {
-		select {
-		case <-d.Done():
-			return interrupted, forced
-		case <-interrupt:
-			switch {
-			case !interrupted:
-				interrupted = true
-				graceful.Go(func() { _ = d.StopGracefully(stopCtx) })
-			case !forced:
-				forced = true
-				cancelStop()
-				d.ForceStop()
-			}
-		}
-	}
 }

@@ -1,0 +1,12 @@
+package main
+
+import "errors"
+
+var (
+	// errUsage reports a command line that cannot run; flag has already
+	// printed the details.
+	errUsage = errors.New("flights: usage")
+	// errDisagree: the outcomes read back through rxgo are not those the
+	// dispatcher's Stats count.
+	errDisagree = errors.New("flights: the outcomes read back disagree with the dispatcher's Stats")
+)
