@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +22,7 @@ const (
 	mpPartitions = 8
 	mpKeys       = 1000
 	mpPerKey     = 100
-	mpDeadline   = 60 * time.Second // a bound; a run takes a few seconds
+	mpDeadline   = 150 * time.Second // a bound: a run takes 5 s, 17-25 s under the race detector
 )
 
 var (
@@ -124,7 +125,9 @@ func handoff(t *testing.T, sig syscall.Signal, control bool) report {
 	deadline := time.Now().Add(mpDeadline)
 	start := time.Now()
 	published := make(chan error, 1)
-	go func() { published <- e.publishAll(ctx(t), mpKeys, mpPerKey) }() // the consumers read meanwhile
+	pubCtx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	go func() { published <- e.publishAll(pubCtx, mpKeys, mpPerKey) }() // the consumers read meanwhile
 	a := startChild(t, e, ownedA, filepath.Join(dir, "a1"), control)
 	b := startChild(t, e, ownedB, filepath.Join(dir, "b"), control)
 	waitFor(t, deadline, "A to handle a fifth of its share", func() bool { return a.lines() >= mpKeys*mpPerKey/10 }, a, b)
