@@ -65,6 +65,7 @@ type Consumer[T any] struct {
 	state    dispatch.State
 	err      error
 	parts    map[int32]*part[T]
+	opened   []*part[T] // every partition opened, owned still or not: for Stats
 	cons     map[int32]natsjs.Consumer // made by Prepare
 	quit     chan struct{}             // closed when a stop begins
 	quitOnce sync.Once
@@ -154,14 +155,31 @@ func (c *Consumer[T]) Err() error {
 }
 
 // Stats counts what the consumer did: messages fetched, acknowledgements
-// sent (one per prefix move, cumulative), messages rejected and settled.
+// sent (one per prefix move, cumulative), messages rejected and settled,
+// and the exchanges' outcomes, summed over the partitions' dispatchers
+// (those released included).
 type Stats struct {
 	Fetched, Acks, Rejected int64
+	Exchanges               dispatch.Stats
 }
 
-// Stats returns the counters; three atomic loads.
+// Stats returns the counters: three atomic loads and one snapshot per
+// partition opened, each consistent on its own (Received == Succeeded +
+// Failed + Discarded + InFlight holds in the sum).
 func (c *Consumer[T]) Stats() Stats {
-	return Stats{Fetched: c.fetched.Load(), Acks: c.acks.Load(), Rejected: c.reject.Load()}
+	s := Stats{Fetched: c.fetched.Load(), Acks: c.acks.Load(), Rejected: c.reject.Load()}
+	c.mu.Lock()
+	opened := slices.Clone(c.opened)
+	c.mu.Unlock()
+	for _, pt := range opened {
+		x := pt.in.Stats()
+		s.Exchanges.Received += x.Received
+		s.Exchanges.Succeeded += x.Succeeded
+		s.Exchanges.Failed += x.Failed
+		s.Exchanges.Discarded += x.Discarded
+		s.Exchanges.InFlight += x.InFlight
+	}
+	return s
 }
 
 // Owned returns the partitions owned now, in increasing order.
@@ -303,6 +321,7 @@ func (c *Consumer[T]) Start() error {
 		}
 		c.mu.Lock()
 		c.parts[p] = pt
+		c.opened = append(c.opened, pt)
 		c.mu.Unlock()
 		pt.run()
 	}

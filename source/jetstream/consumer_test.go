@@ -74,5 +74,7 @@ func TestConsumerHandlesEveryPartitionInOrderAndAcksThePrefix(t *testing.T) {
 	for p := range int32(4) {
 		require.Equal(t, e.lastSeq(t, p), e.ackFloor(t, "c", p), "partition %d acked to its end", p)
 	}
-	require.Equal(t, int64(keys*perKey), c.Stats().Fetched)
+	st := c.Stats()
+	require.Equal(t, int64(keys*perKey), st.Fetched)
+	require.Equal(t, dispatch.Stats{Received: keys * perKey, Succeeded: keys * perKey}, st.Exchanges)
 }
