@@ -65,7 +65,7 @@ type Consumer[T any] struct {
 	state    dispatch.State
 	err      error
 	parts    map[int32]*part[T]
-	opened   []*part[T] // every partition opened, owned still or not: for Stats
+	opened   []*part[T]                // every partition opened, owned still or not: for Stats
 	cons     map[int32]natsjs.Consumer // made by Prepare
 	quit     chan struct{}             // closed when a stop begins
 	quitOnce sync.Once
