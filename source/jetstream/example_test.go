@@ -96,6 +96,33 @@ func (l *ledger) run(js natsjs.JetStream, topo jetstream.Topology, n int) {
 	}
 }
 
+// depositsServer starts an embedded server with a stream of two
+// partitions holding deposits, in order; end shuts it down.
+func depositsServer(deposits []deposit) (js natsjs.JetStream, topo jetstream.Topology, end func()) {
+	srv, err := jstest.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	nc, js, err := jetstream.Connect(srv.URL())
+	if err != nil {
+		log.Fatal(err)
+	}
+	end = func() { nc.Close(); srv.Shutdown() }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	topo = jetstream.Topology{Stream: "DEPOSITS", Prefix: "deposits", Partitions: 2}
+	cfg, _ := topo.StreamConfig()
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		log.Fatal(err)
+	}
+	for _, d := range deposits {
+		if _, err := js.PublishMsg(ctx, topo.NewMsg(d.Account, []byte(strconv.Itoa(d.Amount)))); err != nil {
+			log.Fatal(err)
+		}
+	}
+	return js, topo, end
+}
+
 // A consumer of two partitions on the embedded server, and the idempotency
 // every handler needs: after a crash, what ran after the last acknowledged
 // position is delivered again, in order; the ledger skips it by comparing
@@ -103,30 +130,11 @@ func (l *ledger) run(js natsjs.JetStream, topo jetstream.Topology, n int) {
 // Here the crash is played by resetting the durable consumers to the start,
 // as if no acknowledgement had reached the server.
 func ExampleNewConsumer() {
-	srv, err := jstest.Start()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer srv.Shutdown()
-	nc, js, err := jetstream.Connect(srv.URL())
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer nc.Close()
+	deposits := []deposit{{"alice", 10}, {"bob", 5}, {"alice", -3}, {"carol", 7}, {"bob", 1}, {"alice", 4}}
+	js, topo, end := depositsServer(deposits)
+	defer end()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-
-	topo := jetstream.Topology{Stream: "DEPOSITS", Prefix: "deposits", Partitions: 2}
-	cfg, _ := topo.StreamConfig()
-	if _, err := js.CreateStream(ctx, cfg); err != nil {
-		log.Fatal(err)
-	}
-	deposits := []deposit{{"alice", 10}, {"bob", 5}, {"alice", -3}, {"carol", 7}, {"bob", 1}, {"alice", 4}}
-	for _, d := range deposits {
-		if _, err := js.PublishMsg(ctx, topo.NewMsg(d.Account, []byte(strconv.Itoa(d.Amount)))); err != nil {
-			log.Fatal(err)
-		}
-	}
 
 	l := &ledger{balance: map[string]int{}, applied: map[string]int64{}, progress: make(chan struct{})}
 	l.run(js, topo, len(deposits))
@@ -171,28 +179,10 @@ func ExampleConnect() {
 // the partition's settled prefix is acknowledged and confirmed, so the next
 // owner starts right after it.
 func ExampleConsumer_Revoke() {
-	srv, err := jstest.Start()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer srv.Shutdown()
-	nc, js, err := jetstream.Connect(srv.URL())
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer nc.Close()
+	js, topo, end := depositsServer([]deposit{{"alice", 1}, {"bob", 2}, {"alice", 3}}) // alice is in partition 0, bob in 1
+	defer end()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	topo := jetstream.Topology{Stream: "DEPOSITS", Prefix: "deposits", Partitions: 2}
-	cfg, _ := topo.StreamConfig()
-	if _, err := js.CreateStream(ctx, cfg); err != nil {
-		log.Fatal(err)
-	}
-	for _, d := range []deposit{{"alice", 1}, {"bob", 2}, {"alice", 3}} { // alice is in partition 0, bob in 1
-		if _, err := js.PublishMsg(ctx, topo.NewMsg(d.Account, []byte(strconv.Itoa(d.Amount)))); err != nil {
-			log.Fatal(err)
-		}
-	}
 	sched, _ := schedulers.NewParallel("accounts", 2)
 	defer sched.Dispose()
 	accounts := aggregate.MaterializedNamedAggregate{Context: "bank", Aggregate: "Account"}
