@@ -61,8 +61,10 @@ func encodeFlight(f flightdata.Flight) []byte {
 }
 
 // decodeFlight is the consumers' decoder: the origin airport is the key.
-func decodeFlight(key string, msg natsjs.Msg) (departure, error) {
-	b := msg.Data()
+func decodeFlight(key string, msg natsjs.Msg) (departure, error) { return decodeDeparture(key, msg.Data()) }
+
+// decodeDeparture decodes what encodeFlight made, addressed to origin key.
+func decodeDeparture(key string, b []byte) (departure, error) {
 	if len(b) != flightSize {
 		return departure{}, fmt.Errorf("%w: %d bytes, want %d", errFlightEncoding, len(b), flightSize)
 	}

@@ -76,7 +76,8 @@ func (t Topology) StreamConfig() (natsjs.StreamConfig, error) {
 // NewMsg returns the message that carries data for aggregate id: on the
 // subject of id's partition, with id in KeyHeader. Publish it with
 // JetStream's Publish, PublishMsg or PublishMsgAsync. It allocates the
-// message and its header.
+// message and its header. An empty id makes a message the consumer rejects
+// (ErrMissingKey): it names no aggregate.
 func (t Topology) NewMsg(id string, data []byte) *nats.Msg {
 	m := nats.NewMsg(t.Subject(t.PartitionOf(id)))
 	m.Header.Set(KeyHeader, id)
