@@ -61,7 +61,9 @@ func encodeFlight(f flightdata.Flight) []byte {
 }
 
 // decodeFlight is the consumers' decoder: the origin airport is the key.
-func decodeFlight(key string, msg natsjs.Msg) (departure, error) { return decodeDeparture(key, msg.Data()) }
+func decodeFlight(key string, msg natsjs.Msg) (departure, error) {
+	return decodeDeparture(key, msg.Data())
+}
 
 // decodeDeparture decodes what encodeFlight made, addressed to origin key.
 func decodeDeparture(key string, b []byte) (departure, error) {

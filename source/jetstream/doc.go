@@ -57,7 +57,10 @@
 // WithRejected lets the application park it (a dead-letter subject) and go
 // on, its position then counting as finished. An unreachable server returns
 // ErrUnreachable, a missing stream ErrStreamNotFound, from Connect and
-// Prepare.
+// Prepare. A pull that fails while the consumer runs (the server shut down,
+// the connection closed) fails the consumer: it stops gracefully with the
+// error, acknowledging what it can, and the process restarts it (the
+// partitions then replay in order from their ack floor).
 //
 // # Costs
 //
