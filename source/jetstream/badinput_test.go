@@ -280,3 +280,32 @@ func TestForceStopAcknowledgesNothingMore(t *testing.T) {
 	require.LessOrEqual(t, e.ackFloor(t, "c", 0), uint64(49), "nothing at or above the first cancelled exchange")
 	require.GreaterOrEqual(t, e.ackFloor(t, "c", 0), floor)
 }
+
+// A graceful stop whose ctx ends while a handler blocks says which
+// partitions still drain; ForceStop then ends it without acknowledging
+// the blocked exchange.
+func TestStopGracefullyTimesOutNamingThePartitions(t *testing.T) {
+	e := newEnv(t, 2)
+	e.publish(t, 4, 1)
+	blocked := make(chan struct{}, 4)
+	block := func(ctx context.Context, d partition.Delivery[keyed]) error {
+		blocked <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	c, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0, 1}, decodeKeyed, named, newSched(t), keyOf, block)
+	require.NoError(t, err)
+	require.NoError(t, c.Prepare(ctx(t)))
+	require.NoError(t, c.Start())
+	<-blocked
+	expired, cancel := context.WithCancel(ctx(t))
+	cancel()
+	err = c.StopGracefully(expired)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorContains(t, err, "draining")
+	c.ForceStop()
+	<-c.Done()
+	for p := range int32(2) {
+		require.Zero(t, e.ackFloor(t, "c", p), "nothing was handled")
+	}
+}
