@@ -1,0 +1,2 @@
+// Package kafka binds aggflow to Kafka consumer groups with franz-go.
+package kafka
