@@ -1,7 +1,5 @@
 package kafka
 
-
-
 // balance pauses the fetching of every partition whose pending records
 // reached its share of the budget (the budget over the partitions owned)
 // and resumes those that fell to half of it, so that the poll loop never
@@ -58,4 +56,3 @@ func (c *Consumer[T]) unpause(os map[int32]*owned[T]) {
 		c.cl.ResumeFetchPartitions(map[string][]int32{c.sub.Topic: resume})
 	}
 }
-
