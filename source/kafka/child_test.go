@@ -23,6 +23,7 @@ const (
 	brokersEnv = "AGGFLOW_KAFKA_BROKERS"
 	groupEnv   = "AGGFLOW_KAFKA_GROUP"
 	topicEnv   = "AGGFLOW_KAFKA_TOPIC"
+	delayEnv   = "AGGFLOW_KAFKA_DELAY" // a handler's simulated I/O, a time.Duration
 )
 
 // memberClientOptions make a killed member's partitions move in about a
@@ -44,13 +45,17 @@ func runChild(mode string) int {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer cancel()
-	sched, err := schedulers.NewParallel("member", 4)
+	sched, err := schedulers.NewParallel("member", 16)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	delay, _ := time.ParseDuration(os.Getenv(delayEnv))
 	handle := func(_ context.Context, d partition.Delivery[event]) error {
 		start := time.Now().UnixNano()
+		if delay > 0 {
+			time.Sleep(delay) // the handler's I/O
+		}
 		_, err := fmt.Fprintf(os.Stdout, "%s %d %d\n", d.Exchange.ID, d.Exchange.Seq, start)
 		return err
 	}

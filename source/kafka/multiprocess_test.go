@@ -57,6 +57,9 @@ const (
 	mpKeys       = 1000
 	mpPerKey     = 100 // 100,000 exchanges
 	mpBatches    = 10  // produced in batches of 10 sequence numbers per key
+	// mpDelay keeps each member's pending budget full, so that a kill
+	// catches records in flight above the last commit.
+	mpDelay = 100 * time.Microsecond
 )
 
 func newRun(t *testing.T) *run {
@@ -94,7 +97,7 @@ func (r *run) produce(b int) {
 func (r *run) start() *member {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=member", brokersEnv+"="+strings.Join(r.cluster.Addrs(), ","),
-		groupEnv+"="+r.group, topicEnv+"="+mpTopic)
+		groupEnv+"="+r.group, topicEnv+"="+mpTopic, delayEnv+"="+mpDelay.String())
 	m := &member{cmd: cmd, waited: make(chan error, 1)}
 	cmd.Stderr = &m.stderr
 	out, err := cmd.StdoutPipe()
