@@ -124,7 +124,9 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 		c.onBad = logBadRecord(c.logger, name)
 	}
 	popts := append([]partition.Option[T]{}, c.partition...)
-	popts = append(popts, partition.WithMaxPending[T](c.maxPending), partition.WithLogger[T](c.logger))
+	// A partition's own budget holds the consumer's plus one polled batch, so
+	// that delivering a batch never waits: the pause rule keeps the sum.
+	popts = append(popts, partition.WithMaxPending[T](c.maxPending+c.maxPoll), partition.WithLogger[T](c.logger))
 	if c.groups > 0 {
 		popts = append(popts, partition.WithGroups[T](c.groups))
 	}

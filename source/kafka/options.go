@@ -77,7 +77,9 @@ func WithClientOptions[T any](opts ...kgo.Opt) Option[T] {
 // and not yet ended, over all its partitions (default
 // dispatch.DefaultMaxPending). A partition whose pending records reach its
 // share (the budget over the partitions owned) is paused until they fall
-// below half of it, so one slow partition never stalls the others.
+// below half of it, so one slow partition never stalls the others. The
+// records pending stay under n + the max poll records (a batch is delivered
+// whole): that is the consumer's memory bound, in records.
 func WithMaxPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxPending = n } }
 
 // WithGroups sets the number of groups of each partition (default
