@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aggflow/aggflow/aggregate"
@@ -125,9 +126,13 @@ func (j *journal) wait(t *testing.T, timeout time.Duration) {
 	}
 }
 
-func startCluster(t *testing.T, topic string, partitions int32) *kafkatest.Cluster {
+// shortSessions lets a group's members use sessions of a second
+// (memberClientOptions), so that rebalances take milliseconds.
+var shortSessions = kafkatest.WithFakeOptions(kfake.GroupMinSessionTimeout(500 * time.Millisecond))
+
+func startCluster(t *testing.T, topic string, partitions int32, opts ...kafkatest.Option) *kafkatest.Cluster {
 	t.Helper()
-	c, err := kafkatest.Start(kafkatest.WithTopic(topic, partitions))
+	c, err := kafkatest.Start(append([]kafkatest.Option{kafkatest.WithTopic(topic, partitions)}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	return c

@@ -9,12 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/source/kafka"
-	"github.com/aggflow/aggflow/source/kafka/kafkatest"
 )
 
 // The group forgets the member (its heartbeat is answered UnknownMemberID):
@@ -24,10 +22,7 @@ import (
 // and every record ends handled once, in order.
 func TestLostPartitionsAreForcedWithoutCommit(t *testing.T) {
 	const keys, perKey = 40, 10
-	c, err := kafkatest.Start(kafkatest.WithTopic("lost", 2),
-		kafkatest.WithFakeOptions(kfake.GroupMinSessionTimeout(500*time.Millisecond)))
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
+	c := startCluster(t, "lost", 2, shortSessions)
 	ctx := context.Background()
 	require.NoError(t, c.Produce(ctx, "lost", records(keys, perKey)...))
 

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aggflow/aggflow/source/kafka/kafkatest"
@@ -63,8 +62,7 @@ const (
 )
 
 func newRun(t *testing.T) *run {
-	c, err := kafkatest.Start(kafkatest.WithTopic(mpTopic, mpPartitions),
-		kafkatest.WithFakeOptions(kfake.GroupMinSessionTimeout(500*time.Millisecond)))
+	c, err := kafkatest.Start(kafkatest.WithTopic(mpTopic, mpPartitions), shortSessions)
 	require.NoError(t, err)
 	r := &run{t: t, cluster: c, group: "flow-" + t.Name(), distinct: map[[2]any]bool{}, progress: make(chan struct{}, 1)}
 	t.Cleanup(func() {

@@ -6,11 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/source/kafka"
-	"github.com/aggflow/aggflow/source/kafka/kafkatest"
 )
 
 // A member whose handlers hang: when a second member joins, the partitions
@@ -20,10 +18,7 @@ import (
 // same for the partitions it kept.
 func TestARevokedPartitionIsForcedAfterTheTimeoutAndCommittedBelow(t *testing.T) {
 	const keys, perKey = 40, 10
-	c, err := kafkatest.Start(kafkatest.WithTopic("moves", 2),
-		kafkatest.WithFakeOptions(kfake.GroupMinSessionTimeout(500*time.Millisecond)))
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
+	c := startCluster(t, "moves", 2, shortSessions)
 	ctx := context.Background()
 	require.NoError(t, c.Produce(ctx, "moves", records(keys, perKey)...))
 
