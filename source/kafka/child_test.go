@@ -20,10 +20,10 @@ import (
 // the multi-process tests instead of running tests.
 const (
 	childEnv   = "AGGFLOW_KAFKA_CHILD" // the mode: "member"
-	brokersEnv = "AGGFLOW_KAFKA_BROKERS"
-	groupEnv   = "AGGFLOW_KAFKA_GROUP"
-	topicEnv   = "AGGFLOW_KAFKA_TOPIC"
-	delayEnv   = "AGGFLOW_KAFKA_DELAY" // a handler's simulated I/O, a time.Duration
+	brokersEnv = "AGGFLOW_KAFKA_CHILD_BROKERS"
+	groupEnv   = "AGGFLOW_KAFKA_CHILD_GROUP"
+	topicEnv   = "AGGFLOW_KAFKA_CHILD_TOPIC"
+	delayEnv   = "AGGFLOW_KAFKA_CHILD_DELAY" // a handler's simulated I/O, a time.Duration
 )
 
 // memberClientOptions make a killed member's partitions move in about a
