@@ -59,7 +59,7 @@ type Consumer[T any] struct {
 	pollCtx  context.Context // cancelled by the first stop
 	stopPoll context.CancelFunc
 
-	high      map[int32]int64 // highest offset delivered per partition: the poll loop's only
+	high      map[int32]int64 // highest offset delivered per partition released (c.mu)
 	pauseMu   sync.Mutex      // orders pause decisions; held across kgo's Pause and Resume only
 	kick      chan struct{}   // a prefix may have moved, or room was freed
 	commitSem chan struct{}   // one commit at a time, in the order taken
@@ -74,12 +74,13 @@ type owned[T any] struct {
 	in        *partition.Intake[T]
 	committed int64 // the offset the broker acknowledged last, -1 if none (c.mu)
 	paused    bool  // c.pauseMu
+	high      int64 // the highest offset delivered, in this process: the poll loop's
 	stop      chan struct{}
 	stopped   chan struct{}
 }
 
 type counters struct {
-	delivered, discarded, commits, commitFailures, assigned, revoked, lost atomic.Int64
+	delivered, discarded, commits, commitFailures, assigned, revoked, lost, pauses atomic.Int64
 }
 
 // Stats are a Consumer's counters since it was made.
@@ -94,6 +95,8 @@ type Stats struct {
 	Commits, CommitFailures int64
 	// Assigned, Revoked and Lost count partitions.
 	Assigned, Revoked, Lost int64
+	// Pauses counts the times a partition was paused for want of room.
+	Pauses int64
 }
 
 // NewConsumer returns a Consumer named name that reads sub and hands the
@@ -167,7 +170,8 @@ func (c *Consumer[T]) Err() error {
 func (c *Consumer[T]) Stats() Stats {
 	s := &c.stats
 	return Stats{Delivered: s.delivered.Load(), Discarded: s.discarded.Load(), Commits: s.commits.Load(),
-		CommitFailures: s.commitFailures.Load(), Assigned: s.assigned.Load(), Revoked: s.revoked.Load(), Lost: s.lost.Load()}
+		CommitFailures: s.commitFailures.Load(), Assigned: s.assigned.Load(), Revoked: s.revoked.Load(), Lost: s.lost.Load(),
+		Pauses: s.pauses.Load()}
 }
 
 // Owned returns the partitions owned now, in no order.

@@ -7,7 +7,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/partition"
 )
 
@@ -53,9 +52,16 @@ type config[T any] struct {
 	partition      []partition.Option[T]
 }
 
+// DefaultMaxPending is a Consumer's default budget, in records: 8,192 per
+// partition for 8 partitions, near Decaton's 10,000 per partition. A
+// partition's fetch buffer dropped by a pause is fetched and decoded again,
+// so a budget much smaller than what the handlers drain in a fetch's round
+// trip pauses often and costs throughput (measured in docs/benchmarks.md).
+const DefaultMaxPending = 64 * 1024
+
 func defaults[T any]() config[T] {
 	return config[T]{
-		maxPending:     dispatch.DefaultMaxPending,
+		maxPending:     DefaultMaxPending,
 		maxPoll:        1000,
 		revokeTimeout:  10 * time.Second,
 		commitTimeout:  10 * time.Second,
@@ -74,8 +80,7 @@ func WithClientOptions[T any](opts ...kgo.Opt) Option[T] {
 }
 
 // WithMaxPending sets the budget of the whole consumer: records delivered
-// and not yet ended, over all its partitions (default
-// dispatch.DefaultMaxPending). A partition whose pending records reach its
+// and not yet ended, over all its partitions (default DefaultMaxPending). A partition whose pending records reach its
 // share (the budget over the partitions owned) is paused until they fall
 // below half of it, so one slow partition never stalls the others. The
 // records pending stay under n + the max poll records (a batch is delivered

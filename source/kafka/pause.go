@@ -33,6 +33,7 @@ func (c *Consumer[T]) balance() {
 		}
 	}
 	if len(pause) > 0 {
+		c.stats.pauses.Add(int64(len(pause)))
 		c.cl.PauseFetchPartitions(map[string][]int32{c.sub.Topic: pause})
 	}
 	if len(resume) > 0 {

@@ -72,10 +72,10 @@ func (c *Consumer[T]) deliver(ctx context.Context, o *owned[T], r *kgo.Record) e
 		return c.bad(ctx, o, r, fmt.Errorf("%w: partition %d offset %d: %w", ErrDecode, r.Partition, r.Offset, err))
 	}
 	attempt := 1
-	if high, ok := c.high[r.Partition]; ok && r.Offset <= high {
+	if r.Offset <= o.high {
 		attempt = 2 // read again after a rebalance gave the partition back
 	} else {
-		c.high[r.Partition] = r.Offset
+		o.high = r.Offset
 	}
 	if err := o.in.Deliver(ctx, x, r.Offset, attempt); err != nil {
 		return fmt.Errorf("kafka: consumer %q: %w", c.name, err)

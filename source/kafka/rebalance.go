@@ -34,8 +34,11 @@ func (c *Consumer[T]) assign(p int32, committed int64) {
 		c.fail(errorf(ErrAssign, "consumer %q: partition %d: %w", c.name, p, err))
 		return
 	}
-	o := &owned[T]{in: in, committed: max(committed, -1), stop: make(chan struct{}), stopped: make(chan struct{})}
+	o := &owned[T]{in: in, committed: max(committed, -1), high: -1, stop: make(chan struct{}), stopped: make(chan struct{})}
 	c.mu.Lock()
+	if high, ok := c.high[p]; ok {
+		o.high = high
+	}
 	if c.closing {
 		c.mu.Unlock()
 		_, _ = c.disp.Lose(p) // nothing was delivered to it
@@ -56,7 +59,14 @@ func (c *Consumer[T]) forward(o *owned[T]) {
 	for {
 		select {
 		case <-o.in.Advanced():
-			c.nudge()
+			// Wait for the committing goroutine to take the previous
+			// wake-up: meanwhile the partition's signals coalesce, so a
+			// busy partition costs a wake-up per commit, not per record.
+			select {
+			case c.kick <- struct{}{}:
+			case <-o.stop:
+				return
+			}
 		case <-o.stop:
 			return
 		}
@@ -86,6 +96,7 @@ func (c *Consumer[T]) release(ps []int32, commit bool) {
 		if o := c.owned[p]; o != nil {
 			os[p] = o
 			delete(c.owned, p)
+			c.high[p] = o.high // the poll loop is not delivering: rebalances wait for it
 		}
 	}
 	c.mu.Unlock()
