@@ -12,6 +12,8 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/dispatch/middleware"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
@@ -208,4 +210,51 @@ func Example_retryAndDeadLetter() {
 	// carol [10 30]
 	// dead letters [1]
 	// [carol 20 (offset 5): middleware: retries exhausted after attempt 3: store unavailable]
+}
+
+// A Consumer is a dispatch.Component: a Runtime prepares, starts and stops
+// it, and owns the scheduler supplier it borrows from (here bounded elastic
+// schedulers, for handlers that block on I/O).
+func ExampleConsumer_runtime() {
+	c, err := kafkatest.Start(kafkatest.WithTopic("deposits", 2))
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	if err := produceDeposits(c, "deposits"); err != nil {
+		panic(err)
+	}
+	sup, err := aggregate.NewSchedulerSupplier("bank", aggregate.WithParallelism(256),
+		aggregate.WithSchedulerFactory(func(name string, n int) (schedulers.Scheduler, error) {
+			return schedulers.NewBoundedElastic(name, n)
+		}))
+	if err != nil {
+		panic(err)
+	}
+	sched, err := sup.GetOrInitialize(accounts)
+	if err != nil {
+		panic(err)
+	}
+	l := newLedger(9)
+	k, err := kafka.NewConsumer("deposits", kafka.Subscription{Brokers: c.Addrs(), Group: "ledger", Topic: "deposits"},
+		accounts, sched, deposits, l.apply, kafka.WithLogger[deposit](quiet))
+	if err != nil {
+		panic(err)
+	}
+	rt, err := dispatch.NewRuntime("bank", []dispatch.Component{k}, dispatch.WithOwned(sup))
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- rt.Run(ctx) }()
+	<-l.done
+	cancel() // Run stops the consumer gracefully, then the supplier
+	fmt.Println("run:", <-ran)
+	l.print()
+	// Output:
+	// run: <nil>
+	// alice [10 20 30]
+	// bob [10 20 30]
+	// carol [10 20 30]
 }
