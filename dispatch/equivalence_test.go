@@ -275,12 +275,11 @@ func runChainPath(rt *rapid.T, p, pool, buffer int, w testkit.Workload) pathRun 
 		return nil
 	}).DoOnNext(func(testkit.Exchange) { emitted.Add(1) })
 	groups := flux.GroupBy(src, func(x testkit.Exchange) int { return x.Tag(p).Group }, p, flux.WithGroupBuffer(buffer))
-	chain := flux.FlatMap(groups, func(g flux.GroupedFlux[testkit.Exchange]) flux.Flux[struct{}] {
+	chain := flux.DoOnDiscard(flux.FlatMap(groups, func(g flux.GroupedFlux[testkit.Exchange]) flux.Flux[struct{}] {
 		return flux.ConcatMap(g.PublishOn(sched, buffer), handle)
-	}, p)
+	}, p), func(testkit.Exchange, error) { discarded.Add(1) })
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	ctx = flux.WithDiscardHook(ctx, func(testkit.Exchange, error) { discarded.Add(1) })
 	done := make(chan struct{})
 	var runErr error
 	go func() {

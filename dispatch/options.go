@@ -126,7 +126,7 @@ func WithErrorPolicy[T any](p ErrorPolicy) Option[T] {
 
 // WithObserver adds an Observer of every exchange (default: none). Given
 // more than once, every Observer sees every event, in the order given. nil
-// is invalid. Cost: timing each exchange (two clock reads) and the calls.
+// is invalid. Cost: timing each exchange (three clock reads) and the calls.
 func WithObserver[T any](obs Observer) Option[T] {
 	return func(c *config[T]) {
 		if obs == nil {

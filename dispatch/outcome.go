@@ -38,7 +38,7 @@ type Result[T any] struct {
 // logged, and the exchange is accounted for as if it had returned. It must
 // be quick: it delays its group's next exchange. Given more than once, every
 // hook is called, in order. nil is invalid. Cost: timing each exchange
-// (two clock reads) and one call.
+// (three clock reads) and one call.
 func WithOutcomeHook[T any](hook func(ctx context.Context, r Result[T])) Option[T] {
 	return func(c *config[T]) {
 		if hook == nil {

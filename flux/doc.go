@@ -25,8 +25,15 @@
 //     FlatMap with a free slot on the subscribing goroutine, and otherwise
 //     on a goroutine of its own, and delivers each group on the goroutine
 //     (or worker) that subscribes to it.
+//   - Merge, Zip and CombineLatest run each source on a goroutine of its
+//     own and deliver on the subscribing goroutine; SwitchMap runs its
+//     upstream on one and the inners on the subscribing goroutine; Window
+//     runs its upstream on one. The time operators (Interval, Timer,
+//     Timeout, DelayElements, Sample, BufferTimeout, WindowTimeout,
+//     RetryWhen) use the runtime's timers, which testing/synctest controls.
 //   - Whatever the goroutine, items reach a given subscriber serially, never
-//     concurrently, and in order (FlatMap interleaves its inners).
+//     concurrently, and in order (FlatMap and Merge interleave their
+//     sources).
 //
 // # Cancellation and ownership
 //
@@ -34,11 +41,21 @@
 // flow ends with its cause. An error returned by onNext, a satisfied Take, or
 // breaking out of a range loop over All cancels the upstream. Every
 // goroutine and task a subscription starts is joined before Subscribe
-// returns, on every exit path; rxgo's goroutines behind FromObservable are
-// cancelled, not joined, and exit on their own (see FromObservable). Items already pulled and then dropped by a cancellation are given
-// to the discard hook installed with WithDiscardHook, so nothing is lost
-// silently. A panic in any function handed to this package ends the flow
-// with an error carrying *PanicError; the process survives.
+// returns, on every exit path, with two documented exceptions: rxgo's
+// goroutines behind FromObservable are cancelled, not joined, and exit on
+// their own (see FromObservable); the upstream of a Publish(...).RefCount(n)
+// or Share is joined by its last subscriber to leave. Items already pulled
+// and then dropped by a cancellation, a timeout, sampling, distinct
+// filtering or a switched-away inner are given to the discard hook
+// installed with DoOnDiscard, with the reason, so nothing is lost silently.
+// A panic in any function handed to this package ends the flow with an
+// error carrying *PanicError; the process survives.
+//
+// Three operators configure the operators upstream of them for one
+// subscription, as Reactor's subscriber Context does: DoOnDiscard,
+// OnErrorContinue and LimitRate. They carry their setting in the
+// subscription's context internally; the user passes none through a
+// context.
 //
 // # Reactor to flux
 //
@@ -57,13 +74,41 @@
 //	buffer(n) / reduce / scan        Buffer / Reduce / Scan
 //	concatMap (prefetch 0)           ConcatMap
 //	flatMap(f, concurrency)          FlatMap
+//	switchMap                        SwitchMap
+//	Flux.merge / mergeDelayError     Merge / MergeDelayError
+//	Flux.concat / concatDelayError   Concat / ConcatDelayError
+//	Flux.zip(a, b, combinator)       Zip(a, b, fn)
+//	Flux.combineLatest(a, b, comb.)  CombineLatest(a, b, fn)
+//	retry(n)                         Retry(n)
+//	onErrorReturn / onErrorMap       OnErrorReturn / OnErrorMap
+//	onErrorContinue                  OnErrorContinue[T, U]
+//	distinct / distinct(key)         Distinct / DistinctBy
+//	distinctUntilChanged(key)        DistinctUntilChanged(By)
+//	defaultIfEmpty / switchIfEmpty   DefaultIfEmpty / SwitchIfEmpty
+//	Flux.using                       Using
+//	limitRate(n)                     LimitRate(n)
 //	groupBy(key, prefetch)           GroupBy(f, key, groups, WithGroupBuffer(n))
 //	publishOn(s, prefetch)           PublishOn(s, prefetch)
 //	subscribeOn(s)                   SubscribeOn(s)
-//	doOnDiscard / Hooks              WithDiscardHook
+//	Flux.interval / Mono.delay       Interval / Timer
+//	delayElements                    DelayElements
+//	timeout(d) / (d, fallback)       Timeout / TimeoutTo
+//	sample(d)                        Sample
+//	bufferTimeout(n, d)              BufferTimeout
+//	window(n) / windowTimeout(n, d)  Window / WindowTimeout
+//	retryWhen(Retry.backoff / max)   RetryWhen(RetryBackoff / RetryMax)
+//	doOnDiscard(Class, Consumer)     DoOnDiscard
 //	subscribe + blockLast            Subscribe
 //	collectList().block()            Collect
 //	toIterable / toStream            All
+//	Sinks.Many, Sinks.EmitResult     ManySink, EmitResult
+//	unicast().onBackpressureBuffer   NewUnicastSink(capacity)
+//	multicast().onBackpressureBuffer NewMulticastSink(capacity)
+//	replay().limit(n)                NewReplaySink(n, capacity)
+//	tryEmitNext / emitNext           TryEmitNext / EmitNext(ctx, v)
+//	DROP_OLDEST overflow strategy    WithDropOldest()
+//	publish(prefetch).refCount(n)    Publish(capacity).RefCount(n)
+//	share()                          Share
 //	StepVerifier                     testkit.Verify
 //
 // # Differences from Reactor

@@ -38,6 +38,35 @@ var (
 	// still the caller's. Any other error from Next is the downstream's, for
 	// an item it was handed.
 	ErrNotDelivered = errors.New("flux: not delivered")
+	// ErrTimeout is wrapped by the error signal of Timeout when no item, or
+	// no terminal signal, arrived within its duration (Reactor's
+	// TimeoutException), and is the reason given to the discard hook for
+	// an item that lost the race with the timeout.
+	ErrTimeout = errors.New("flux: timeout")
+	// ErrSkipped is the reason given to the discard hook for an item an
+	// operator drops by design: an item of Sample replaced by a later one
+	// within the same period.
+	ErrSkipped = errors.New("flux: skipped")
+	// ErrRetriesExhausted is wrapped, with the last error of the upstream,
+	// by the error signal of RetryWhen once its attempts or its backoff
+	// schedule ran out (Reactor's Exceptions.retryExhausted).
+	ErrRetriesExhausted = errors.New("flux: retries exhausted")
+	// ErrUnicastSink is wrapped by the error of a second Subscribe to the
+	// Flux of a unicast ManySink (Reactor: "UnicastProcessor allows only a
+	// single Subscriber").
+	ErrUnicastSink = errors.New("flux: unicast sink allows only one subscriber")
+	// ErrSinkOverflow is the reason given to a subscriber's discard hook for
+	// an item a ManySink made with WithDropOldest dropped for it because it
+	// lagged by the sink's capacity.
+	ErrSinkOverflow = errors.New("flux: sink overflow")
+	// ErrDuplicate is the reason given to the discard hook for an item that
+	// Distinct or DistinctUntilChanged (and their By forms) filtered out.
+	ErrDuplicate = errors.New("flux: duplicate")
+	// ErrSuperseded is the reason given to the discard hook for an item that
+	// a newer one replaced before it was used: a latest value of
+	// CombineLatest overwritten before it took part in a combination, an
+	// item of a SwitchMap inner that arrived after the switch to the next.
+	ErrSuperseded = errors.New("flux: superseded")
 )
 
 // invalid returns the error of an invalid argument of operator op.

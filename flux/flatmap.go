@@ -64,6 +64,7 @@ func FlatMap[T, R any](f Flux[T], fn func(T) Flux[R], concurrency int) Flux[R] {
 		if grouped {
 			w = &waiter{ctx: feed, scope: ictx, op: "FlatMap", inners: concurrency, holds: true}
 		}
+		cont := continuationOf[T](ctx)
 		err := f.run(feed, func(v T) error {
 			select {
 			case slots <- struct{}{}:
@@ -75,7 +76,7 @@ func FlatMap[T, R any](f Flux[T], fn func(T) Flux[R], concurrency int) Flux[R] {
 			inner, err := call1(fn, v)
 			if err != nil {
 				<-slots
-				return err
+				return cont.resume(v, err)
 			}
 			wg.Add(1)
 			go func() {

@@ -84,7 +84,7 @@ func WithGroupBuffer(n int) GroupOption {
 // subscribed keeps the upstream going, and holds it once full, like any
 // unconsumed group. When the downstream fails instead (it returned another
 // error, or ctx ended), every group is cancelled at once: queued items go to
-// the discard hook (WithDiscardHook[T]) and the groups' subscribers get the
+// the discard hook (DoOnDiscard) and the groups' subscribers get the
 // error.
 //
 // Stalls (Reactor §1.9, where they hang silently): the router blocks while

@@ -201,14 +201,14 @@ func TestDiscardHookAccountsForEveryItem(t *testing.T) {
 		)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		ctx = flux.WithDiscardHook(ctx, func(v int, reason error) {
+		drop := func(v int, reason error) {
 			mu.Lock()
 			defer mu.Unlock()
 			dropped[v]++
 			if reason == nil {
 				rt.Fatalf("discarded %d without a reason", v)
 			}
-		})
+		}
 		// An item is delivered when the handler gets it; the handler's output
 		// has another type, so its own discards are not counted here.
 		f := dispatch(counted(-1, &pulled), func(v int) int { return v % groups }, groups, buffer, s,
@@ -221,7 +221,7 @@ func TestDiscardHookAccountsForEveryItem(t *testing.T) {
 				}
 				return flux.Just("handled")
 			})
-		err := f.Subscribe(ctx, func(string) error { return nil })
+		err := flux.DoOnDiscard(f, drop).Subscribe(ctx, func(string) error { return nil })
 		require.ErrorIs(rt, err, context.Canceled)
 		mu.Lock()
 		defer mu.Unlock()
@@ -237,13 +237,13 @@ func TestDiscardHookAccountsForEveryItem(t *testing.T) {
 func TestGroupByKeyOutOfRange(t *testing.T) {
 	for _, key := range []int{-1, 3} {
 		var dropped []int
-		ctx := flux.WithDiscardHook(t.Context(), func(v int, _ error) { dropped = append(dropped, v) })
-		groups, err := flux.Collect(ctx, flux.GroupBy(flux.Range(0, 5), func(v int) int {
+		drop := func(v int, _ error) { dropped = append(dropped, v) }
+		groups, err := flux.Collect(t.Context(), flux.DoOnDiscard(flux.GroupBy(flux.Range(0, 5), func(v int) int {
 			if v == 2 {
 				return key
 			}
 			return 0
-		}, 3))
+		}, 3), drop))
 		require.ErrorIs(t, err, flux.ErrGroupKeyOutOfRange)
 		require.Len(t, groups, 1)
 		testkit.Verify(t, groups[0].Flux).ExpectNext(0, 1).ExpectErrorIs(flux.ErrGroupKeyOutOfRange).VerifyT()
@@ -293,11 +293,11 @@ func TestGroupByUpstreamErrorAfterItems(t *testing.T) {
 // after the main flux ended; key 0's items go to the discard hook.
 func TestGroupByTakeKeepsTheGroupsTaken(t *testing.T) {
 	var dropped []int
-	ctx := flux.WithDiscardHook(t.Context(), func(v int, reason error) {
+	drop := func(v int, reason error) {
 		require.ErrorIs(t, reason, flux.ErrCancelled)
 		dropped = append(dropped, v)
-	})
-	groups, err := flux.Collect(ctx, flux.GroupBy(flux.Range(1, 10), func(v int) int { return v % 3 }, 3).Take(2))
+	}
+	groups, err := flux.Collect(t.Context(), flux.DoOnDiscard(flux.GroupBy(flux.Range(1, 10), func(v int) int { return v % 3 }, 3).Take(2), drop))
 	require.NoError(t, err)
 	require.Len(t, groups, 2)
 	testkit.Verify(t, groups[0].Flux).ExpectNext(1, 4, 7, 10).ExpectComplete().VerifyT()
@@ -312,14 +312,14 @@ func TestGroupByTakeThenFlatMap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var dropped []int
-		ctx := flux.WithDiscardHook(t.Context(), func(v int, _ error) {
+		drop := func(v int, _ error) {
 			mu.Lock()
 			defer mu.Unlock()
 			dropped = append(dropped, v)
-		})
+		}
 		whole := func(g flux.GroupedFlux[int]) flux.Flux[int] { return g.Flux }
-		got, err := flux.Collect(ctx, flux.FlatMap(
-			flux.GroupBy(flux.Range(0, 100), func(v int) int { return v % 3 }, 3, flux.WithGroupBuffer(4)).Take(2), whole, 2))
+		got, err := flux.Collect(t.Context(), flux.DoOnDiscard(flux.FlatMap(
+			flux.GroupBy(flux.Range(0, 100), func(v int) int { return v % 3 }, 3, flux.WithGroupBuffer(4)).Take(2), whole, 2), drop))
 		require.NoError(t, err)
 		slices.Sort(got)
 		slices.Sort(dropped)
@@ -390,12 +390,11 @@ func TestGroupByStallsBelowGroupConcurrency(t *testing.T) {
 func TestGroupByNoStallUnderSlowConsumers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var dropped atomic.Int64
-		ctx := flux.WithDiscardHook(t.Context(), func(int, error) { dropped.Add(1) })
 		f := flux.FlatMap(flux.GroupBy(flux.Range(0, 300), func(v int) int { return v % 3 }, 3, flux.WithGroupBuffer(2)),
 			func(gf flux.GroupedFlux[int]) flux.Flux[int] {
 				return gf.DoOnNext(func(int) { time.Sleep(time.Millisecond) }).Take(2)
 			}, 2)
-		got, err := flux.Collect(ctx, f)
+		got, err := flux.Collect(t.Context(), flux.DoOnDiscard(f, func(int, error) { dropped.Add(1) }))
 		require.NoError(t, err)
 		require.Equal(t, int64(300), int64(len(got))+dropped.Load(), "each item delivered or discarded")
 
@@ -468,7 +467,6 @@ func TestGroupByStallProperty(t *testing.T) {
 		var err error
 		var delivered, discarded, pulled atomic.Int64
 		synctest.Test(t, func(t *testing.T) {
-			ctx := flux.WithDiscardHook(t.Context(), func(int, error) { discarded.Add(1) })
 			src := flux.Range(0, len(keys)).DoOnNext(func(int) { pulled.Add(1) })
 			g := flux.GroupBy(src, func(i int) int { return keys[i] }, groups, flux.WithGroupBuffer(buffer))
 			n := 0
@@ -490,7 +488,8 @@ func TestGroupByStallProperty(t *testing.T) {
 					})
 				}, concurrency)
 			}
-			err = f.Subscribe(ctx, func(int) error { delivered.Add(1); return nil })
+			f = flux.DoOnDiscard(f, func(int, error) { discarded.Add(1) })
+			err = f.Subscribe(t.Context(), func(int) error { delivered.Add(1); return nil })
 		})
 		if stall {
 			if !errors.Is(err, flux.ErrStalled) {

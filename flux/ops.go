@@ -15,10 +15,11 @@ func Map[T, R any](f Flux[T], fn func(T) R) Flux[R] {
 		return Error[R](invalid("Map", "nil function"))
 	}
 	return Flux[R]{subscribe: func(ctx context.Context, emit func(R) error) error {
+		cont := continuationOf[T](ctx)
 		return f.run(ctx, func(v T) error {
 			r, err := call1(fn, v)
 			if err != nil {
-				return err
+				return cont.resume(v, err)
 			}
 			return emit(r)
 		})
@@ -31,10 +32,14 @@ func (f Flux[T]) Filter(pred func(T) bool) Flux[T] {
 		return Error[T](invalid("Filter", "nil predicate"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		cont := continuationOf[T](ctx)
 		return f.run(ctx, func(v T) error {
 			keep, err := call1(pred, v)
-			if err != nil || !keep {
-				return err
+			if err != nil {
+				return cont.resume(v, err)
+			}
+			if !keep {
+				return nil
 			}
 			return emit(v)
 		})
@@ -48,9 +53,10 @@ func (f Flux[T]) DoOnNext(fn func(T)) Flux[T] {
 		return Error[T](invalid("DoOnNext", "nil function"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		cont := continuationOf[T](ctx)
 		return f.run(ctx, func(v T) error {
 			if err := callV(fn, v); err != nil {
-				return err
+				return cont.resume(v, err)
 			}
 			return emit(v)
 		})
@@ -259,7 +265,7 @@ func Reduce[T, A any](f Flux[T], seed A, fn func(A, T) A) Flux[A] {
 // Buffer emits the items in slices of n (the last one may be shorter; none
 // if it would be empty). Each slice is new and owned by the receiver. On an
 // error or cancellation the partial slice is passed to the discard hook
-// (WithDiscardHook[T]). n < 1 gives ErrInvalidArgument. Reactor:
+// (DoOnDiscard). n < 1 gives ErrInvalidArgument. Reactor:
 // Flux#buffer(int) (FluxBuffer.java).
 func Buffer[T any](f Flux[T], n int) Flux[[]T] {
 	if n < 1 {
@@ -314,10 +320,11 @@ func ConcatMap[T, R any](f Flux[T], fn func(T) Flux[R]) Flux[R] {
 			uctx, ictx = newScope(ctx), newScope(ctx)
 			w = &waiter{ctx: uctx, scope: ictx, op: "ConcatMap", inners: 1}
 		}
+		cont := continuationOf[T](ctx)
 		return f.run(uctx, func(v T) error {
 			inner, err := call1(fn, v)
 			if err != nil {
-				return err
+				return cont.resume(v, err)
 			}
 			if w != nil {
 				if a := any(v).(awaiter); a.await(w) {

@@ -109,18 +109,18 @@ func TestPublishOnSchedulerDisposedMidway(t *testing.T) {
 		require.NoError(t, err)
 		var mu sync.Mutex
 		var dropped []int
-		ctx := flux.WithDiscardHook(t.Context(), func(v int, reason error) {
+		drop := func(v int, reason error) {
 			mu.Lock()
 			defer mu.Unlock()
 			require.ErrorIs(t, reason, schedulers.ErrRejected)
 			dropped = append(dropped, v)
-		})
+		}
 		started := make(chan struct{})
 		done := make(chan error, 1)
 		var pulled atomic.Int64
 		delivered := 0
 		go func() {
-			done <- counted(10, &pulled).PublishOn(s, 4).Subscribe(ctx, func(v int) error {
+			done <- flux.DoOnDiscard(counted(10, &pulled).PublishOn(s, 4), drop).Subscribe(t.Context(), func(v int) error {
 				delivered++
 				if v == 0 {
 					close(started)
@@ -145,14 +145,14 @@ func TestPublishOnRejectedWhileIdle(t *testing.T) {
 	s, err := schedulers.NewSingle("idle")
 	require.NoError(t, err)
 	var dropped []int
-	ctx := flux.WithDiscardHook(t.Context(), func(v int, reason error) {
+	drop := func(v int, reason error) {
 		require.ErrorIs(t, reason, schedulers.ErrRejected)
 		dropped = append(dropped, v)
-	})
+	}
 	in, got := make(chan int), make(chan int)
 	done := make(chan error, 1)
 	go func() {
-		done <- flux.FromChannel(in).PublishOn(s, 4).Subscribe(ctx, func(v int) error { got <- v; return nil })
+		done <- flux.DoOnDiscard(flux.FromChannel(in).PublishOn(s, 4), drop).Subscribe(t.Context(), func(v int) error { got <- v; return nil })
 	}()
 	in <- 1
 	require.Equal(t, 1, <-got)

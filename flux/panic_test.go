@@ -58,10 +58,9 @@ func TestPanicsBecomeErrors(t *testing.T) {
 		require.ErrorIs(t, err, errBoom)
 	})
 	t.Run("discard hook is ignored", func(t *testing.T) {
-		ctx := flux.WithDiscardHook(t.Context(), func(int, error) { panic("boom") })
-		err := flux.Buffer(flux.Error[int](errBoom).OnErrorResume(func(error) flux.Flux[int] {
+		err := flux.DoOnDiscard(flux.Buffer(flux.Error[int](errBoom).OnErrorResume(func(error) flux.Flux[int] {
 			return flux.Create(func(_ context.Context, s flux.Sink[int]) error { _ = s.Next(1); return errBoom })
-		}), 3).Subscribe(ctx, func([]int) error { return nil })
+		}), 3), func(int, error) { panic("boom") }).Subscribe(t.Context(), func([]int) error { return nil })
 		require.ErrorIs(t, err, errBoom)
 	})
 }

@@ -31,17 +31,17 @@ func TestPublishOnDisposedWhileUpstreamWaitsForRoom(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := occupied(t)
 		var discarded []int
-		ctx := flux.WithDiscardHook(context.Background(), func(v int, err error) {
+		drop := func(v int, err error) {
 			require.ErrorIs(t, err, schedulers.ErrRejected)
 			discarded = append(discarded, v)
-		})
+		}
 		type result struct {
 			got []int
 			err error
 		}
 		res := make(chan result, 1)
 		go func() {
-			got, err := flux.Collect(ctx, flux.Range(0, 100).PublishOn(s, 2))
+			got, err := flux.Collect(context.Background(), flux.DoOnDiscard(flux.Range(0, 100).PublishOn(s, 2), drop))
 			res <- result{got, err}
 		}()
 		synctest.Wait() // 0 and 1 queued, the drain task queued, 2 waits for room
@@ -127,21 +127,21 @@ func TestPublishOnFusedRejectedAtSubscribeDiscardsTheGroup(t *testing.T) {
 		var mu sync.Mutex
 		var discarded []int
 		var reasons []error
-		ctx := flux.WithDiscardHook(t.Context(), func(v int, reason error) {
+		drop := func(v int, reason error) {
 			mu.Lock()
 			defer mu.Unlock()
 			discarded, reasons = append(discarded, v), append(reasons, reason)
-		})
+		}
 		completed := make(chan struct{})
 		src := flux.Range(0, 3).DoOnComplete(func() { close(completed) })
-		_, err = flux.Collect(ctx, flux.FlatMap(
+		_, err = flux.Collect(t.Context(), flux.DoOnDiscard(flux.FlatMap(
 			flux.GroupBy(src, func(int) int { return 0 }, 1, flux.WithGroupBuffer(8)),
 			func(g flux.GroupedFlux[int]) flux.Flux[int] {
 				return flux.Defer(func() flux.Flux[int] {
 					<-completed // subscribe once the upstream completed
 					return g.PublishOn(s, 8)
 				})
-			}, 1))
+			}, 1), drop))
 		require.ErrorIs(t, err, schedulers.ErrRejected)
 		require.ElementsMatch(t, []int{0, 1, 2}, discarded, "every pulled item is discarded")
 		for _, r := range reasons {

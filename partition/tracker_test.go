@@ -186,3 +186,28 @@ func TestGrowthKeepsEveryPosition(t *testing.T) {
 	require.Equal(t, int64((n-1)*7), prefixOf(&tr))
 	require.Zero(t, tr.Pending())
 }
+
+// Once the ring has grown to the positions held, tracking and finishing out
+// of order allocates nothing.
+func TestSteadyStateDoesNotAllocate(t *testing.T) {
+	var tr partition.Tracker
+	const held, batch = 1024, 8
+	next := int64(0)
+	step := func() {
+		for range batch {
+			_ = tr.Track(next * 3) // with gaps
+			next++
+		}
+		for i := next - held - 1; i >= next-held-batch && i >= 0; i-- {
+			_ = tr.Finish(i * 3)
+		}
+	}
+	for range 2 * held / batch {
+		step()
+	}
+	require.Zero(t, testing.AllocsPerRun(1000, step))
+	pos, ok := tr.Prefix()
+	require.True(t, ok)
+	require.Equal(t, (next-held-1)*3, pos)
+	require.Equal(t, held, tr.Pending())
+}

@@ -52,6 +52,7 @@ func TestVerifyNamesFirstMismatch(t *testing.T) {
 		"ended before cancel": {testkit.Verify(t, flux.Just(1)).ExpectNext(1).ExpectNext(2).ThenCancel(), "signal 1: got onComplete, expected onNext(2)"},
 		"no terminal":         {testkit.Verify(t, flux.Just(1)).ExpectNext(1), "no terminal step"},
 		"after terminal":      {testkit.Verify(t, flux.Just(1)).ExpectComplete().ExpectNext(1), "after the terminal step"},
+		"two terminals":       {testkit.Verify(t, flux.Just(1)).ExpectComplete().ThenCancel(), "two terminal steps"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -84,16 +85,19 @@ func TestVerifyTFailsTheTest(t *testing.T) {
 	require.False(t, rec.failed)
 }
 
-// recordingTB records Fatal instead of stopping the test.
+// recordingTB records Fatal instead of stopping the test: the last message
+// in msg, all of them in msgs.
 type recordingTB struct {
 	testing.TB
 	failed bool
 	msg    string
+	msgs   []string
 }
 
 func (r *recordingTB) Fatal(args ...any) {
 	r.failed = true
 	r.msg = args[0].(error).Error()
+	r.msgs = append(r.msgs, r.msg)
 }
 
 func (r *recordingTB) Helper() {}

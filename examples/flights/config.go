@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
@@ -16,8 +17,11 @@ type config struct {
 	input       string        // "" for the embedded sample
 	parallelism int           // dispatcher groups
 	pool        int           // scheduler goroutines
+	maxPending  int           // the dispatcher's pending budget, in exchanges
 	handlerCost time.Duration // CPU burnt per exchange
 	json        bool          // summary as JSON
+	strict      bool          // an unknown JSON field fails the run
+	progress    progressMode  // when to draw progress bars
 }
 
 // errUsage reports a command line that cannot run; flag has already printed
@@ -32,14 +36,19 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fmt.Fprintln(fs.Output(), `usage: flights [flags]
 
 Replays US flight records through an aggflow dispatcher, one aggregate per
-origin airport, then checks the per-airport state against a sequential fold.`)
+origin airport, then checks the per-airport state against a sequential fold.
+SIGINT (Ctrl-C) or SIGTERM drains the dispatcher and exits 130 or 143; a
+second signal stops it by force.`)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&c.input, "input", "", "`file` to replay, .json or .parquet (default: the embedded 20,000-flight sample)")
+	fs.StringVar(&c.input, "input", "", "`file` to replay: .json, .json.gz or .parquet (default: the embedded 20,000-flight sample)")
 	fs.IntVar(&c.parallelism, "parallelism", aggregate.DefaultParallelism, "dispatcher `groups`")
 	fs.IntVar(&c.pool, "pool", schedulers.DefaultPoolSize, "scheduler `goroutines`")
+	fs.IntVar(&c.maxPending, "max-pending", dispatch.DefaultMaxPending, "the dispatcher's pending budget, in `exchanges` admitted and not finished")
 	fs.DurationVar(&c.handlerCost, "handler-cost", 0, "CPU time burnt per exchange, e.g. 2us")
 	fs.BoolVar(&c.json, "json", false, "print the summary as JSON")
+	fs.BoolVar(&c.strict, "strict", false, "fail on a JSON record with a field other than date, delay, distance, origin and destination (by default such fields are skipped)")
+	fs.Var(&c.progress, "progress", "progress bars on stderr while decoding and dispatching: `auto` (when stderr is a terminal and the input large), always or never")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return c, err
 	} else if err != nil {
@@ -53,6 +62,8 @@ origin airport, then checks the per-airport state against a sequential fold.`)
 		problem = "-parallelism must be at least 1"
 	case c.pool < 1:
 		problem = "-pool must be at least 1"
+	case c.maxPending < 1:
+		problem = "-max-pending must be at least 1"
 	case c.handlerCost < 0:
 		problem = "-handler-cost must not be negative"
 	default:

@@ -8,14 +8,15 @@
 //
 // Usage:
 //
-//	go run ./examples/flights [-input FILE.json|FILE.parquet] [-parallelism N] [-pool N] [-handler-cost 2us] [-json]
+//	go run ./examples/flights [-input FILE.json|FILE.json.gz|FILE.parquet] [-strict] [-parallelism N] [-pool N] [-max-pending N] [-handler-cost 2us] [-progress auto|always|never] [-json]
 //
-// Without -input it replays a 20,000-flight sample embedded in the binary.
-// Ctrl-C (or SIGTERM) drains the dispatcher and prints a summary marked
-// PARTIAL (exit status 130, no verification); a second one stops it by force. The exit
-// status is 0 only when nothing was lost, no ordering violation was seen and
-// the state was verified; 1 for bad input or a failed check; 2 for a bad
-// command line.
+// Without -input it replays a 20,000-flight sample embedded in the binary;
+// examples/flights/data/flights-3m.parquet holds 3 million. SIGINT (Ctrl-C)
+// or SIGTERM drains the dispatcher and prints a summary marked PARTIAL (no
+// verification), exiting 130 or 143 (128 + the signal's number); a second
+// signal stops it by force. The exit status is 0 only when nothing was lost,
+// no ordering violation was seen and the state was verified; 1 for bad input
+// or a failed check; 2 for a bad command line.
 package main
 
 import (
@@ -27,6 +28,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,26 +39,36 @@ import (
 // busiestShown is the length of the busiest-airports table.
 const busiestShown = 10
 
-func main() {
+// decodeBarWorth is the input size, in bytes as stored, from which a
+// decoding progress bar is drawn under -progress auto.
+const decodeBarWorth = 4 << 20
+
+func main() { os.Exit(runProcess(nil)) }
+
+// runProcess runs the program on the process's arguments, standard streams
+// and signals, and returns its exit status; handled is env.handled.
+func runProcess(handled func()) int {
 	interrupt := make(chan os.Signal, 2)
 	signal.Notify(interrupt, os.Interrupt, syscall.SIGTERM)
-	os.Exit(run(os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, interrupt: interrupt}))
+	defer signal.Stop(interrupt)
+	return run(os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, interrupt: interrupt, handled: handled})
 }
 
 // env is what the program talks to.
 type env struct {
 	stdout, stderr io.Writer
-	// interrupt delivers one value per Ctrl-C.
+	// interrupt delivers one value per SIGINT or SIGTERM.
 	interrupt <-chan os.Signal
-	// dispatching, when set, is called once the dispatcher has started, so
-	// that a test can interrupt a replay in progress.
-	dispatching func()
+	// handled, when set, is called after each exchange handled, from the
+	// scheduler's goroutines, so that a test can interrupt a replay in
+	// progress.
+	handled func()
 }
 
 // run is the program with its surroundings made explicit; it returns the exit
 // status.
 func run(args []string, e env) int {
-	stdout, stderr, interrupt := e.stdout, e.stderr, e.interrupt
+	stdout, stderr := e.stdout, e.stderr
 	cfg, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK // -help asked for the usage: not a failure
@@ -64,17 +76,18 @@ func run(args []string, e env) int {
 		return exitUsage
 	}
 	start := time.Now()
-	data, err := decode(cfg, interrupt)
-	if errors.Is(err, errInterrupted) {
-		fmt.Fprintln(stderr, "flights: interrupted while decoding; nothing was dispatched")
-		return exitInterrupted
+	data, err := decode(cfg, e)
+	if stop := (*signalled)(nil); errors.As(err, &stop) {
+		fmt.Fprintf(stderr, "%v while decoding; nothing was dispatched\n", stop)
+		return signalStatus(stop.sig)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitFailed
 	}
 	s := summary{
-		Input: cfg.input, Rows: int64(len(data.Flights)), Airports: len(data.Airports),
+		Input: cfg.input, Rows: int64(len(data.Flights)),
+		Airports: data.Origins(), AirportsNamed: len(data.Airports),
 		Parallelism: cfg.parallelism, Pool: cfg.pool, HandlerCost: cfg.handlerCost,
 		Decode: time.Since(start),
 	}
@@ -88,7 +101,7 @@ func run(args []string, e env) int {
 		fmt.Fprintln(stderr, "flights:", err)
 		return exitFailed
 	}
-	s.Partial, s.Forced = res.interrupted, res.forced
+	s.stoppedBy(res.signal, res.forced)
 	s.account(res.counts, res.elapsed)
 	if res.err != nil {
 		s.Error = res.err.Error()
@@ -120,36 +133,37 @@ func run(args []string, e env) int {
 	return s.exitCode()
 }
 
-// errInterrupted is the cause of a decoding cut short by Ctrl-C.
-var errInterrupted = errors.New("flights: interrupted")
-
-// decode reads the input named by cfg, or the embedded sample. An interrupt
-// during decoding cancels it and gives an error wrapping errInterrupted, even
-// if decoding had just finished: the signal is not lost.
-func decode(cfg config, interrupt <-chan os.Signal) (*flightdata.Dataset, error) {
+// decode reads the input named by cfg, or the embedded sample, drawing a
+// progress bar on e.stderr as cfg.progress says. A signal on e.interrupt
+// during decoding cancels it and gives a *signalled error, even if decoding
+// had just finished: the signal is not lost.
+func decode(cfg config, e env) (*flightdata.Dataset, error) {
+	in, err := openInput(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	decoded := make(chan struct{})
 	var watcher sync.WaitGroup
 	watcher.Go(func() {
 		select {
-		case <-interrupt:
-			cancel(errInterrupted)
+		case sig := <-e.interrupt:
+			cancel(&signalled{sig})
 		case <-decoded:
 			select { // one that came as decoding ended still counts
-			case <-interrupt:
-				cancel(errInterrupted)
+			case sig := <-e.interrupt:
+				cancel(&signalled{sig})
 			default:
 			}
 		}
 	})
-	var data *flightdata.Dataset
-	var err error
-	if cfg.input == "" {
-		data, err = loadSample(ctx)
-	} else {
-		data, err = flightdata.Open(ctx, cfg.input)
-	}
+	var read atomic.Int64
+	stopBar := startProgress(e.stderr, cfg.progress,
+		bar{description: "decoding", total: in.Size(), worth: decodeBarWorth, unit: "bytes"}, read.Load)
+	data, err := in.Decode(ctx, flightdata.Options{Strict: cfg.strict, Progress: &read})
+	stopBar(err == nil)
 	close(decoded)
 	watcher.Wait()
 	if cause := context.Cause(ctx); cause != nil {

@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,7 +16,29 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// childEnv, set in the environment, makes the test binary run the program
+// itself (see signal_test.go), writing handlingMarker on stderr once
+// signalAfter exchanges were handled.
+const (
+	childEnv       = "FLIGHTS_TEST_RUN_PROGRAM"
+	handlingMarker = "flights test: handling"
+)
+
+// signalAfter is the number of exchanges handled before the tests signal a
+// replay: the stop then comes in the middle of the run, with work admitted.
+const signalAfter = 3
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		var n atomic.Int64
+		os.Exit(runProcess(func() {
+			if n.Add(1) == signalAfter {
+				fmt.Fprintln(os.Stderr, handlingMarker)
+			}
+		}))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // outcome is one run of the program.
 type outcome struct {
@@ -21,15 +46,20 @@ type outcome struct {
 	stdout, stderr string
 }
 
-// runWith runs the program; dispatching, when set, is called once the
-// dispatcher started and may send on interrupt.
-func runWith(t *testing.T, args []string, dispatching func(interrupt chan<- os.Signal)) outcome {
+// runWith runs the program; signal, when set, is called once signalAfter
+// exchanges were handled and may send up to two signals on interrupt.
+func runWith(t *testing.T, args []string, signal func(interrupt chan<- os.Signal)) outcome {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	interrupt := make(chan os.Signal, 2)
 	e := env{stdout: &stdout, stderr: &stderr, interrupt: interrupt}
-	if dispatching != nil {
-		e.dispatching = func() { dispatching(interrupt) }
+	if signal != nil {
+		var n atomic.Int64
+		e.handled = func() {
+			if n.Add(1) == signalAfter {
+				signal(interrupt)
+			}
+		}
 	}
 	code := run(args, e)
 	return outcome{code: code, stdout: stdout.String(), stderr: stderr.String()}
@@ -56,7 +86,9 @@ func TestEmbeddedSample(t *testing.T) {
 		s := decodeSummary(t, out)
 		assert.False(t, s.Partial)
 		assert.Equal(t, int64(20_000), s.Rows)
-		assert.Equal(t, 224, s.Airports)
+		assert.Equal(t, 220, s.Airports, "origins")
+		assert.Equal(t, 224, s.AirportsNamed, "origins and destinations")
+		assert.Equal(t, s.Airports, s.Aggregates, "one aggregate per origin airport")
 		assert.Equal(t, counts{Received: 20_000, Succeeded: 20_000}, s.Exchanges)
 		assert.Zero(t, s.Lost)
 		assert.Zero(t, s.Violations)
@@ -73,52 +105,85 @@ func TestEmbeddedSample(t *testing.T) {
 	}
 }
 
+func containsAll(t *testing.T, text string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		assert.Contains(t, text, want)
+	}
+}
+
 func TestTextSummary(t *testing.T) {
 	out := runWith(t, nil, nil)
 	require.Equal(t, exitOK, out.code, out.stderr)
-	for _, want := range []string{
-		"embedded flights-20k.json: 20,000 rows, 224 airports",
+	containsAll(t, out.stdout,
+		"embedded flights-20k.json.gz: 20,000 flights from 220 airports (and 4 airports that are only destinations)",
+		"aggregates  220 handled, one per origin airport (flights.Airport)",
+		"dispatcher  128 groups, 2 scheduler goroutines",
 		"received 20,000, handled 20,000, failed 0, discarded 0, in flight 0",
-		"lost        0", "violations  0", "busiest 10 airports", "DFW       1,103",
-	} {
-		assert.Contains(t, out.stdout, want)
-	}
+		"lost        0", "violations  0", "busiest 10 airports", "DFW       1,103")
 	assert.True(t, strings.HasSuffix(out.stdout, "\nverified\n"), out.stdout)
 	assert.NotContains(t, out.stdout, "PARTIAL")
 }
 
-// slow makes the replay last about 20 s unless interrupted: 20,000
-// exchanges of 1 ms on one goroutine, through few groups so that a graceful
-// drain has little to finish.
-var slow = []string{"-json", "-handler-cost", "1ms", "-pool", "1", "-parallelism", "4"}
+// slowRows is the length of the slow replay's input.
+const slowRows = 1_000
 
-// interrupted runs the slow replay with n interrupts sent as soon as it
-// started, and checks what every partial run shows: exit status 130, the
-// summary marked partial, intake stopped early, every admitted exchange
-// ended exactly once, no verification.
-func interrupted(t *testing.T, n int) summary {
+// slow returns the arguments of a replay that lasts 20 s unless
+// interrupted: 1,000 flights from 5 airports, each exchange costing 20 ms on
+// one goroutine, through few groups and a small budget so that a graceful
+// drain has little to finish.
+func slow(t *testing.T) []string {
 	t.Helper()
-	out := runWith(t, slow, func(interrupt chan<- os.Signal) {
-		for range n {
-			interrupt <- os.Interrupt
+	var b strings.Builder
+	b.WriteString("[")
+	for i := range slowRows {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		fmt.Fprintf(&b, `{"date":"2001/01/%02d %02d:%02d","delay":%d,"distance":100,"origin":"A%d","destination":"B"}`,
+			1+i/1440, i/60%24, i%60, i%7-3, i%5)
+	}
+	b.WriteString("]")
+	return []string{"-json", "-input", writeInput(t, "slow.json", b.String()),
+		"-handler-cost", "20ms", "-pool", "1", "-parallelism", "4", "-max-pending", "4"}
+}
+
+// interrupted runs the slow replay with the signals sent after signalAfter
+// exchanges, and checks what every partial run shows: the exit status of the
+// first signal, the summary marked partial, intake stopped early, every
+// admitted exchange ended exactly once, no verification.
+func interrupted(t *testing.T, signals ...os.Signal) summary {
+	t.Helper()
+	out := runWith(t, slow(t), func(interrupt chan<- os.Signal) {
+		for _, sig := range signals {
+			interrupt <- sig
 		}
 	})
-	require.Equal(t, exitInterrupted, out.code, out.stderr)
 	s := decodeSummary(t, out)
+	checkPartial(t, out.code, s, signals[0], len(signals) > 1)
+	return s
+}
+
+// checkPartial checks the summary s of a run stopped by sig, forced or not,
+// that exited with code.
+func checkPartial(t *testing.T, code int, s summary, sig os.Signal, forced bool) {
+	t.Helper()
+	assert.Equal(t, signalStatus(sig), code)
 	assert.True(t, s.Partial)
-	assert.Equal(t, n > 1, s.Forced)
+	assert.Equal(t, signalName(sig), s.Signal)
+	assert.Equal(t, forced, s.Forced)
 	assert.Equal(t, skipped, s.Verification)
 	c := s.Exchanges
-	assert.Less(t, c.Received, int64(20_000), "the stop ended the intake")
+	assert.Less(t, c.Received, int64(slowRows), "the stop ended the intake")
+	assert.GreaterOrEqual(t, c.Succeeded, int64(signalAfter), "handled before the signal")
 	assert.Equal(t, c.Received, c.Succeeded+c.Failed+c.Discarded, "every admitted exchange ended once")
 	assert.Zero(t, c.InFlight)
 	assert.Zero(t, s.Lost)
 	assert.Equal(t, s.Rows-c.Received, s.Undelivered)
-	return s
 }
 
 func TestInterruptDrains(t *testing.T) {
-	s := interrupted(t, 1)
+	s := interrupted(t, os.Interrupt)
 	c := s.Exchanges
 	assert.Zero(t, c.Failed)
 	// The flight the source was emitting as the intake closed is counted and
@@ -127,14 +192,25 @@ func TestInterruptDrains(t *testing.T) {
 	assert.Equal(t, c.Received-c.Discarded, c.Succeeded, "a graceful drain handles everything admitted")
 	assert.Zero(t, s.Violations)
 
-	text := runWith(t, slow[1:], func(interrupt chan<- os.Signal) { interrupt <- os.Interrupt })
-	assert.True(t, strings.HasPrefix(text.stdout, "PARTIAL: interrupted and drained gracefully"), text.stdout)
+	text := runWith(t, slow(t)[1:], func(interrupt chan<- os.Signal) { interrupt <- syscall.SIGTERM })
+	assert.Equal(t, exitTerminated, text.code)
+	assert.True(t, strings.HasPrefix(text.stdout, "PARTIAL: interrupted by SIGTERM and drained gracefully after "), text.stdout)
+	assert.Contains(t, text.stdout, " of 1,000 flights; these figures are not a complete run\n")
 	assert.Contains(t, text.stdout, "verification skipped")
 	assert.NotContains(t, text.stdout, "\nverified\n")
 }
 
-func TestSecondInterruptForces(t *testing.T) {
-	interrupted(t, 2)
+func TestTerminateDrains(t *testing.T) {
+	s := interrupted(t, syscall.SIGTERM)
+	assert.Equal(t, s.Exchanges.Received-s.Exchanges.Discarded, s.Exchanges.Succeeded)
+}
+
+// TestSecondSignalForces: a second signal forces the stop (the same one
+// again forces too, unless it comes within repeatWithin: see TestAwait);
+// the first sets the exit status.
+func TestSecondSignalForces(t *testing.T) {
+	interrupted(t, os.Interrupt, syscall.SIGTERM)
+	interrupted(t, syscall.SIGTERM, os.Interrupt)
 }
 
 func writeInput(t *testing.T, name, content string) string {
@@ -157,6 +233,7 @@ func TestBadInput(t *testing.T) {
 		{writeInput(t, "flights.csv", "date,delay\n"), []string{"flights.csv", "unknown input format"}},
 		{writeInput(t, "corrupt.parquet", "not parquet at all"), []string{"corrupt.parquet"}},
 		{filepath.Join(t.TempDir(), "absent.json"), []string{"absent.json", "no such file"}},
+		{t.TempDir(), []string{"is a directory (want a .json, .json.gz or .parquet file)"}},
 	} {
 		out := runWith(t, []string{"-input", tc.path}, nil)
 		assert.Equal(t, exitFailed, out.code, tc.path)
@@ -177,7 +254,8 @@ func TestHelpIsNotAFailure(t *testing.T) {
 
 func TestUsage(t *testing.T) {
 	for _, args := range [][]string{
-		{"-parallelism", "0"}, {"-pool", "-1"}, {"-handler-cost", "-1s"}, {"-nope"}, {"extra"},
+		{"-parallelism", "0"}, {"-pool", "-1"}, {"-handler-cost", "-1s"}, {"-max-pending", "0"},
+		{"-progress", "sometimes"}, {"-nope"}, {"extra"},
 	} {
 		out := runWith(t, args, nil)
 		assert.Equal(t, exitUsage, out.code, "%v", args)
@@ -195,6 +273,7 @@ func TestInputFiles(t *testing.T) {
 	s := decodeSummary(t, out)
 	assert.Equal(t, int64(3), s.Rows)
 	assert.Equal(t, 2, s.Airports)
+	assert.Equal(t, 2, s.Aggregates)
 	assert.Equal(t, verified, s.Verification)
 	assert.Equal(t, "DTW", s.Busiest[0].Airport)
 	assert.Equal(t, int64(1), s.Busiest[0].LongestOnTimeRun)
@@ -213,11 +292,69 @@ func TestInputOutOfOrder(t *testing.T) {
 }
 
 func TestInterruptWhileDecoding(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	interrupt := make(chan os.Signal, 1)
-	interrupt <- os.Interrupt
-	code := run(nil, env{stdout: &stdout, stderr: &stderr, interrupt: interrupt})
-	assert.Equal(t, exitInterrupted, code)
-	assert.Empty(t, stdout.String())
-	assert.Contains(t, stderr.String(), "interrupted while decoding")
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		var stdout, stderr bytes.Buffer
+		interrupt := make(chan os.Signal, 1)
+		interrupt <- sig
+		code := run(nil, env{stdout: &stdout, stderr: &stderr, interrupt: interrupt})
+		assert.Equal(t, signalStatus(sig), code)
+		assert.Empty(t, stdout.String())
+		assert.Equal(t, "flights: interrupted by "+signalName(sig)+" while decoding; nothing was dispatched\n", stderr.String())
+	}
+}
+
+// TestUnknownField: a field beyond the five is skipped, and fails the run
+// under -strict.
+func TestUnknownField(t *testing.T) {
+	path := writeInput(t, "extra.json",
+		`[{"date":"2001/01/01 00:47","delay":66,"distance":1750,"origin":"DTW","destination":"LAS","carrier":"NW"}]`)
+	out := runWith(t, []string{"-json", "-input", path}, nil)
+	require.Equal(t, exitOK, out.code, out.stderr)
+	assert.Equal(t, int64(1), decodeSummary(t, out).Rows)
+
+	out = runWith(t, []string{"-strict", "-input", path}, nil)
+	assert.Equal(t, exitFailed, out.code)
+	assert.Empty(t, out.stdout)
+	assert.Equal(t, "flightdata: "+path+`: row 1: unknown field "carrier"`+"\n", out.stderr)
+}
+
+const oneFlight = `[{"date":"2001/01/01 00:47","delay":66,"distance":1750,"origin":"DTW","destination":"LAS"}]`
+
+// TestPlurals: one of a thing is said in the singular on every line.
+func TestPlurals(t *testing.T) {
+	out := runWith(t, []string{"-input", writeInput(t, "one.json", oneFlight), "-parallelism", "1", "-pool", "1"}, nil)
+	require.Equal(t, exitOK, out.code, out.stderr)
+	containsAll(t, out.stdout,
+		": 1 flight from 1 airport (and 1 airport that is only a destination)\n",
+		"aggregates  1 handled",
+		"dispatcher  1 group, 1 scheduler goroutine, handler cost 0s",
+		"\nbusiest 1 airport\n")
+	for _, wrong := range []string{"1 flights", "1 airports", "1 groups", "1 scheduler goroutines"} {
+		assert.NotContains(t, out.stdout, wrong)
+	}
+}
+
+func TestCount(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 flights", 1: "1 flight", 2: "2 flights", 3_000_000: "3,000,000 flights", -1: "-1 flights"} {
+		assert.Equal(t, want, count(n, "flight"))
+	}
+}
+
+// TestProgressFlag: -progress always draws the decoding and dispatching
+// bars on stderr even when it is not a terminal, while stdout keeps the
+// summary; the input is the embedded sample's own .json.gz file, which
+// -input takes as it is.
+func TestProgressFlag(t *testing.T) {
+	out := runWith(t, []string{"-json", "-progress", "always", "-input", filepath.Join("data", "flights-20k.json.gz")}, nil)
+	require.Equal(t, exitOK, out.code, out.stderr)
+	assert.Contains(t, out.stderr, "decoding")
+	assert.Contains(t, out.stderr, "dispatching")
+	s := decodeSummary(t, out)
+	assert.Equal(t, int64(20_000), s.Rows)
+	assert.Equal(t, 220, s.Aggregates)
+	assert.Equal(t, verified, s.Verification)
+
+	out = runWith(t, []string{"-json", "-input", writeInput(t, "one.json", oneFlight)}, nil)
+	require.Equal(t, exitOK, out.code, out.stderr)
+	assert.Empty(t, out.stderr, "no bar by default on what is not a terminal")
 }

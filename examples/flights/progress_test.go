@@ -20,7 +20,7 @@ func TestProgressRedraws(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var out bytes.Buffer
 		var done atomic.Int64
-		stop := drawProgress(&out, 200_000, done.Load)
+		stop := drawProgress(&out, bar{description: "dispatching", total: 200_000, unit: "exchanges"}, done.Load)
 		done.Store(50_000)
 		time.Sleep(progressEvery + time.Millisecond)
 		synctest.Wait()
@@ -38,19 +38,50 @@ func TestProgressRedraws(t *testing.T) {
 	})
 }
 
-// TestProgressOnlyOnTerminal: a file that is not a terminal, or a small
-// input, gets no bar.
+// TestProgressOnlyOnTerminal: under auto, a file that is not a terminal
+// gets no bar, nor does anything under never.
 func TestProgressOnlyOnTerminal(t *testing.T) {
 	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
 	require.NoError(t, err)
 	defer f.Close()
 	var buf bytes.Buffer
+	large := bar{description: "decoding", total: 3_000_000, worth: 1, unit: "bytes"}
 	for _, w := range []io.Writer{f, &buf} {
-		stop := startProgress(w, 3_000_000, func() int64 { return 1 })
-		stop(true)
+		for _, mode := range []progressMode{progressAuto, progressNever} {
+			stop := startProgress(w, mode, large, func() int64 { return 1 })
+			stop(true)
+		}
 	}
 	info, err := f.Stat()
 	require.NoError(t, err)
 	assert.Zero(t, info.Size())
 	assert.Zero(t, buf.Len())
+}
+
+// TestProgressAlways: always draws on any writer, even for small work, in
+// bytes or in the unit counted.
+func TestProgressAlways(t *testing.T) {
+	for _, tc := range []struct {
+		b    bar
+		want string
+	}{
+		{bar{description: "decoding", total: 5 << 20, worth: 1 << 30, unit: "bytes"}, "MB"},
+		{bar{description: "dispatching", total: 3, worth: 100, unit: "exchanges"}, "0/3"},
+	} {
+		var buf bytes.Buffer
+		stop := startProgress(&buf, progressAlways, tc.b, func() int64 { return 1 })
+		stop(false)
+		assert.Contains(t, buf.String(), tc.b.description)
+		assert.Contains(t, buf.String(), tc.want)
+	}
+}
+
+func TestProgressMode(t *testing.T) {
+	var m progressMode
+	assert.Equal(t, "auto", m.String())
+	for _, name := range []string{"always", "never", "auto"} {
+		require.NoError(t, m.Set(name))
+		assert.Equal(t, name, m.String())
+	}
+	assert.ErrorContains(t, m.Set("sometimes"), `want auto, always or never, not "sometimes"`)
 }

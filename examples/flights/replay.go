@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
@@ -30,6 +29,10 @@ func (d departure) AggregateID() aggregate.ID {
 	return aggregate.ID{Named: airportAggregate, ID: d.origin, TenantID: aggregate.DefaultTenantID}
 }
 
+// dispatchBarWorth is the number of flights from which a dispatching
+// progress bar is drawn under -progress auto.
+const dispatchBarWorth = 100_000
+
 // stateSlot pads an airport's state to its own cache lines, so that two
 // scheduler goroutines updating neighbouring airports do not contend.
 type stateSlot struct {
@@ -51,18 +54,19 @@ func (*observer) Discarded(context.Context, dispatch.Labels, error) {}
 
 // replayed is the outcome of a replay.
 type replayed struct {
-	counts      counts
-	elapsed     time.Duration
-	interrupted bool // a first interrupt drained the dispatcher
-	forced      bool // a second one stopped it by force
-	err         error
-	latency     *observer
+	counts  counts
+	elapsed time.Duration
+	signal  os.Signal // the first signal, which drained the dispatcher; nil if none came
+	forced  bool      // a second one stopped it by force
+	err     error
+	latency *observer
 }
 
 // replay dispatches every flight of data, in order, to the handler that
 // folds it into states[origin], on a scheduler of cfg.pool goroutines and
-// cfg.parallelism groups. A first value on e.interrupt drains the dispatcher
-// gracefully, a second forces it to stop; the progress bar goes to e.stderr.
+// cfg.parallelism groups with a budget of cfg.maxPending. A first value on
+// e.interrupt drains the dispatcher gracefully, a second forces it to stop;
+// the progress bar goes to e.stderr as cfg.progress says.
 // It returns once every goroutine of the dispatcher and of its scheduler has
 // exited, so states and the counts are final; the error is a lifecycle
 // failure (the run did not happen).
@@ -81,11 +85,15 @@ func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (re
 	handle := func(ctx context.Context, d departure) error {
 		burn(ctx, cfg.handlerCost)
 		states[d.Origin].Apply(d.Flight)
+		if e.handled != nil {
+			e.handled()
+		}
 		return nil
 	}
 	res := replayed{latency: &observer{}}
 	d, err := dispatch.New("flights", airportAggregate, source, handle,
 		dispatch.WithParallelism[departure](cfg.parallelism),
+		dispatch.WithMaxPending[departure](cfg.maxPending),
 		dispatch.WithSchedulerSupplier[departure](supplier),
 		dispatch.WithObserver[departure](res.latency))
 	if err != nil {
@@ -102,16 +110,15 @@ func replay(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (re
 		stopSupplier(supplier, true)
 		return res, err
 	}
-	if e.dispatching != nil {
-		e.dispatching()
-	}
-	stopProgress := startProgress(e.stderr, int64(len(data.Flights)), func() int64 {
-		s := d.Stats()
-		return s.Succeeded + s.Failed + s.Discarded
-	})
-	res.interrupted, res.forced = await(d, e.interrupt)
+	stopProgress := startProgress(e.stderr, cfg.progress,
+		bar{description: "dispatching", total: int64(len(data.Flights)), worth: dispatchBarWorth, unit: "exchanges"},
+		func() int64 {
+			s := d.Stats()
+			return s.Succeeded + s.Failed + s.Discarded
+		})
+	res.signal, res.forced = await(d, e.interrupt, repeatWithin)
 	res.elapsed = time.Since(start)
-	stopProgress(!res.interrupted)
+	stopProgress(res.signal == nil)
 	stopSupplier(supplier, res.forced)
 
 	s := d.Stats()
@@ -128,29 +135,4 @@ func stopSupplier(supplier *aggregate.Supplier, force bool) {
 		supplier.ForceStop()
 	}
 	_ = supplier.StopGracefully(context.Background())
-}
-
-// await waits until d is done: the first interrupt starts a graceful stop,
-// the second a forced one.
-func await(d *dispatch.Dispatcher[departure], interrupt <-chan os.Signal) (interrupted, forced bool) {
-	stopCtx, cancelStop := context.WithCancel(context.Background())
-	var graceful sync.WaitGroup
-	defer graceful.Wait()
-	defer cancelStop()
-	for {
-		select {
-		case <-d.Done():
-			return interrupted, forced
-		case <-interrupt:
-			switch {
-			case !interrupted:
-				interrupted = true
-				graceful.Go(func() { _ = d.StopGracefully(stopCtx) })
-			case !forced:
-				forced = true
-				cancelStop()
-				d.ForceStop()
-			}
-		}
-	}
 }

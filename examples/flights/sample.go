@@ -1,29 +1,28 @@
 package main
 
 import (
-	"bytes"
-	"compress/gzip"
-	"context"
-	_ "embed"
-	"fmt"
+	"embed"
 
 	"github.com/aggflow/aggflow/examples/flights/internal/flightdata"
 )
 
-// sampleGz is vega-datasets' flights-20k.json, byte for byte, gzipped (1.8 MB
-// down to 220 kB): 20,000 US domestic flights of 2001 Q1, sorted by departure.
+// sampleFS holds vega-datasets' flights-20k.json, byte for byte, gzipped (1.8
+// MB down to 220 kB): 20,000 US domestic flights of 2001 Q1, sorted by
+// departure. The same file may be given to -input.
 //
 //go:embed data/flights-20k.json.gz
-var sampleGz []byte
+var sampleFS embed.FS
 
-// sampleName labels the embedded sample in output and errors.
-const sampleName = "embedded flights-20k.json"
+const (
+	samplePath = "data/flights-20k.json.gz"
+	// sampleName labels the embedded sample in output.
+	sampleName = "embedded flights-20k.json.gz"
+)
 
-// loadSample decodes the embedded sample.
-func loadSample(ctx context.Context) (*flightdata.Dataset, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(sampleGz))
-	if err != nil {
-		return nil, fmt.Errorf("flights: %s: %w", sampleName, err)
+// openInput opens the input named by cfg, or the embedded sample.
+func openInput(cfg config) (*flightdata.Input, error) {
+	if cfg.input == "" {
+		return flightdata.OpenFS(sampleFS, samplePath)
 	}
-	return flightdata.DecodeJSON(ctx, zr, sampleName)
+	return flightdata.Open(cfg.input)
 }

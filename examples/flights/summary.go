@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,10 +18,9 @@ import (
 
 // Exit statuses.
 const (
-	exitOK          = 0
-	exitFailed      = 1   // bad input, or a check failed
-	exitUsage       = 2   // as the flag package does
-	exitInterrupted = 130 // 128 + SIGINT, as shells report Ctrl-C
+	exitOK     = 0
+	exitFailed = 1 // bad input, or a check failed
+	exitUsage  = 2 // as the flag package does
 )
 
 // Verification outcomes.
@@ -53,11 +53,18 @@ type airportRow struct {
 
 // summary is everything the program reports.
 type summary struct {
-	Input       string        `json:"input"`
-	Partial     bool          `json:"partial"`
-	Forced      bool          `json:"forced"`
-	Rows        int64         `json:"rows"`
-	Airports    int           `json:"airports"` // origins and destinations
+	Input   string `json:"input"`
+	Partial bool   `json:"partial"`
+	Signal  string `json:"signal,omitempty"` // the one that stopped a partial run: SIGINT or SIGTERM
+	Forced  bool   `json:"forced"`
+	Rows    int64  `json:"rows"` // flights
+	// Airports counts the origin airports, one aggregate each; AirportsNamed
+	// adds those that are only destinations.
+	Airports      int `json:"airports"`
+	AirportsNamed int `json:"airports_named"`
+	// Aggregates counts the airports the dispatcher handled a flight of:
+	// Airports, unless the run was stopped.
+	Aggregates  int           `json:"aggregates"`
 	Parallelism int           `json:"parallelism"`
 	Pool        int           `json:"pool"`
 	HandlerCost time.Duration `json:"handler_cost_ns"`
@@ -77,6 +84,18 @@ type summary struct {
 	Verification string `json:"verification"`
 	Difference   string `json:"difference,omitempty"`
 	Error        string `json:"error,omitempty"`
+
+	status int // the exit status of a partial run
+}
+
+// stoppedBy records the signal that stopped the run, if any, and whether a
+// second one forced the stop.
+func (s *summary) stoppedBy(sig os.Signal, forced bool) {
+	if sig == nil {
+		return
+	}
+	s.Partial, s.Forced = true, forced
+	s.Signal, s.status = signalName(sig), signalStatus(sig)
 }
 
 // account fills the derived counters from the dispatcher's counts: lost is
@@ -96,13 +115,17 @@ func (s *summary) account(c counts, elapsed time.Duration) {
 	}
 }
 
-// tally fills the violations and the table of the n busiest airports.
+// tally fills the aggregates handled, the violations and the table of the n
+// busiest airports.
 func (s *summary) tally(d *flightdata.Dataset, state func(i int) airport.State, n int) {
-	rows := make([]airportRow, len(d.Airports))
+	var rows []airportRow
 	for i, code := range d.Airports {
-		rows[i] = airportRow{Airport: code, State: state(i)}
-		s.Violations += rows[i].Violations
+		if st := state(i); st.Departures > 0 {
+			rows = append(rows, airportRow{Airport: code, State: st})
+			s.Violations += st.Violations
+		}
 	}
+	s.Aggregates = len(rows)
 	slices.SortFunc(rows, func(a, b airportRow) int {
 		return cmp.Or(cmp.Compare(b.Departures, a.Departures), strings.Compare(a.Airport, b.Airport))
 	})
@@ -114,7 +137,7 @@ func (s *summary) tally(d *flightdata.Dataset, state func(i int) airport.State, 
 func (s *summary) exitCode() int {
 	switch {
 	case s.Partial:
-		return exitInterrupted
+		return s.status
 	case s.Lost != 0 || s.Violations != 0 || s.Exchanges.Failed != 0 || s.Error != "" || s.Verification != verified:
 		return exitFailed
 	}
@@ -135,11 +158,20 @@ func (s *summary) writeText(w io.Writer) error {
 		if s.Forced {
 			how = "stopped by force"
 		}
-		p("PARTIAL: interrupted and %s after %s of %s rows; these figures are not a complete run", how,
-			thousands(s.Exchanges.Received), thousands(s.Rows))
+		p("PARTIAL: interrupted by %s and %s after %s of %s; these figures are not a complete run",
+			s.Signal, how, thousands(s.Exchanges.Received), count(s.Rows, "flight"))
 	}
-	p("input\t%s: %s rows, %d airports", s.Input, thousands(s.Rows), s.Airports)
-	p("dispatcher\t%d groups, %d scheduler goroutines, handler cost %v", s.Parallelism, s.Pool, s.HandlerCost)
+	destinationsOnly := ""
+	switch n := s.AirportsNamed - s.Airports; {
+	case n == 1:
+		destinationsOnly = " (and 1 airport that is only a destination)"
+	case n > 1:
+		destinationsOnly = fmt.Sprintf(" (and %s that are only destinations)", count(int64(n), "airport"))
+	}
+	p("input\t%s: %s from %s%s", s.Input, count(s.Rows, "flight"), count(int64(s.Airports), "airport"), destinationsOnly)
+	p("aggregates\t%s handled, one per origin airport (%s)", thousands(int64(s.Aggregates)), airportAggregate)
+	p("dispatcher\t%s, %s, handler cost %v", count(int64(s.Parallelism), "group"),
+		count(int64(s.Pool), "scheduler goroutine"), s.HandlerCost)
 	p("decode\t%.3f s", s.Decode.Seconds())
 	p("dispatch\t%.3f s\t%s exchanges/s", s.Dispatch.Seconds(), thousands(int64(s.PerSecond)))
 	if s.Verification != skipped {
@@ -162,7 +194,7 @@ func (s *summary) writeText(w io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(w, "\nbusiest %d airports\n", len(s.Busiest))
+	fmt.Fprintf(w, "\nbusiest %s\n", count(int64(len(s.Busiest)), "airport"))
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "airport\tdepartures\tmean delay\tmax delay\tlongest on-time run\tlast departure\tviolations\t")
 	for _, r := range s.Busiest {
@@ -184,6 +216,15 @@ func (s *summary) writeText(w io.Writer) error {
 	}
 	_, err := fmt.Fprintf(w, "%s: %s\n", notVerified, s.Difference)
 	return err
+}
+
+// count says n things: count(1, "flight") is "1 flight", count(3000000,
+// "flight") "3,000,000 flights".
+func count(n int64, noun string) string {
+	if n != 1 {
+		noun += "s"
+	}
+	return thousands(n) + " " + noun
 }
 
 // thousands formats n with comma separators: 3000000 -> "3,000,000".

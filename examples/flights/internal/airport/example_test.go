@@ -19,14 +19,14 @@ func ExampleFold() {
 	}
 	states := airport.Fold(d)
 	for i, s := range states {
-		fmt.Printf("%s: %d departures, mean delay %.2f, max %d, longest on-time run %d\n",
+		fmt.Printf("%s: departures %d, mean delay %.2f, max %d, longest on-time run %d\n",
 			d.Airports[i], s.Departures, s.MeanDelay, s.MaxDelay, s.LongestOnTimeRun)
 	}
 
 	dispatched := []airport.State{states[0], {}}
 	fmt.Println(airport.Diff(d.Airports, states, func(i int) airport.State { return dispatched[i] }))
 	// Output:
-	// ATL: 3 departures, mean delay 3.67, max 12, longest on-time run 2
-	// BOS: 1 departures, mean delay -3.00, max -3, longest on-time run 1
+	// ATL: departures 3, mean delay 3.67, max 12, longest on-time run 2
+	// BOS: departures 1, mean delay -3.00, max -3, longest on-time run 1
 	// airport BOS: Departures is 0, the sequential fold gives 1
 }

@@ -34,14 +34,14 @@ func sampleJSON(tb testing.TB) []byte {
 func BenchmarkDecode(b *testing.B) {
 	ctx := context.Background()
 	js := sampleJSON(b)
-	d, err := flightdata.DecodeJSON(ctx, bytes.NewReader(js), "sample.json")
+	d, err := flightdata.DecodeJSON(ctx, bytes.NewReader(js), "sample.json", flightdata.Options{})
 	require.NoError(b, err)
 	pq := parquetBytes(b, flightsSchema, 2_000, datasetRows(d))
 
 	b.Run("json", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := flightdata.DecodeJSON(ctx, bytes.NewReader(js), "sample.json"); err != nil {
+			if _, err := flightdata.DecodeJSON(ctx, bytes.NewReader(js), "sample.json", flightdata.Options{}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -50,7 +50,7 @@ func BenchmarkDecode(b *testing.B) {
 	parquetDecode := func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := flightdata.DecodeParquet(ctx, bytes.NewReader(pq), int64(len(pq)), "sample.parquet"); err != nil {
+			if _, err := flightdata.DecodeParquet(ctx, bytes.NewReader(pq), int64(len(pq)), "sample.parquet", flightdata.Options{}); err != nil {
 				b.Fatal(err)
 			}
 		}

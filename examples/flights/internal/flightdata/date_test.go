@@ -1,7 +1,6 @@
 package flightdata_test
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -48,36 +47,4 @@ func TestParseDate(t *testing.T) {
 			assert.Equal(t, tc.in, flightdata.FormatDate(got))
 		}
 	}
-}
-
-// FuzzParseDate checks ParseDate against time.Parse: whatever ParseDate
-// accepts, time.Parse accepts with the same instant, and formatting it gives
-// the input back (so the accepted form is the canonical one); whatever
-// time.Parse accepts in the canonical 16-byte form, ParseDate accepts too.
-func FuzzParseDate(f *testing.F) {
-	for _, s := range []string{"2001/01/01 00:47", "2000/02/29 23:59", "2001/02/29 00:00", "0000/01/01 00:00", "2001/1/1 1:1", "ab"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		got, err := flightdata.ParseDate(s)
-		ref, refErr := time.Parse(flightdata.DateLayout, s)
-		if err != nil {
-			if !errors.Is(err, flightdata.ErrBadDate) {
-				t.Fatalf("ParseDate(%q) error %v does not wrap ErrBadDate", s, err)
-			}
-			if refErr == nil && ref.Format(flightdata.DateLayout) == s {
-				t.Fatalf("ParseDate(%q) failed (%v) but time.Parse accepted it", s, err)
-			}
-			return
-		}
-		if refErr != nil {
-			t.Fatalf("ParseDate(%q) = %d but time.Parse failed: %v", s, got, refErr)
-		}
-		if got != ref.UnixMicro() {
-			t.Fatalf("ParseDate(%q) = %d, time.Parse gives %d", s, got, ref.UnixMicro())
-		}
-		if back := flightdata.FormatDate(got); back != s {
-			t.Fatalf("FormatDate(ParseDate(%q)) = %q", s, back)
-		}
-	})
 }

@@ -49,9 +49,19 @@ func writeFile(t *testing.T, name string, data []byte) string {
 	return path
 }
 
+// decodeFile opens path and decodes it with the default options.
+func decodeFile(ctx context.Context, path string) (*flightdata.Dataset, error) {
+	in, err := flightdata.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	return in.Decode(ctx, flightdata.Options{})
+}
+
 func TestOpenJSON(t *testing.T) {
 	path := writeFile(t, "three.json", []byte(threeFlights))
-	got, err := flightdata.Open(context.Background(), path)
+	got, err := decodeFile(context.Background(), path)
 	require.NoError(t, err)
 	assert.Equal(t, wantThree(t), got)
 	assert.Equal(t, "LAS", got.Code(got.Flights[1].Origin))
@@ -115,7 +125,7 @@ func threeRows(t *testing.T) []parquet.Row { return datasetRows(wantThree(t)) }
 func TestOpenParquet(t *testing.T) {
 	for _, perGroup := range []int{1, 2, 3} {
 		path := writeParquet(t, flightsSchema, perGroup, threeRows(t))
-		got, err := flightdata.Open(context.Background(), path)
+		got, err := decodeFile(context.Background(), path)
 		require.NoError(t, err)
 		assert.Equal(t, wantThree(t), got, "%d rows per row group", perGroup)
 	}
@@ -141,9 +151,9 @@ func TestOpenParquetManyGroups(t *testing.T) {
 			flightdata.FormatDate(date), i%17-8, 100+i, o, d)
 	}
 	js.WriteString("]")
-	want, err := flightdata.DecodeJSON(context.Background(), strings.NewReader(js.String()), "many.json")
+	want, err := flightdata.DecodeJSON(context.Background(), strings.NewReader(js.String()), "many.json", flightdata.Options{})
 	require.NoError(t, err)
-	got, err := flightdata.Open(context.Background(), writeParquet(t, flightsSchema, 7, rows))
+	got, err := decodeFile(context.Background(), writeParquet(t, flightsSchema, 7, rows))
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
 }
@@ -172,7 +182,6 @@ func TestOpenJSONBadRows(t *testing.T) {
 	}{
 		{"bad date", `{"date":"2001/02/30 00:47","delay":1,"distance":1,"origin":"A","destination":"B"}`, flightdata.ErrBadDate},
 		{"missing field", `{"date":"2001/01/01 00:47","distance":1,"origin":"A","destination":"B"}`, flightdata.ErrMissingField},
-		{"unknown field", `{"date":"2001/01/01 00:47","delay":1,"distance":1,"origin":"A","destination":"B","x":1}`, flightdata.ErrSyntax},
 		{"fraction", `{"date":"2001/01/01 00:47","delay":1.5,"distance":1,"origin":"A","destination":"B"}`, flightdata.ErrSyntax},
 		{"string delay", `{"date":"2001/01/01 00:47","delay":"1","distance":1,"origin":"A","destination":"B"}`, flightdata.ErrSyntax},
 		{"out of range", `{"date":"2001/01/01 00:47","delay":1,"distance":4294967296,"origin":"A","destination":"B"}`, flightdata.ErrOutOfRange},
@@ -182,7 +191,7 @@ func TestOpenJSONBadRows(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeFile(t, "bad.json", []byte("["+good+",\n"+tc.second+","+good+"]"))
-			d, err := flightdata.Open(context.Background(), path)
+			d, err := decodeFile(context.Background(), path)
 			assert.Nil(t, d)
 			rowError(t, err, path, 2, tc.target)
 		})
@@ -192,7 +201,7 @@ func TestOpenJSONBadRows(t *testing.T) {
 func TestOpenJSONBadDocument(t *testing.T) {
 	for _, doc := range []string{``, `{}`, `[`, `[] []`, `"flights"`} {
 		path := writeFile(t, "bad.json", []byte(doc))
-		d, err := flightdata.Open(context.Background(), path)
+		d, err := decodeFile(context.Background(), path)
 		assert.Nil(t, d)
 		assert.ErrorIs(t, err, flightdata.ErrSyntax, "%q", doc)
 		assert.Contains(t, err.Error(), path)
@@ -218,7 +227,7 @@ func TestOpenParquetBadRows(t *testing.T) {
 			tc.spoil(rows[7])
 			tc.spoil(rows[8]) // a later failure must not hide the first one
 			path := writeParquet(t, flightsSchema, 2, rows)
-			d, err := flightdata.Open(context.Background(), path)
+			d, err := decodeFile(context.Background(), path)
 			assert.Nil(t, d)
 			rowError(t, err, path, 8, tc.target)
 		})
@@ -251,7 +260,7 @@ func TestOpenParquetWrongColumns(t *testing.T) {
 	for name, group := range schemas {
 		t.Run(name, func(t *testing.T) {
 			path := writeParquet(t, parquet.NewSchema("flights", group), 1, nil)
-			d, err := flightdata.Open(context.Background(), path)
+			d, err := decodeFile(context.Background(), path)
 			assert.Nil(t, d)
 			assert.ErrorIs(t, err, flightdata.ErrColumns)
 			assert.Contains(t, err.Error(), path)
@@ -261,16 +270,16 @@ func TestOpenParquetWrongColumns(t *testing.T) {
 
 func TestOpenBadFiles(t *testing.T) {
 	dir := t.TempDir()
-	_, err := flightdata.Open(context.Background(), filepath.Join(dir, "absent.json"))
+	_, err := decodeFile(context.Background(), filepath.Join(dir, "absent.json"))
 	assert.ErrorIs(t, err, os.ErrNotExist)
 	assert.Contains(t, err.Error(), "absent.json")
 
-	_, err = flightdata.Open(context.Background(), writeFile(t, "flights.csv", []byte("date,delay\n")))
+	_, err = decodeFile(context.Background(), writeFile(t, "flights.csv", []byte("date,delay\n")))
 	assert.ErrorIs(t, err, flightdata.ErrUnknownFormat)
 	assert.Contains(t, err.Error(), "flights.csv")
 
 	path := writeFile(t, "corrupt.parquet", []byte("PAR1 this is not parquet PAR1"))
-	_, err = flightdata.Open(context.Background(), path)
+	_, err = decodeFile(context.Background(), path)
 	assert.Error(t, err)
 	assert.Contains(t, err.Error(), path)
 }
@@ -279,7 +288,13 @@ func TestOpenCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	path := writeParquet(t, flightsSchema, 1, threeRows(t))
-	d, err := flightdata.Open(ctx, path)
+	d, err := decodeFile(ctx, path)
 	assert.Nil(t, d)
 	assert.True(t, errors.Is(err, context.Canceled), "%v", err)
+}
+
+func TestOrigins(t *testing.T) {
+	d := wantThree(t)
+	assert.Equal(t, 2, d.Origins(), "DTW and LAS; OAK is only a destination")
+	assert.Zero(t, (&flightdata.Dataset{Airports: []string{"ATL"}}).Origins())
 }

@@ -7,9 +7,14 @@ import (
 )
 
 var (
-	// ErrUnknownFormat is returned by Open for a path whose extension is
-	// neither .json nor .parquet.
-	ErrUnknownFormat = errors.New("flightdata: unknown input format (want .json or .parquet)")
+	// ErrUnknownFormat is returned by Open for a name that ends in none of
+	// .json, .json.gz and .parquet.
+	ErrUnknownFormat = errors.New("flightdata: unknown input format (want .json, .json.gz or .parquet)")
+	// ErrDirectory is returned by Open for a directory.
+	ErrDirectory = errors.New("flightdata: is a directory (want a .json, .json.gz or .parquet file)")
+	// ErrUnknownField is wrapped, under Options.Strict, for a JSON record
+	// with a field other than the five.
+	ErrUnknownField = errors.New("flightdata: unknown field")
 	// ErrBadDate is wrapped by every date that is not "YYYY/MM/DD HH:MM" naming
 	// a real calendar minute.
 	ErrBadDate = errors.New("flightdata: bad date")

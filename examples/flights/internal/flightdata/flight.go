@@ -32,6 +32,20 @@ type Dataset struct {
 // Code returns the IATA code of a.
 func (d *Dataset) Code(a Airport) string { return d.Airports[a] }
 
+// Origins counts the airports that at least one flight departs from; the
+// others of Airports are only destinations. It reads every flight.
+func (d *Dataset) Origins() int {
+	seen := make([]bool, len(d.Airports))
+	n := 0
+	for _, f := range d.Flights {
+		if !seen[f.Origin] {
+			seen[f.Origin] = true
+			n++
+		}
+	}
+	return n
+}
+
 // builder accumulates flights and interns airport codes.
 type builder struct {
 	Dataset

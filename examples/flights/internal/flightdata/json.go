@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // jsonRow has pointer fields so that a missing field is told apart from a
@@ -20,11 +21,18 @@ type jsonRow struct {
 
 // DecodeJSON decodes a JSON array of records
 // {"date":"YYYY/MM/DD HH:MM","delay":int,"distance":int,"origin":"IATA","destination":"IATA"},
-// streaming one record at a time. Every field is required and no other field
-// is allowed. name labels errors; a failing record gives a *RowError.
-func DecodeJSON(ctx context.Context, r io.Reader, name string) (*Dataset, error) {
+// streaming one record at a time. Every field is required; other fields are
+// skipped, or with opts.Strict an error wrapping ErrUnknownField.
+// opts.Progress counts the bytes read from r. name labels errors; a failing
+// record gives a *RowError. ctx is checked every 4,096 records.
+func DecodeJSON(ctx context.Context, r io.Reader, name string, opts Options) (*Dataset, error) {
+	if opts.Progress != nil {
+		r = &countingReader{r: r, n: opts.Progress}
+	}
 	dec := json.NewDecoder(bufio.NewReaderSize(r, 1<<16))
-	dec.DisallowUnknownFields()
+	if opts.Strict {
+		dec.DisallowUnknownFields()
+	}
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
 		return nil, fileError(name, fmt.Errorf("%w: want an array of records", ErrSyntax))
 	}
@@ -39,7 +47,7 @@ func DecodeJSON(ctx context.Context, r io.Reader, name string) (*Dataset, error)
 		}
 		var jr jsonRow
 		if err := dec.Decode(&jr); err != nil {
-			return nil, &RowError{File: name, Row: row, Err: fmt.Errorf("%w: %w", ErrSyntax, err)}
+			return nil, &RowError{File: name, Row: row, Err: decodeError(err)}
 		}
 		if err := b.addJSON(&jr); err != nil {
 			return nil, &RowError{File: name, Row: row, Err: err}
@@ -52,6 +60,18 @@ func DecodeJSON(ctx context.Context, r io.Reader, name string) (*Dataset, error)
 		return nil, fileError(name, fmt.Errorf("%w: data after the array", ErrSyntax))
 	}
 	return &b.Dataset, nil
+}
+
+// unknownField starts encoding/json's error for a field that
+// DisallowUnknownFields refuses; the package has no error type for it.
+const unknownField = "json: unknown field "
+
+// decodeError classifies an error of json.Decoder.Decode.
+func decodeError(err error) error {
+	if field, ok := strings.CutPrefix(err.Error(), unknownField); ok {
+		return fmt.Errorf("%w %s", ErrUnknownField, field)
+	}
+	return fmt.Errorf("%w: %w", ErrSyntax, err)
 }
 
 func (b *builder) addJSON(jr *jsonRow) error {

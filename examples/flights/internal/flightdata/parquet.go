@@ -38,25 +38,67 @@ const rowBatch = 1024
 // distance (INT64), origin and destination (BYTE_ARRAY); other columns are
 // ignored, and no column may be repeated. A null in one of the five columns
 // is an error. name labels errors; a failing row gives a *RowError naming the
-// first failing row of the file.
+// first failing row of the file. opts.Progress counts the compressed bytes of
+// the five columns' chunks, each row group's in proportion to its rows
+// decoded; opts.Strict does not apply.
 //
 // Row groups are decoded concurrently, up to GOMAXPROCS at a time, each into
 // its own part of the result with its own airport table; the tables are then
 // merged in file order, so the result is the same as a sequential decoding.
 // Every goroutine started has exited when DecodeParquet returns.
-func DecodeParquet(ctx context.Context, r io.ReaderAt, size int64, name string) (*Dataset, error) {
-	pf, err := parquet.OpenFile(r, size)
+func DecodeParquet(ctx context.Context, r io.ReaderAt, size int64, name string, opts Options) (*Dataset, error) {
+	p, err := openParquet(r, size)
 	if err != nil {
 		return nil, fileError(name, err)
+	}
+	return p.decode(ctx, name, opts.Progress)
+}
+
+// parquetFile is a Parquet file whose schema has been checked.
+type parquetFile struct {
+	file  *parquet.File
+	index [numColumns]int // leaf column of each of the five
+	// chunkBytes holds, per row group, the compressed size of its five
+	// column chunks: the progress a row group is worth.
+	chunkBytes []int64
+}
+
+func openParquet(r io.ReaderAt, size int64) (*parquetFile, error) {
+	pf, err := parquet.OpenFile(r, size)
+	if err != nil {
+		return nil, err
 	}
 	index, err := columnIndexes(pf.Schema())
 	if err != nil {
-		return nil, fileError(name, err)
+		return nil, err
 	}
-	groups := pf.RowGroups()
+	p := &parquetFile{file: pf, index: index}
+	for _, rg := range pf.Metadata().RowGroups {
+		var n int64
+		for _, c := range index {
+			if c < len(rg.Columns) {
+				n += rg.Columns[c].MetaData.TotalCompressedSize
+			}
+		}
+		p.chunkBytes = append(p.chunkBytes, n)
+	}
+	return p, nil
+}
+
+// size is the progress of a whole decoding.
+func (p *parquetFile) size() int64 {
+	var n int64
+	for _, b := range p.chunkBytes {
+		n += b
+	}
+	return n
+}
+
+func (p *parquetFile) decode(ctx context.Context, name string, progress *atomic.Int64) (*Dataset, error) {
+	groups := p.file.RowGroups()
 	parts := make([]*builder, len(groups))
 	errs := make([]error, len(groups))
-	flights := make([]Flight, pf.NumRows())
+	flights := make([]Flight, p.file.NumRows())
 	var start int64
 	for g, rg := range groups {
 		n := rg.NumRows()
@@ -75,9 +117,13 @@ func DecodeParquet(ctx context.Context, r io.ReaderAt, size int64, name string) 
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(groups)) {
 		wg.Go(func() {
-			rows := rowBuffer(len(pf.Schema().Columns()))
+			rows := rowBuffer(len(p.file.Schema().Columns()))
 			for g := int(next.Add(1) - 1); g < len(groups); g = int(next.Add(1) - 1) {
-				if errs[g] = parts[g].readRowGroup(ctx, groups[g], index, rows); errs[g] != nil {
+				share := rowShare{counter: progress, rows: groups[g].NumRows()}
+				if g < len(p.chunkBytes) {
+					share.bytes = p.chunkBytes[g]
+				}
+				if errs[g] = parts[g].readRowGroup(ctx, groups[g], p.index, rows, &share); errs[g] != nil {
 					cancel(errPartFailed)
 				}
 			}
@@ -100,6 +146,24 @@ func DecodeParquet(ctx context.Context, r io.ReaderAt, size int64, name string) 
 		first += groups[g].NumRows()
 	}
 	return merge(flights, parts)
+}
+
+// rowShare advances a progress counter by a row group's bytes in proportion
+// to its rows decoded; it reaches bytes exactly with the last row.
+type rowShare struct {
+	counter     *atomic.Int64 // nil: no progress wanted
+	bytes, rows int64
+	added       int64
+}
+
+// decoded records that the first n rows of the row group are decoded.
+func (s *rowShare) decoded(n int64) {
+	if s.counter == nil || s.rows == 0 {
+		return
+	}
+	due := s.bytes * min(n, s.rows) / s.rows
+	s.counter.Add(due - s.added)
+	s.added = due
 }
 
 // merge builds one airport table from the parts' tables, in file order, and
@@ -170,10 +234,10 @@ func rowBuffer(columns int) []parquet.Row {
 	return rows
 }
 
-// readRowGroup appends the rows of rg; a *RowError numbers rows from 1 at the
-// start of rg. It fails if rg holds more rows than it declares, as the part
+// readRowGroup appends the rows of rg, telling share after each batch; a
+// *RowError numbers rows from 1 at the start of rg. It fails if rg holds more rows than it declares, as the part
 // reserved for it would overflow.
-func (b *builder) readRowGroup(ctx context.Context, rg parquet.RowGroup, index [numColumns]int, rows []parquet.Row) error {
+func (b *builder) readRowGroup(ctx context.Context, rg parquet.RowGroup, index [numColumns]int, rows []parquet.Row, share *rowShare) error {
 	reader := rg.Rows()
 	defer reader.Close()
 	for row := int64(0); ; {
@@ -190,6 +254,7 @@ func (b *builder) readRowGroup(ctx context.Context, rg parquet.RowGroup, index [
 				return &RowError{Row: row, Err: err}
 			}
 		}
+		share.decoded(row)
 		if err == io.EOF {
 			return nil
 		}

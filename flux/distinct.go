@@ -1,0 +1,79 @@
+package flux
+
+import "context"
+
+// Distinct emits the items not seen before in this subscription and drops
+// the repeats, each given to the discard hook with ErrDuplicate. The set of
+// seen items belongs to the subscription: it grows with every distinct item
+// (one map entry each) and is released when the subscription ends; for an
+// endless source with unbounded distinct values, prefer
+// DistinctUntilChanged or a key of bounded range. Fused: it runs on the
+// delivering goroutine. Reactor: Flux#distinct() (FluxDistinct.java), which
+// also discards the repeats.
+func Distinct[T comparable](f Flux[T]) Flux[T] { return DistinctBy(f, identity[T]) }
+
+// DistinctBy is Distinct comparing the keys key(v) instead of the items: an
+// item whose key was seen before in this subscription is dropped (discarded
+// with ErrDuplicate). Only the keys are kept. A panic in key ends the flow
+// with *PanicError, unless OnErrorContinue for T resumes it. key nil gives
+// ErrInvalidArgument. Reactor: Flux#distinct(Function) (FluxDistinct.java).
+func DistinctBy[T any, K comparable](f Flux[T], key func(T) K) Flux[T] {
+	if key == nil {
+		return Error[T](invalid("DistinctBy", "nil key function"))
+	}
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		discard, cont := discarder[T](ctx), continuationOf[T](ctx)
+		seen := make(map[K]struct{})
+		return f.run(ctx, func(v T) error {
+			k, err := call1(key, v)
+			if err != nil {
+				return cont.resume(v, err)
+			}
+			if _, dup := seen[k]; dup {
+				discard(v, ErrDuplicate)
+				return nil
+			}
+			seen[k] = struct{}{}
+			return emit(v)
+		})
+	}}
+}
+
+// DistinctUntilChanged drops each item equal to the one before it (the
+// first is always emitted), each given to the discard hook with
+// ErrDuplicate. Keeps one item; fused, no allocation per item. Reactor:
+// Flux#distinctUntilChanged() (FluxDistinctUntilChanged.java).
+func DistinctUntilChanged[T comparable](f Flux[T]) Flux[T] {
+	return DistinctUntilChangedBy(f, identity[T])
+}
+
+// DistinctUntilChangedBy is DistinctUntilChanged comparing the keys key(v):
+// an item whose key equals the previous item's key is dropped (discarded
+// with ErrDuplicate). A panic in key ends the flow with *PanicError, unless
+// OnErrorContinue for T resumes it; the item it failed on is then not
+// compared with. key nil gives ErrInvalidArgument. Reactor:
+// Flux#distinctUntilChanged(Function) (FluxDistinctUntilChanged.java).
+func DistinctUntilChangedBy[T any, K comparable](f Flux[T], key func(T) K) Flux[T] {
+	if key == nil {
+		return Error[T](invalid("DistinctUntilChangedBy", "nil key function"))
+	}
+	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		discard, cont := discarder[T](ctx), continuationOf[T](ctx)
+		var last K
+		first := true
+		return f.run(ctx, func(v T) error {
+			k, err := call1(key, v)
+			if err != nil {
+				return cont.resume(v, err)
+			}
+			if !first && k == last {
+				discard(v, ErrDuplicate)
+				return nil
+			}
+			last, first = k, false
+			return emit(v)
+		})
+	}}
+}
+
+func identity[T any](v T) T { return v }

@@ -1,0 +1,182 @@
+package flux
+
+import (
+	"context"
+	"sync"
+)
+
+// DefaultPublishBuffer is the capacity Share gives its connections:
+// Reactor's Queues.SMALL_BUFFER_SIZE, the prefetch of publish() and share().
+const DefaultPublishBuffer = 256
+
+// ConnectableFlux is a cold Flux made ready to be shared by the subscribers
+// of one connection to it: Reactor's ConnectableFlux, as returned by
+// Flux#publish(prefetch) (FluxPublish.java). It is a recipe: each RefCount
+// made from it has connections of its own. Reactor's connect() and
+// autoConnect(n) are not offered: a connection runs its upstream on a
+// goroutine, and RefCount gives that goroutine an owner who joins it.
+type ConnectableFlux[T any] struct {
+	source   Flux[T]
+	capacity int
+}
+
+// Publish returns f ready to be shared through a buffer of capacity items
+// per connection (each subscriber may lag by that much behind the fastest).
+// capacity < 1 makes the Flux of RefCount fail with ErrInvalidArgument.
+// Reactor: Flux#publish(prefetch).
+func (f Flux[T]) Publish(capacity int) ConnectableFlux[T] {
+	return ConnectableFlux[T]{source: f, capacity: capacity}
+}
+
+// Share is Publish(DefaultPublishBuffer).RefCount(1): Reactor's
+// Flux#share().
+func (f Flux[T]) Share() Flux[T] { return f.Publish(DefaultPublishBuffer).RefCount(1) }
+
+// RefCount returns a hot Flux over c: Reactor's ConnectableFlux#refCount(n)
+// (FluxRefCount.java). The subscribers gather in a connection; when the n-th
+// arrives, the upstream is subscribed, once, on a goroutine of the
+// connection, and its items go to every subscriber present, each from the
+// item emitted after it joined (subscribers waiting for the n-th get all of
+// them) through a multicast buffer of the Publish capacity: the upstream
+// waits for the slowest subscriber. The upstream's terminal signal reaches
+// every subscriber after its items; the next subscriber then opens a new
+// connection, which subscribes the upstream again once n have gathered.
+//
+// When the last subscriber leaves early (its ctx ended, its downstream
+// failed), the upstream's context is cancelled with ErrCancelled, the items
+// buffered for that subscriber go to its discard hook with its reason, and
+// its Subscribe returns only once the upstream's goroutine has exited. That
+// goroutine is the one this package starts that the call starting it (the
+// n-th Subscribe) does not join: the last subscriber of the connection to
+// leave joins it, whichever that is, so none is left running once every
+// Subscribe of a connection has returned.
+//
+// The upstream runs with the values of the n-th subscriber's context (its
+// discard hooks included), not its cancellation; an item the upstream emits
+// after the connection was cancelled goes to that context's discard hook. A
+// panic or runtime.Goexit in the upstream fails every subscriber with
+// *PanicError. n < 1 gives ErrInvalidArgument. The returned Flux carries the
+// connection state: share the value, do not rebuild it per subscriber.
+func (c ConnectableFlux[T]) RefCount(n int) Flux[T] {
+	switch {
+	case c.capacity < 1:
+		return Error[T](invalid("Publish", "capacity below 1"))
+	case n < 1:
+		return Error[T](invalid("RefCount", "subscriber count below 1"))
+	}
+	r := &refCount[T]{source: c.source, capacity: c.capacity, n: n}
+	return Flux[T]{subscribe: r.subscribe}
+}
+
+type refCount[T any] struct {
+	source   Flux[T]
+	capacity int
+	n        int
+
+	mu   sync.Mutex
+	conn *connection[T] // the connection new subscribers join; nil: none yet
+}
+
+// connection is one subscription of the upstream shared by its subscribers.
+type connection[T any] struct {
+	hub     *ManySink[T]
+	count   int  // subscribers attached; guarded by refCount.mu
+	started bool // the upstream goroutine was started; guarded by refCount.mu
+	stop    context.CancelCauseFunc
+	done    chan struct{} // closed when the upstream goroutine exits
+}
+
+func (r *refCount[T]) subscribe(ctx context.Context, emit func(T) error) error {
+	c, sub := r.join(ctx)
+	err := c.hub.drain(ctx, sub, emit)
+	r.leave(c, sub, err)
+	return err
+}
+
+// join attaches a subscriber to the current connection, opening one if
+// there is none, and starts the upstream when it is the n-th.
+func (r *refCount[T]) join(ctx context.Context) (*connection[T], *sinkSub[T]) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.conn
+	if c == nil {
+		// capacity was checked by RefCount, and a multicast sink never
+		// refuses a subscriber.
+		hub, _ := newManySink[T](multicastKind, r.capacity, 0, nil)
+		c = &connection[T]{hub: hub, done: make(chan struct{})}
+		r.conn = c
+	}
+	sub, _ := c.hub.attach(ctx)
+	c.count++
+	if c.count == r.n && !c.started {
+		c.started = true
+		uctx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+		c.stop = stop
+		go r.connect(uctx, c)
+	}
+	return c, sub
+}
+
+// connect runs the upstream into the connection's buffer; it terminates
+// the buffer with the upstream's signal unless the connection was
+// cancelled first.
+func (r *refCount[T]) connect(ctx context.Context, c *connection[T]) {
+	defer close(c.done)
+	returned := false
+	defer func() {
+		if !returned { // runtime.Goexit in the upstream: answer before dying
+			r.end(c, goexitError("RefCount"))
+		}
+	}()
+	discard := discarder[T](ctx)
+	err := runCaught(r.source, ctx, func(v T) error {
+		if c.hub.EmitNext(ctx, v) == EmitOK {
+			return nil
+		}
+		err := ctxDone(ctx)
+		if err == nil {
+			err = ErrCancelled
+		}
+		discard(v, err)
+		return err
+	})
+	returned = true
+	if ctx.Err() == nil {
+		r.end(c, err)
+	}
+}
+
+// end closes the connection to newcomers, then delivers the upstream's
+// terminal signal to the subscribers it has.
+func (r *refCount[T]) end(c *connection[T], err error) {
+	r.mu.Lock()
+	if r.conn == c {
+		r.conn = nil
+	}
+	r.mu.Unlock()
+	c.hub.terminate(err)
+}
+
+// leave detaches a subscriber that ended with reason. The last one cancels
+// the connection and joins its goroutine.
+func (r *refCount[T]) leave(c *connection[T], sub *sinkSub[T], reason error) {
+	r.mu.Lock()
+	c.count--
+	last := c.count == 0
+	if last && r.conn == c {
+		r.conn = nil
+	}
+	started := c.started
+	r.mu.Unlock()
+	if !last {
+		c.hub.detach(sub, reason, false)
+		return
+	}
+	if started {
+		c.stop(ErrCancelled) // first, so that the upstream's refused item has a reason
+	}
+	c.hub.detach(sub, reason, true)
+	if started {
+		<-c.done
+	}
+}
