@@ -81,6 +81,7 @@ type owned[T any] struct {
 
 type counters struct {
 	delivered, discarded, commits, commitFailures, assigned, revoked, lost, pauses atomic.Int64
+	succeeded, failed, dropped                                                     atomic.Int64
 }
 
 // Stats are a Consumer's counters since it was made.
@@ -97,6 +98,11 @@ type Stats struct {
 	Assigned, Revoked, Lost int64
 	// Pauses counts the times a partition was paused for want of room.
 	Pauses int64
+	// Succeeded and Failed count the records handled (the handler returned
+	// nil, or an error or panicked), Dropped those a force discarded or
+	// cancelled, in the partitions released so far: every partition, once
+	// Done is closed.
+	Succeeded, Failed, Dropped int64
 }
 
 // NewConsumer returns a Consumer named name that reads sub and hands the
@@ -171,7 +177,7 @@ func (c *Consumer[T]) Stats() Stats {
 	s := &c.stats
 	return Stats{Delivered: s.delivered.Load(), Discarded: s.discarded.Load(), Commits: s.commits.Load(),
 		CommitFailures: s.commitFailures.Load(), Assigned: s.assigned.Load(), Revoked: s.revoked.Load(), Lost: s.lost.Load(),
-		Pauses: s.pauses.Load()}
+		Pauses: s.pauses.Load(), Succeeded: s.succeeded.Load(), Failed: s.failed.Load(), Dropped: s.dropped.Load()}
 }
 
 // Owned returns the partitions owned now, in no order.

@@ -33,4 +33,6 @@ func TestConsumesInOrderAndCommitsTheEnd(t *testing.T) {
 	require.Len(t, committed, 4)
 	require.Equal(t, int64(keys*perKey), total, "committed offsets add up to every record")
 	require.Equal(t, int64(keys*perKey), k.Stats().Delivered)
+	require.Equal(t, int64(keys*perKey), k.Stats().Succeeded)
+	require.Zero(t, k.Stats().Dropped)
 }

@@ -121,6 +121,9 @@ func (c *Consumer[T]) release(ps []int32, commit bool) {
 				c.cfg.logger.Warn("kafka: partition released with handlers still running", slog.String("consumer", c.name),
 					slog.Int("partition", int(p)), slog.Any("error", err))
 			}
+			c.stats.succeeded.Add(s.Stats.Succeeded)
+			c.stats.failed.Add(s.Stats.Failed)
+			c.stats.dropped.Add(s.Stats.Discarded)
 			mu.Lock()
 			settled[p] = s
 			mu.Unlock()
