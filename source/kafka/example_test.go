@@ -112,18 +112,27 @@ func consume(c *kafkatest.Cluster, topic string, l *ledger, handler func(context
 	return k, k.StopGracefully(ctx)
 }
 
+// depositCluster starts a fake cluster with the topic "deposits" of
+// partitions partitions (and the topics of opts) holding three deposits to
+// each of alice, bob and carol; the caller closes it.
+func depositCluster(partitions int32, opts ...kafkatest.Option) *kafkatest.Cluster {
+	c, err := kafkatest.Start(append([]kafkatest.Option{kafkatest.WithTopic("deposits", partitions)}, opts...)...)
+	if err != nil {
+		panic(err)
+	}
+	if err := produceDeposits(c, "deposits"); err != nil {
+		c.Close()
+		panic(err)
+	}
+	return c
+}
+
 // A consumer group member reading a topic of two partitions: each
 // account's deposits are applied in order, accounts concurrently, and on
 // the graceful stop the end of each partition is committed.
 func ExampleNewConsumer() {
-	c, err := kafkatest.Start(kafkatest.WithTopic("deposits", 2))
-	if err != nil {
-		panic(err)
-	}
+	c := depositCluster(2)
 	defer c.Close()
-	if err := produceDeposits(c, "deposits"); err != nil {
-		panic(err)
-	}
 	l := newLedger(9)
 	if _, err := consume(c, "deposits", l, l.apply); err != nil {
 		panic(err)
@@ -163,14 +172,8 @@ func ExampleStart() {
 // and carol's deposits go on past it. The partition's commits never pass a
 // deposit still being retried.
 func Example_retryAndDeadLetter() {
-	c, err := kafkatest.Start(kafkatest.WithTopic("deposits", 1), kafkatest.WithTopic("deposits.dead", 1))
-	if err != nil {
-		panic(err)
-	}
+	c := depositCluster(1, kafkatest.WithTopic("deposits.dead", 1))
 	defer c.Close()
-	if err := produceDeposits(c, "deposits"); err != nil {
-		panic(err)
-	}
 	l := newLedger(9)
 	failures := map[deposit]int{{"bob", 20}: 2, {"carol", 20}: 99} // bob's store fails twice
 	var mu sync.Mutex
@@ -216,14 +219,8 @@ func Example_retryAndDeadLetter() {
 // it, and owns the scheduler supplier it borrows from (here bounded elastic
 // schedulers, for handlers that block on I/O).
 func ExampleConsumer_runtime() {
-	c, err := kafkatest.Start(kafkatest.WithTopic("deposits", 2))
-	if err != nil {
-		panic(err)
-	}
+	c := depositCluster(2)
 	defer c.Close()
-	if err := produceDeposits(c, "deposits"); err != nil {
-		panic(err)
-	}
 	sup, err := aggregate.NewSchedulerSupplier("bank", aggregate.WithParallelism(256),
 		aggregate.WithSchedulerFactory(func(name string, n int) (schedulers.Scheduler, error) {
 			return schedulers.NewBoundedElastic(name, n)
