@@ -147,26 +147,6 @@ func ExampleNewConsumer() {
 	// committed: 9 records
 }
 
-// A fake cluster for tests: start, create a topic, produce, close.
-func ExampleStart() {
-	c, err := kafkatest.Start(kafkatest.WithTopic("orders", 3))
-	if err != nil {
-		panic(err)
-	}
-	defer c.Close()
-	ctx := context.Background()
-	if err := c.CreateTopic(ctx, "orders.dead", 1); err != nil {
-		panic(err)
-	}
-	r := &kgo.Record{Key: []byte("order-1"), Value: []byte("placed")}
-	if err := c.Produce(ctx, "orders", r); err != nil {
-		panic(err)
-	}
-	fmt.Println(len(c.Addrs()), "broker; record at offset", r.Offset, "of topic", r.Topic)
-	// Output:
-	// 1 broker; record at offset 0 of topic orders
-}
-
 // A failed deposit is retried with backoff inside its group, so bob's next
 // deposit waits for it; one that keeps failing goes to a dead-letter topic
 // and carol's deposits go on past it. The partition's commits never pass a

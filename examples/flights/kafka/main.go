@@ -141,5 +141,5 @@ func load(ctx context.Context, path string) (*flightdata.Dataset, error) {
 	return in.Decode(ctx, flightdata.Options{})
 }
 
-// group names the run's topic and group, unique on a shared cluster.
+// runName names the run's topic and group, unique on a shared cluster.
 func runName() string { return "flights-" + strconv.FormatInt(time.Now().UnixNano(), 36) }
