@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -61,7 +62,9 @@ func runChild(mode string) int {
 	}
 	sub := kafka.Subscription{Brokers: strings.Split(os.Getenv(brokersEnv), ","), Group: os.Getenv(groupEnv), Topic: os.Getenv(topicEnv)}
 	k, err := kafka.NewConsumer("member", sub, accounts, sched, codec, handle,
-		kafka.WithLogger[event](quiet), kafka.WithClientOptions[event](memberClientOptions...))
+		// Debug level on stderr: the parent reads how long each revocation took.
+		kafka.WithLogger[event](slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+		kafka.WithClientOptions[event](memberClientOptions...))
 	if err == nil {
 		err = k.Prepare(ctx)
 	}

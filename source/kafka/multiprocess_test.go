@@ -46,8 +46,27 @@ type run struct {
 
 type member struct {
 	cmd    *exec.Cmd
-	stderr bytes.Buffer
+	stderr lockedBuffer
 	waited chan error
+}
+
+// lockedBuffer is a member's stderr: the process writes it while the test
+// may read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 const (
@@ -149,6 +168,26 @@ func (r *run) waitFor(n int, timeout time.Duration) {
 			require.FailNow(r.t, "timed out", "%d of %d distinct exchanges handled; members' stderr: %s", got, n, r.stderr())
 		}
 	}
+}
+
+// revocations returns how long each member's revocations took (drain
+// and commit), from their debug logs.
+func (r *run) revocations() []time.Duration {
+	var ds []time.Duration
+	for _, m := range r.members {
+		for _, line := range strings.Split(m.stderr.String(), "\n") {
+			if !strings.Contains(line, "partitions revoked, drained and committed") {
+				continue
+			}
+			if i := strings.Index(line, "took="); i >= 0 {
+				if d, err := time.ParseDuration(strings.Fields(line[i+len("took="):])[0]); err == nil {
+					ds = append(ds, d)
+				}
+			}
+		}
+	}
+	slices.Sort(ds)
+	return ds
 }
 
 func (r *run) stderr() string {
@@ -255,6 +294,8 @@ func TestMultiProcessJoinAndGracefulHandoff(t *testing.T) {
 	r.waitFor(mpKeys*mpPerKey, 60*time.Second)
 	dups := r.verify(b)
 	require.Zero(t, dups, "duplicates after a join and a graceful handoff")
-	t.Logf("%d exchanges, 8 partitions, a member joining, then the first leaving gracefully: 0 duplicates, %v",
-		mpKeys*mpPerKey, time.Since(begin).Round(time.Millisecond))
+	revoked := r.revocations()
+	require.NotEmpty(t, revoked, "the join and the stop revoked partitions")
+	t.Logf("%d exchanges, 8 partitions, a member joining, then the first leaving gracefully: 0 duplicates, %v; revocations (drain and commit) took %v",
+		mpKeys*mpPerKey, time.Since(begin).Round(time.Millisecond), revoked)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -103,6 +104,7 @@ func (c *Consumer[T]) release(ps []int32, commit bool) {
 	if len(os) == 0 {
 		return
 	}
+	began := time.Now()
 	ctx, cancel := context.WithTimeout(c.base, c.cfg.revokeTimeout)
 	defer cancel()
 	var mu sync.Mutex
@@ -150,4 +152,6 @@ func (c *Consumer[T]) release(ps []int32, commit bool) {
 		c.cfg.logger.Warn("kafka: the last commit of revoked partitions failed: their next owner reads them again",
 			slog.String("consumer", c.name), slog.Any("error", err))
 	}
+	c.cfg.logger.Debug("kafka: partitions revoked, drained and committed", slog.String("consumer", c.name),
+		slog.Int("partitions", len(os)), slog.Duration("took", time.Since(began)))
 }
