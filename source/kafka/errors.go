@@ -33,7 +33,8 @@ var (
 	ErrIllegalState = errors.New("kafka: illegal state")
 	// ErrAssign is recorded when a partition the group gave this member
 	// could not be assigned to its dispatcher: the consumer stops, since it
-	// could not handle that partition's records.
+	// could not handle that partition's records (and must not commit past
+	// them).
 	ErrAssign = errors.New("kafka: partition not assigned")
 	// ErrCommit wraps a commit the broker refused or that did not answer in
 	// time. A periodic commit that fails is tried again on the next

@@ -42,7 +42,13 @@ func (c *Consumer[T]) deliverAll(ctx context.Context, fs kgo.Fetches) error {
 				}
 				o := c.lookup(fp.Partition)
 				if o == nil {
-					return fmt.Errorf("%w: consumer %q: records of partition %d, which has no intake", ErrAssign, c.name, fp.Partition)
+					// Not owned (any more): its owner reads these records
+					// from its last commit, so they are neither handled nor
+					// committed here. An assignment that failed stopped the
+					// consumer already.
+					c.cfg.logger.WarnContext(ctx, "kafka: records of a partition not owned, left to its owner",
+						slog.String("consumer", c.name), slog.Int("partition", int(fp.Partition)), slog.Int("records", len(fp.Records)))
+					continue
 				}
 				for _, r := range fp.Records {
 					if err := c.deliver(ctx, o, r); err != nil {
