@@ -242,6 +242,21 @@ func (r *run) verify(alive ...*member) int {
 	return checkOrder(r.t, seen, mpKeys, mpPerKey)
 }
 
+// noneTwiceBefore requires that nothing started before the kill was a
+// duplicate: every replay comes after it.
+func (r *run) noneTwiceBefore(kill int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last := map[string]int{}
+	for _, h := range r.lines { // sorted by verify
+		if h.start >= kill {
+			continue
+		}
+		require.Greater(r.t, h.seq, last[h.id], "%s: %d handled again before the kill", h.id, h.seq)
+		last[h.id] = h.seq
+	}
+}
+
 func cmpInt(a, b int64) int {
 	if a < b {
 		return -1
@@ -260,6 +275,7 @@ func TestMultiProcessKillAndRestart(t *testing.T) {
 	}
 	a, b := r.start(), r.start()
 	r.waitFor(25_000, 30*time.Second)
+	killed := time.Now().UnixNano()
 	r.kill(a)
 	a2 := r.start()
 	for batch := 3; batch < mpBatches; batch++ {
@@ -267,6 +283,7 @@ func TestMultiProcessKillAndRestart(t *testing.T) {
 	}
 	r.waitFor(mpKeys*mpPerKey, 60*time.Second)
 	dups := r.verify(b, a2)
+	r.noneTwiceBefore(killed)
 	t.Logf("%d exchanges, 8 partitions, 2 members, one killed and restarted: %d duplicates (in-order replays), %v",
 		mpKeys*mpPerKey, dups, time.Since(begin).Round(time.Millisecond))
 }
