@@ -241,7 +241,9 @@ func (d *Dispatcher[T]) Revoke(ctx context.Context, p int32) (Settled, error) {
 	}
 	forced := false
 	if in.d.StopGracefully(ctx) != nil && ctx.Err() != nil {
-		forced = true // the deadline passed with exchanges left
+		// The deadline passed before the end: a force was needed if
+		// exchanges were left, not when only goroutines were exiting.
+		forced = in.d.Stats().InFlight > 0
 		in.force()
 	}
 	return in.release(d, forced)
