@@ -54,8 +54,9 @@ func WithOutcomeHook[T any](hook func(ctx context.Context, r Result[T])) Option[
 // exchange carries). The result is what the handler, the Observer's Started
 // and Finished, the outcome hook and the failure log get; it must keep ctx's
 // cancellation (derive from ctx). It runs on the scheduler goroutine right
-// before the handler; a panic of it fails the exchange as a handler's panic
-// does (OutcomePanic). nil is invalid.
+// before the handler; a panic of it, or a nil result, fails the exchange as
+// a handler's panic does (OutcomePanic, a *PanicError), and the handler is
+// not called. nil is invalid.
 func WithContextOf[T any](of func(ctx context.Context, exchange T) context.Context) Option[T] {
 	return func(c *config[T]) {
 		if of == nil {
