@@ -36,6 +36,8 @@ type Result[T any] struct {
 // ended only after hook returned, so once Stats show nothing in flight (and
 // once Done is closed) no call is running. A panic of hook is recovered and
 // logged, and the exchange is accounted for as if it had returned. It must
+// not call runtime.Goexit (a test's t.FailNow): on a discarded exchange that
+// cuts the discarding short and the dispatcher never reaches its end. It must
 // be quick: it delays its group's next exchange. Given more than once, every
 // hook is called, in order. nil is invalid. Cost: timing each exchange
 // (three clock reads) and one call.

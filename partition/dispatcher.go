@@ -186,8 +186,11 @@ func (in *Intake[T]) Partition() int32 { return in.p }
 // increasing). It waits while the partition's pending budget is used up, or
 // until ctx ends. A position not above the last returns an error wrapping
 // ErrOutOfOrder; once the partition is being revoked, an error wrapping
-// dispatch.ErrStopped. A record that was tracked but not admitted is
-// discarded in the tracker, so it is never acknowledged.
+// dispatch.ErrStopped. A record that was tracked but not admitted (ctx
+// ended while waiting, or the revocation began) is discarded in the
+// tracker, so it is never acknowledged, and the prefix stays below it: the
+// binding delivers it again only after Tracker().Reset at or below it (a
+// consumer reset to the prefix), or leaves it to the next owner.
 func (in *Intake[T]) Deliver(ctx context.Context, x T, pos int64, attempt int) error {
 	if err := in.t.Track(pos); err != nil {
 		return fmt.Errorf("partition %d: %w", in.p, err)
