@@ -314,7 +314,8 @@ func (e *engine[T]) since(start int64) time.Duration {
 }
 
 // call runs the handler with the exchange's context, recovering a panic
-// (its own, or WithContextOf's) into *PanicError. A handler that calls
+// (its own, or WithContextOf's) into *PanicError; a nil context from
+// WithContextOf is failed the same way, without calling the handler. A handler that calls
 // runtime.Goexit never returns: its exchange is accounted for here as
 // OutcomePanic, with an error wrapping schedulers.ErrGoexit, before the
 // goroutine unwinds (the scheduler replaces the goroutine; the lane goes on).
@@ -334,7 +335,13 @@ func (e *engine[T]) call(l *lane[T], it *item[T], c *call) (err error, panicked 
 		e.f.failed.Add(1)
 	}()
 	if e.contextOf != nil {
-		c.ctx = e.contextOf(c.ctx, it.x)
+		if c.ctx = e.contextOf(c.ctx, it.x); c.ctx == nil {
+			// A nil ctx would reach the handler, the Observer and the hooks
+			// (the Results' wait on it panics): a bug of the function, failed
+			// as its panic.
+			c.ctx, returned = l.ctx, true
+			return panics.New(fmt.Errorf("dispatch: dispatcher %q: WithContextOf returned a nil context", e.name)), true
+		}
 	}
 	if e.timed {
 		c.start = e.now()

@@ -36,6 +36,8 @@ type Result[T any] struct {
 // ended only after hook returned, so once Stats show nothing in flight (and
 // once Done is closed) no call is running. A panic of hook is recovered and
 // logged, and the exchange is accounted for as if it had returned. It must
+// not call runtime.Goexit (a test's t.FailNow): on a discarded exchange that
+// cuts the discarding short and the dispatcher never reaches its end. It must
 // be quick: it delays its group's next exchange. Given more than once, every
 // hook is called, in order. nil is invalid. Cost: timing each exchange
 // (three clock reads) and one call.
@@ -54,8 +56,9 @@ func WithOutcomeHook[T any](hook func(ctx context.Context, r Result[T])) Option[
 // exchange carries). The result is what the handler, the Observer's Started
 // and Finished, the outcome hook and the failure log get; it must keep ctx's
 // cancellation (derive from ctx). It runs on the scheduler goroutine right
-// before the handler; a panic of it fails the exchange as a handler's panic
-// does (OutcomePanic). nil is invalid.
+// before the handler; a panic of it, or a nil result, fails the exchange as
+// a handler's panic does (OutcomePanic, a *PanicError), and the handler is
+// not called. nil is invalid.
 func WithContextOf[T any](of func(ctx context.Context, exchange T) context.Context) Option[T] {
 	return func(c *config[T]) {
 		if of == nil {

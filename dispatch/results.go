@@ -103,29 +103,46 @@ func (r *Results[T]) Dropped() int64 {
 // at the dispatcher's end, or ends with its ctx's cause. It is unicast: a
 // second subscription, while or after one ran, fails with ErrSubscribed.
 // A subscription that ends before the dispatcher's end abandons the stream.
+// A Result that the downstream refuses with flux.ErrNotDelivered is counted
+// in Dropped; Observable and All count exactly what they did not hand over.
 func (r *Results[T]) Flux() flux.Flux[Result[T]] {
 	return flux.Create(func(ctx context.Context, sink flux.Sink[Result[T]]) error {
-		if !r.subscribed.CompareAndSwap(false, true) {
-			return fmt.Errorf("%w: a dispatcher's Results are read once", ErrSubscribed)
+		if err := r.subscribe(); err != nil {
+			return err
 		}
 		defer r.drop()
 		for {
-			select {
-			case res, ok := <-r.ch:
-				if !ok {
-					return nil
+			res, ok, err := r.next(ctx)
+			if !ok {
+				return err
+			}
+			if err := sink.Next(res); err != nil {
+				if errors.Is(err, flux.ErrNotDelivered) {
+					r.dropped.Add(1)
 				}
-				if err := sink.Next(res); err != nil {
-					if errors.Is(err, flux.ErrNotDelivered) {
-						r.dropped.Add(1)
-					}
-					return err
-				}
-			case <-ctx.Done():
-				return context.Cause(ctx)
+				return err
 			}
 		}
 	})
+}
+
+// subscribe claims the stream's one reading.
+func (r *Results[T]) subscribe() error {
+	if !r.subscribed.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: a dispatcher's Results are read once", ErrSubscribed)
+	}
+	return nil
+}
+
+// next waits for the next Result; ok is false at the stream's end (err nil)
+// or once ctx ended (err its cause).
+func (r *Results[T]) next(ctx context.Context) (res Result[T], ok bool, err error) {
+	select {
+	case res, ok = <-r.ch:
+		return res, ok, nil
+	case <-ctx.Done():
+		return res, false, context.Cause(ctx)
+	}
 }
 
 // drop abandons the stream and counts what the buffer still holds.
@@ -144,11 +161,54 @@ func (r *Results[T]) drop() {
 	}
 }
 
-// Observable returns the stream as an rxgo Observable of Result[T] items
-// (see flux.Flux.Observable), observed once.
-func (r *Results[T]) Observable(ctx context.Context) rxgo.Observable { return r.Flux().Observable(ctx) }
+// Observable returns the stream as a cold rxgo Observable of Result[T]
+// items (as flux.Flux.Observable would), observed once: a second
+// observation gets ErrSubscribed as its error item. It is bounded by ctx
+// and by the observer's rxgo.WithContext, whose end ends it without an
+// error item: an observer that stops reading must cancel one of them, and
+// the Result it was being handed then is counted in Dropped.
+func (r *Results[T]) Observable(ctx context.Context) rxgo.Observable {
+	return rxgo.Defer([]rxgo.Producer{func(pctx context.Context, next chan<- rxgo.Item) {
+		sctx, cancel := context.WithCancelCause(pctx)
+		defer cancel(nil)
+		stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+		defer stop()
+		for res, err := range r.All(sctx) {
+			if err != nil {
+				if sctx.Err() == nil { // ErrSubscribed; a ctx's end is no item
+					rxgo.Error(err).SendContext(sctx, next)
+				}
+				return
+			}
+			if !rxgo.Of(res).SendContext(sctx, next) {
+				r.dropped.Add(1) // taken from the buffer, never handed over
+				return
+			}
+		}
+	}}, rxgo.WithContext(ctx))
+}
 
 // All returns the stream as an iterator of Results, with the stream's error
-// as the last pair (see flux.Flux.All). Breaking out of the loop abandons
-// the stream.
-func (r *Results[T]) All(ctx context.Context) iter.Seq2[Result[T], error] { return r.Flux().All(ctx) }
+// (ErrSubscribed, or ctx's cause) as the last pair. It runs on the caller's
+// goroutine, and starts none. Breaking out of the loop abandons the stream.
+func (r *Results[T]) All(ctx context.Context) iter.Seq2[Result[T], error] {
+	return func(yield func(Result[T], error) bool) {
+		if err := r.subscribe(); err != nil {
+			yield(Result[T]{}, err)
+			return
+		}
+		defer r.drop()
+		for {
+			res, ok, err := r.next(ctx)
+			if !ok {
+				if err != nil {
+					yield(Result[T]{}, err)
+				}
+				return
+			}
+			if !yield(res, nil) {
+				return
+			}
+		}
+	}
+}

@@ -14,7 +14,8 @@ func Distinct[T comparable](f Flux[T]) Flux[T] { return DistinctBy(f, identity[T
 
 // DistinctBy is Distinct comparing the keys key(v) instead of the items: an
 // item whose key was seen before in this subscription is dropped (discarded
-// with ErrDuplicate). Only the keys are kept. A panic in key ends the flow
+// with ErrDuplicate). Only the keys are kept. A panic in key, or in hashing
+// a key of interface type that holds an unhashable value, ends the flow
 // with *PanicError, unless OnErrorContinue for T resumes it. key nil gives
 // ErrInvalidArgument. Reactor: Flux#distinct(Function) (FluxDistinct.java).
 func DistinctBy[T any, K comparable](f Flux[T], key func(T) K) Flux[T] {
@@ -24,16 +25,25 @@ func DistinctBy[T any, K comparable](f Flux[T], key func(T) K) Flux[T] {
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
 		discard, cont := discarder[T](ctx), continuationOf[T](ctx)
 		seen := make(map[K]struct{})
-		return f.run(ctx, func(v T) error {
-			k, err := call1(key, v)
-			if err != nil {
-				return cont.resume(v, err)
-			}
+		// The map is used inside the recovered call: a key of interface
+		// type holding an unhashable value panics there, as key would.
+		repeat := func(v T) bool {
+			k := key(v)
 			if _, dup := seen[k]; dup {
+				return true
+			}
+			seen[k] = struct{}{}
+			return false
+		}
+		return f.run(ctx, func(v T) error {
+			dup, err := call1(repeat, v)
+			switch {
+			case err != nil:
+				return cont.resume(v, err)
+			case dup:
 				discard(v, ErrDuplicate)
 				return nil
 			}
-			seen[k] = struct{}{}
 			return emit(v)
 		})
 	}}
@@ -49,9 +59,10 @@ func DistinctUntilChanged[T comparable](f Flux[T]) Flux[T] {
 
 // DistinctUntilChangedBy is DistinctUntilChanged comparing the keys key(v):
 // an item whose key equals the previous item's key is dropped (discarded
-// with ErrDuplicate). A panic in key ends the flow with *PanicError, unless
-// OnErrorContinue for T resumes it; the item it failed on is then not
-// compared with. key nil gives ErrInvalidArgument. Reactor:
+// with ErrDuplicate). A panic in key, or in comparing keys of interface
+// type that hold uncomparable values, ends the flow with *PanicError,
+// unless OnErrorContinue for T resumes it; the item it failed on is then
+// not compared with. key nil gives ErrInvalidArgument. Reactor:
 // Flux#distinctUntilChanged(Function) (FluxDistinctUntilChanged.java).
 func DistinctUntilChangedBy[T any, K comparable](f Flux[T], key func(T) K) Flux[T] {
 	if key == nil {
@@ -61,16 +72,25 @@ func DistinctUntilChangedBy[T any, K comparable](f Flux[T], key func(T) K) Flux[
 		discard, cont := discarder[T](ctx), continuationOf[T](ctx)
 		var last K
 		first := true
-		return f.run(ctx, func(v T) error {
-			k, err := call1(key, v)
-			if err != nil {
-				return cont.resume(v, err)
-			}
+		// The comparison is made inside the recovered call: keys of
+		// interface type holding uncomparable values panic there.
+		same := func(v T) bool {
+			k := key(v)
 			if !first && k == last {
+				return true
+			}
+			last, first = k, false
+			return false
+		}
+		return f.run(ctx, func(v T) error {
+			dup, err := call1(same, v)
+			switch {
+			case err != nil:
+				return cont.resume(v, err)
+			case dup:
 				discard(v, ErrDuplicate)
 				return nil
 			}
-			last, first = k, false
 			return emit(v)
 		})
 	}}

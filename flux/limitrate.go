@@ -7,6 +7,12 @@ import "context"
 // their default prefetch.
 const defaultPrefetch = 32
 
+// maxPrefetch caps the queue size LimitRate asks for: a channel's buffer is
+// allocated whole when the operator is subscribed, so LimitRate(math.MaxInt),
+// Reactor's "unbounded", must not become a make that panics or exhausts
+// memory. A smaller queue still bounds what is pulled ahead by n.
+const maxPrefetch = 1 << 16
+
 // prefetchKey is the context key under which LimitRate tells the combining
 // operators upstream of it their prefetch; 0 means "the default".
 type prefetchKey struct{}
@@ -27,7 +33,8 @@ type prefetchKey struct{}
 // take their queue sizes as arguments and ignore it; FlatMap and SwitchMap
 // have no queue.
 //
-// n < 1 gives ErrInvalidArgument. Costs one context value per subscription,
+// n above 65536 counts as 65536: the queues are allocated whole at
+// subscription. n < 1 gives ErrInvalidArgument. Costs one context value per subscription,
 // nothing per item.
 func (f Flux[T]) LimitRate(n int) Flux[T] {
 	if n < 1 {
@@ -47,5 +54,5 @@ func prefetchOf(ctx context.Context) (int, context.Context) {
 	if n == 0 {
 		return defaultPrefetch, ctx
 	}
-	return n, context.WithValue(ctx, prefetchKey{}, 0)
+	return min(n, maxPrefetch), context.WithValue(ctx, prefetchKey{}, 0)
 }

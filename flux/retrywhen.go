@@ -101,6 +101,10 @@ func (f Flux[T]) RetryWhen(spec RetrySpec) Flux[T] {
 			backoff.WithBackOff(g),
 			backoff.WithMaxTries(uint(spec.MaxAttempts)+1),
 			backoff.WithMaxElapsedTime(0))
+		if p, ok := err.(*backoff.PermanentError); ok {
+			// On its last try backoff.Retry returns the wrapper itself.
+			err = p.Unwrap()
+		}
 		r, exhausted := err.(*retryable)
 		switch {
 		case g.panic != nil && exhausted:

@@ -235,6 +235,13 @@ func (t *turn) give() {
 		return
 	}
 	t.mu.Lock()
+	if len(t.parked) == 0 {
+		// The waiters gave up (their ctx ended) between the failed swap
+		// and here; the last to leave marked the lock held: free it.
+		t.state.Store(0)
+		t.mu.Unlock()
+		return
+	}
 	next := t.parked[0]
 	t.parked = slices.Delete(t.parked, 0, 1)
 	if len(t.parked) == 0 {

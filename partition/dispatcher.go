@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
@@ -21,7 +22,9 @@ import (
 // exchange's group inside its partition is GroupKey(id, groups), independent
 // of the key the broker partitions by. Each intake's outcome hook settles
 // the partition's Tracker: handled exchanges finish their positions, and
-// discarded ones (or cancelled by a force) block the prefix below them.
+// discarded ones (or cancelled by a force: an error, a panic or a
+// runtime.Goexit of the handler once Revoke or Lose forced) block the prefix
+// below them.
 //
 // A binding (JetStream, Kafka) calls Assign when it gets a partition,
 // Intake.Deliver for each record in order, acknowledges Intake.Prefix when
@@ -108,6 +111,7 @@ type Intake[T any] struct {
 	t        Tracker
 	advanced chan struct{}
 	logger   *slog.Logger
+	forced   atomic.Bool // a Revoke or Lose forces the dispatcher
 }
 
 // Assign starts owning partition p, whose next delivery is at position from
@@ -155,8 +159,11 @@ func (d *Dispatcher[T]) Assign(ctx context.Context, p int32, from int64) (*Intak
 // settle is the intake's outcome hook.
 func (in *Intake[T]) settle(_ context.Context, r dispatch.Result[Delivery[T]]) {
 	var err error
-	switch r.Outcome {
-	case dispatch.OutcomeDiscarded, dispatch.OutcomeCancelled:
+	switch {
+	case r.Outcome == dispatch.OutcomeDiscarded, r.Outcome == dispatch.OutcomeCancelled,
+		r.Outcome == dispatch.OutcomePanic && in.forced.Load():
+		// A panic (or Goexit) once the force began may be how the handler
+		// gave up on its cancelled ctx: not known finished.
 		err = in.t.Discard(r.Exchange.Position)
 	default:
 		err = in.t.Finish(r.Exchange.Position)
@@ -179,8 +186,11 @@ func (in *Intake[T]) Partition() int32 { return in.p }
 // increasing). It waits while the partition's pending budget is used up, or
 // until ctx ends. A position not above the last returns an error wrapping
 // ErrOutOfOrder; once the partition is being revoked, an error wrapping
-// dispatch.ErrStopped. A record that was tracked but not admitted is
-// discarded in the tracker, so it is never acknowledged.
+// dispatch.ErrStopped. A record that was tracked but not admitted (ctx
+// ended while waiting, or the revocation began) is discarded in the
+// tracker, so it is never acknowledged, and the prefix stays below it: the
+// binding delivers it again only after Tracker().Reset at or below it (a
+// consumer reset to the prefix), or leaves it to the next owner.
 func (in *Intake[T]) Deliver(ctx context.Context, x T, pos int64, attempt int) error {
 	if err := in.t.Track(pos); err != nil {
 		return fmt.Errorf("partition %d: %w", in.p, err)
@@ -234,8 +244,10 @@ func (d *Dispatcher[T]) Revoke(ctx context.Context, p int32) (Settled, error) {
 	}
 	forced := false
 	if in.d.StopGracefully(ctx) != nil && ctx.Err() != nil {
-		forced = true // the deadline passed with exchanges left
-		in.d.ForceStop()
+		// The deadline passed before the end: a force was needed if
+		// exchanges were left, not when only goroutines were exiting.
+		forced = in.d.Stats().InFlight > 0
+		in.force()
 	}
 	return in.release(d, forced)
 }
@@ -250,8 +262,15 @@ func (d *Dispatcher[T]) Lose(p int32) (Settled, error) {
 	if err != nil {
 		return Settled{Partition: p}, err
 	}
-	in.d.ForceStop()
+	in.force()
 	return in.release(d, true)
+}
+
+// force stops the partition's dispatcher by force; the outcomes that end
+// from now on with a panic are discarded, not finished.
+func (in *Intake[T]) force() {
+	in.forced.Store(true)
+	in.d.ForceStop()
 }
 
 // take removes p from the owned partitions.

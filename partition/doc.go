@@ -39,6 +39,9 @@
 //	handled                          -> tracker.Finish(d.Position)
 //	discarded, or cancelled by force -> tracker.Discard(d.Position)
 //
+// where cancelled by force is an error, or a panic, of a handler that ends
+// once Revoke or Lose forced.
+//
 // A handler's error finishes its position: retrying or parking a failed
 // exchange is the handler's business (as with Wow's finallyAck), else one
 // poison record would stop its partition for good. A discarded position, and

@@ -1,0 +1,94 @@
+package kafka_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aggflow/aggflow/partition"
+	"github.com/aggflow/aggflow/schedulers"
+	"github.com/aggflow/aggflow/source/kafka"
+)
+
+// The test binary re-executed with childEnv set runs as one group member of
+// the multi-process tests instead of running tests.
+const (
+	childEnv   = "AGGFLOW_KAFKA_CHILD" // the mode: "member"
+	brokersEnv = "AGGFLOW_KAFKA_CHILD_BROKERS"
+	groupEnv   = "AGGFLOW_KAFKA_CHILD_GROUP"
+	topicEnv   = "AGGFLOW_KAFKA_CHILD_TOPIC"
+	delayEnv   = "AGGFLOW_KAFKA_CHILD_DELAY" // a handler's simulated I/O, a time.Duration
+)
+
+// memberClientOptions make a killed member's partitions move in about a
+// second and a joining member be noticed in about 100 ms.
+var memberClientOptions = []kgo.Opt{
+	kgo.SessionTimeout(time.Second),
+	kgo.HeartbeatInterval(100 * time.Millisecond),
+	kgo.RebalanceTimeout(10 * time.Second),
+}
+
+// runChild runs a member until SIGTERM, then stops it gracefully. Each
+// handled record is written to stdout, one unbuffered line each, as
+// "key seq unix-nanos-at-start", so a SIGKILL loses no line of a record
+// whose handler returned.
+func runChild(mode string) int {
+	if mode != "member" {
+		fmt.Fprintln(os.Stderr, "unknown child mode", mode)
+		return 2
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer cancel()
+	sched, err := schedulers.NewParallel("member", 16)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	delay, _ := time.ParseDuration(os.Getenv(delayEnv))
+	handle := func(_ context.Context, d partition.Delivery[event]) error {
+		start := time.Now().UnixNano()
+		if delay > 0 {
+			time.Sleep(delay) // the handler's I/O
+		}
+		_, err := fmt.Fprintf(os.Stdout, "%s %d %d\n", d.Exchange.ID, d.Exchange.Seq, start)
+		return err
+	}
+	sub := kafka.Subscription{Brokers: strings.Split(os.Getenv(brokersEnv), ","), Group: os.Getenv(groupEnv), Topic: os.Getenv(topicEnv)}
+	k, err := kafka.NewConsumer("member", sub, accounts, sched, codec, handle,
+		// Debug level on stderr: the parent reads how long each revocation took.
+		kafka.WithLogger[event](slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+		kafka.WithClientOptions[event](memberClientOptions...))
+	if err == nil {
+		err = k.Prepare(ctx)
+	}
+	if err == nil {
+		err = k.Start()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	select {
+	case <-ctx.Done():
+	case <-k.Done():
+	}
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer stopCancel()
+	code := 0
+	if err := k.StopGracefully(stopCtx); err != nil {
+		fmt.Fprintln(os.Stderr, "stop:", err)
+		code = 1
+	}
+	if err := sched.DisposeGracefully(stopCtx); err != nil {
+		fmt.Fprintln(os.Stderr, "dispose:", err)
+		code = 1
+	}
+	return code
+}

@@ -1,0 +1,64 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// defaultFetchMaxWait bounds how long a fetch with no new data waits: a
+// resumed partition is fetched again only after it.
+const defaultFetchMaxWait = 250 * time.Millisecond
+
+// clientOptions are the group client's: the user's, then the Consumer's,
+// which must win.
+func (c *Consumer[T]) clientOptions() []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(c.sub.Brokers...),
+		kgo.FetchMaxWait(defaultFetchMaxWait),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	}
+	opts = append(opts, c.cfg.client...)
+	return append(opts,
+		kgo.ConsumerGroup(c.sub.Group),
+		kgo.ConsumeTopics(c.sub.Topic),
+		kgo.DisableAutoCommit(),
+		// Rebalance callbacks run between polls, never while a polled batch
+		// is being delivered: a revoked partition gets no record after its
+		// revocation, and a new assignment none fetched before it.
+		kgo.BlockRebalanceOnPoll(),
+		kgo.AdjustFetchOffsetsFn(c.onAssigned),
+		kgo.OnPartitionsRevoked(c.onRevoked),
+		kgo.OnPartitionsLost(c.onLost),
+	)
+}
+
+// check asks the brokers for the topic's metadata with a client of its own,
+// closed before it returns.
+func (c *Consumer[T]) check(ctx context.Context) error {
+	opts := append([]kgo.Opt{kgo.SeedBrokers(c.sub.Brokers...)}, c.cfg.client...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("%w: consumer %q: client options: %w", ErrInvalidArgument, c.name, err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.connectTimeout)
+	defer cancel()
+	topics, err := kadm.NewClient(cl).ListTopics(ctx, c.sub.Topic)
+	if err != nil {
+		return fmt.Errorf("%w: consumer %q: brokers %v: %w", ErrUnreachable, c.name, c.sub.Brokers, err)
+	}
+	td, ok := topics[c.sub.Topic]
+	switch {
+	case !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition):
+		return fmt.Errorf("%w: consumer %q: topic %q", ErrNoTopic, c.name, c.sub.Topic)
+	case td.Err != nil:
+		return fmt.Errorf("kafka: consumer %q: topic %q: %w", c.name, c.sub.Topic, td.Err)
+	}
+	return nil
+}

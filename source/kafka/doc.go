@@ -1,0 +1,78 @@
+// Package kafka binds aggflow to Kafka consumer groups with franz-go
+// (github.com/twmb/franz-go/pkg/kgo): a Consumer is one group member whose
+// records go to one named aggregate's handler, each aggregate's records in
+// offset order, different aggregates concurrently, and whose commits never
+// pass a record that has not finished. It is its own module, so that users
+// of the core download no Kafka client.
+//
+// # Assignment
+//
+// The key of a record is its aggregate's id; the producer partitions by it
+// (franz-go's and Java's default murmur2), so one aggregate lives in one
+// partition. Each partition the group assigns becomes an intake of a
+// partition.Dispatcher starting at the group's committed offset: its own
+// lanes, grouped by partition.GroupKey(Codec.ID(x), groups), all on the one
+// scheduler the Consumer borrows. One poll loop delivers every partition's
+// records in offset order. Rebalances wait for a polled batch to be
+// delivered (kgo.BlockRebalanceOnPoll), so no record of a revoked partition
+// is delivered after its revocation.
+//
+// # Commit
+//
+// Handlers of one partition finish out of order, so only the finished
+// prefix of each partition is committed, as prefix + 1 (the next offset to
+// read), never with franz-go's per-record marks, which would cover records
+// still running in other groups. Autocommit is off. One goroutine commits,
+// synchronously: an offset counts as committed only when the broker
+// acknowledged it, and the next commit starts after that answer; a refused
+// commit is tried again on the next progress.
+//
+// # Revoked and lost
+//
+// A revoked partition stops taking records, drains until the revoke timeout
+// (WithRevokeTimeout, default 10 s), forces what is left, and its settled
+// prefix is committed before the rebalance goes on; a forced record never
+// finished, so the prefix stops below it and the next owner reads it again.
+// A lost partition (the group fenced this member) is forced at once and not
+// committed. A graceful stop revokes every partition that way and leaves the
+// group; ForceStop forces them. What ran above the last commit before a
+// crash runs again on the next owner, after what came before it: duplicates
+// are in-order replays (Delivery.Attempt is 2 for a record this process had
+// delivered before), and idempotency is the handler's, by aggregate version.
+//
+// # Pause
+//
+// WithMaxPending is the budget of the whole Consumer. A partition whose
+// pending records reach its share (the budget over the partitions owned) is
+// paused (kgo's PauseFetchPartitions) and resumed once they fall to half of
+// it, so the poll loop never waits on a slow partition while the others
+// have room: Decaton's max pending records, per partition. Records pending
+// stay under the budget plus one polled batch.
+//
+// # Retries and dead letters
+//
+// A handler's error finishes its record: retrying is the handler's, inside
+// its group, with package dispatch/middleware. Chain(h, DeadLetter(park),
+// Retry(...)) retries a failed record with backoff before the next record
+// of its aggregate starts, and parks one that keeps failing (produce it to
+// a dead-letter topic) so the aggregate goes on. The other aggregates of
+// the partition keep running, but the partition's commits stay below the
+// record under retry until it ends.
+//
+// # Bad input
+//
+// Unreachable brokers and a missing topic fail Prepare (ErrUnreachable,
+// ErrNoTopic). A record without a key (ErrNoKey) or that Codec.Decode
+// refuses (ErrDecode) goes to the bad-record hook: by default it is logged
+// with the reason and discarded, its offset committed past; a hook that
+// returns an error stops the Consumer, which commits up to the record
+// before it.
+//
+// # Tests and a real cluster
+//
+// Package kafkatest runs franz-go's kfake in the process for tests and
+// examples. The module's tests include one against a real cluster, skipped
+// unless AGGFLOW_KAFKA_BROKERS names its seed brokers (host:port, comma
+// separated); in production give the Subscription the cluster's seed
+// brokers, and TLS or SASL through WithClientOptions.
+package kafka

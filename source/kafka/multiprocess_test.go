@@ -1,0 +1,318 @@
+package kafka_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aggflow/aggflow/source/kafka/kafkatest"
+)
+
+// handled is one line a member wrote: a record it handled.
+type handled struct {
+	id    string
+	seq   int
+	start int64 // wall clock, ns: one machine, so comparable across members
+	proc  int   // which member process, in start order
+	line  int   // its place in that member's output
+}
+
+// run is the parent side of a multi-process test: a kfake cluster in this
+// process and members, each this test binary re-executed in child mode.
+type run struct {
+	t       *testing.T
+	cluster *kafkatest.Cluster
+	group   string
+
+	mu       sync.Mutex
+	lines    []handled
+	distinct map[[2]any]bool
+	progress chan struct{}
+	readers  sync.WaitGroup
+	members  []*member
+}
+
+type member struct {
+	cmd    *exec.Cmd
+	stderr lockedBuffer
+	waited chan error
+}
+
+// lockedBuffer is a member's stderr: the process writes it while the test
+// may read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+const (
+	mpTopic      = "flow"
+	mpPartitions = 8
+	mpKeys       = 1000
+	mpPerKey     = 100 // 100,000 exchanges
+	mpBatches    = 10  // produced in batches of 10 sequence numbers per key
+	// mpDelay keeps each member's pending budget full, so that a kill
+	// catches records in flight above the last commit.
+	mpDelay = 100 * time.Microsecond
+)
+
+func newRun(t *testing.T) *run {
+	c, err := kafkatest.Start(kafkatest.WithTopic(mpTopic, mpPartitions), shortSessions)
+	require.NoError(t, err)
+	r := &run{t: t, cluster: c, group: "flow-" + t.Name(), distinct: map[[2]any]bool{}, progress: make(chan struct{}, 1)}
+	t.Cleanup(func() {
+		for _, m := range r.members {
+			_ = m.cmd.Process.Kill()
+			<-m.waited
+		}
+		r.readers.Wait()
+		c.Close()
+	})
+	return r
+}
+
+// produce writes batch b: sequence numbers b*perBatch+1 .. (b+1)*perBatch
+// of every key, keyed by aggregate id.
+func (r *run) produce(b int) {
+	per := mpPerKey / mpBatches
+	rs := make([]*kgo.Record, 0, mpKeys*per)
+	for seq := b*per + 1; seq <= (b+1)*per; seq++ {
+		for k := range mpKeys {
+			rs = append(rs, &kgo.Record{Key: []byte("acct-" + strconv.Itoa(k)), Value: []byte(strconv.Itoa(seq))})
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(r.t, r.cluster.Produce(ctx, mpTopic, rs...))
+}
+
+// start runs a new member process.
+func (r *run) start() *member {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=member", brokersEnv+"="+strings.Join(r.cluster.Addrs(), ","),
+		groupEnv+"="+r.group, topicEnv+"="+mpTopic, delayEnv+"="+mpDelay.String())
+	m := &member{cmd: cmd, waited: make(chan error, 1)}
+	cmd.Stderr = &m.stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(r.t, err)
+	require.NoError(r.t, cmd.Start())
+	proc := len(r.members)
+	r.members = append(r.members, m)
+	r.readers.Add(1)
+	go func() {
+		defer r.readers.Done()
+		r.read(proc, out)
+		m.waited <- cmd.Wait()
+	}()
+	return m
+}
+
+func (r *run) read(proc int, out interface{ Read([]byte) (int, error) }) {
+	sc := bufio.NewScanner(out)
+	for n := 0; sc.Scan(); n++ {
+		f := strings.Fields(sc.Text())
+		if len(f) != 3 {
+			continue
+		}
+		seq, _ := strconv.Atoi(f[1])
+		start, _ := strconv.ParseInt(f[2], 10, 64)
+		r.mu.Lock()
+		r.lines = append(r.lines, handled{id: f[0], seq: seq, start: start, proc: proc, line: n})
+		r.distinct[[2]any{f[0], seq}] = true
+		r.mu.Unlock()
+		select {
+		case r.progress <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// waitFor waits until n distinct exchanges were handled.
+func (r *run) waitFor(n int, timeout time.Duration) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		got := len(r.distinct)
+		r.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-r.progress:
+		case <-deadline.C:
+			require.FailNow(r.t, "timed out", "%d of %d distinct exchanges handled; members' stderr: %s", got, n, r.stderr())
+		}
+	}
+}
+
+// revocations returns how long each member's revocations took (drain
+// and commit), from their debug logs.
+func (r *run) revocations() []time.Duration {
+	var ds []time.Duration
+	for _, m := range r.members {
+		for _, line := range strings.Split(m.stderr.String(), "\n") {
+			if !strings.Contains(line, "partitions revoked, drained and committed") {
+				continue
+			}
+			if i := strings.Index(line, "took="); i >= 0 {
+				if d, err := time.ParseDuration(strings.Fields(line[i+len("took="):])[0]); err == nil {
+					ds = append(ds, d)
+				}
+			}
+		}
+	}
+	slices.Sort(ds)
+	return ds
+}
+
+func (r *run) stderr() string {
+	var b strings.Builder
+	for i, m := range r.members {
+		b.WriteString("\n[" + strconv.Itoa(i) + "] " + m.stderr.String())
+	}
+	return b.String()
+}
+
+// stopGracefully sends SIGTERM to m and requires a clean exit.
+func (r *run) stopGracefully(m *member) {
+	require.NoError(r.t, m.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-m.waited:
+		m.waited <- err // for the cleanup
+		require.NoError(r.t, err, "member stderr: %s", m.stderr.String())
+	case <-time.After(30 * time.Second):
+		require.FailNow(r.t, "member did not stop")
+	}
+}
+
+// kill sends SIGKILL to m and waits for its end.
+func (r *run) kill(m *member) {
+	require.NoError(r.t, m.cmd.Process.Signal(syscall.SIGKILL))
+	err := <-m.waited
+	m.waited <- err
+}
+
+// verify stops the members left, then checks per-key order across every
+// member by the handlers' start times and returns the duplicates.
+func (r *run) verify(alive ...*member) int {
+	for _, m := range alive {
+		r.stopGracefully(m)
+	}
+	r.readers.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	slices.SortStableFunc(r.lines, func(a, b handled) int {
+		switch {
+		case a.start != b.start:
+			return cmpInt(a.start, b.start)
+		case a.proc != b.proc:
+			return a.proc - b.proc
+		}
+		return a.line - b.line
+	})
+	seen := map[string][]int{}
+	for _, h := range r.lines {
+		seen[h.id] = append(seen[h.id], h.seq)
+	}
+	return checkOrder(r.t, seen, mpKeys, mpPerKey)
+}
+
+// noneTwiceBefore requires that nothing started before the kill was a
+// duplicate: every replay comes after it.
+func (r *run) noneTwiceBefore(kill int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last := map[string]int{}
+	for _, h := range r.lines { // sorted by verify
+		if h.start >= kill {
+			continue
+		}
+		require.Greater(r.t, h.seq, last[h.id], "%s: %d handled again before the kill", h.id, h.seq)
+		last[h.id] = h.seq
+	}
+}
+
+func cmpInt(a, b int64) int {
+	if a < b {
+		return -1
+	}
+	return 1
+}
+
+// Two members; one is killed with SIGKILL mid-run and started again. Every
+// exchange is handled, each key in order; the duplicates are in-order
+// replays of what the killed member had handled above its last commit.
+func TestMultiProcessKillAndRestart(t *testing.T) {
+	r := newRun(t)
+	begin := time.Now()
+	for b := range 3 {
+		r.produce(b)
+	}
+	a, b := r.start(), r.start()
+	r.waitFor(25_000, 30*time.Second)
+	killed := time.Now().UnixNano()
+	r.kill(a)
+	a2 := r.start()
+	for batch := 3; batch < mpBatches; batch++ {
+		r.produce(batch)
+	}
+	r.waitFor(mpKeys*mpPerKey, 60*time.Second)
+	dups := r.verify(b, a2)
+	r.noneTwiceBefore(killed)
+	t.Logf("%d exchanges, 8 partitions, 2 members, one killed and restarted: %d duplicates (in-order replays), %v",
+		mpKeys*mpPerKey, dups, time.Since(begin).Round(time.Millisecond))
+}
+
+// One member; a second joins mid-run (a rebalance moves partitions to it),
+// then the first stops gracefully (its partitions are handed off): every
+// exchange is handled exactly once, each key in order.
+func TestMultiProcessJoinAndGracefulHandoff(t *testing.T) {
+	r := newRun(t)
+	begin := time.Now()
+	for b := range 3 {
+		r.produce(b)
+	}
+	a := r.start()
+	r.waitFor(20_000, 30*time.Second)
+	b := r.start()
+	for batch := 3; batch < 6; batch++ {
+		r.produce(batch)
+	}
+	r.waitFor(50_000, 30*time.Second)
+	r.stopGracefully(a)
+	for batch := 6; batch < mpBatches; batch++ {
+		r.produce(batch)
+	}
+	r.waitFor(mpKeys*mpPerKey, 60*time.Second)
+	dups := r.verify(b)
+	require.Zero(t, dups, "duplicates after a join and a graceful handoff")
+	revoked := r.revocations()
+	require.NotEmpty(t, revoked, "the join and the stop revoked partitions")
+	t.Logf("%d exchanges, 8 partitions, a member joining, then the first leaving gracefully: 0 duplicates, %v; revocations (drain and commit) took %v",
+		mpKeys*mpPerKey, time.Since(begin).Round(time.Millisecond), revoked)
+}

@@ -1,0 +1,138 @@
+package kafka
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aggflow/aggflow/partition"
+)
+
+// Subscription is what a Consumer reads: the seed brokers ("host:port"),
+// the consumer group and the one topic the group consumes.
+type Subscription struct {
+	Brokers []string
+	Group   string
+	Topic   string
+}
+
+// Codec turns records into exchanges. Decode gets a record's key, never
+// empty, and value; ID returns an exchange's aggregate id, which picks its
+// group inside the partition (partition.GroupKey). Both are called from the
+// poll loop, one record at a time, so a slow decoder slows every partition.
+type Codec[T any] struct {
+	Decode func(key, value []byte) (T, error)
+	ID     func(T) string
+}
+
+// BadRecordHook decides what happens to a record that cannot be handled:
+// reason wraps ErrNoKey or ErrDecode. Returning nil discards the record for
+// good (its offset is committed past, as if handled); returning an error
+// stops the consumer, with Err wrapping ErrBadRecord, before any later
+// record of the partition is delivered.
+type BadRecordHook func(ctx context.Context, r *kgo.Record, reason error) error
+
+// Option configures NewConsumer.
+type Option[T any] func(*config[T])
+
+type config[T any] struct {
+	client         []kgo.Opt
+	maxPending     int
+	groups         int
+	maxPoll        int
+	revokeTimeout  time.Duration
+	commitTimeout  time.Duration
+	connectTimeout time.Duration
+	retryCommit    time.Duration
+	logger         *slog.Logger
+	onBad          BadRecordHook
+	onCommit       func(p int32, offset int64)
+	partition      []partition.Option[T]
+}
+
+// DefaultMaxPending is a Consumer's default budget, in records: 8,192 per
+// partition for 8 partitions, near Decaton's 10,000 per partition. A
+// partition's fetch buffer dropped by a pause is fetched and decoded again,
+// so a budget much smaller than what the handlers drain in a fetch's round
+// trip pauses often and costs throughput (measured in docs/benchmarks.md).
+const DefaultMaxPending = 64 * 1024
+
+func defaults[T any]() config[T] {
+	return config[T]{
+		maxPending:     DefaultMaxPending,
+		maxPoll:        1000,
+		revokeTimeout:  10 * time.Second,
+		commitTimeout:  10 * time.Second,
+		connectTimeout: 10 * time.Second,
+		retryCommit:    100 * time.Millisecond,
+		logger:         slog.Default(),
+	}
+}
+
+// WithClientOptions passes options to the franz-go client: TLS, SASL,
+// timeouts, the balancers. The group, the topic, commits and the rebalance
+// callbacks are the Consumer's to set; a FetchMaxWait here replaces the
+// default of 250 ms.
+func WithClientOptions[T any](opts ...kgo.Opt) Option[T] {
+	return func(c *config[T]) { c.client = append(c.client, opts...) }
+}
+
+// WithMaxPending sets the budget of the whole consumer: records delivered
+// and not yet ended, over all its partitions (default DefaultMaxPending). A partition whose pending records reach its
+// share (the budget over the partitions owned) is paused until they fall
+// below half of it, so one slow partition never stalls the others. The
+// records pending stay under n + the max poll records (a batch is delivered
+// whole): that is the consumer's memory bound, in records.
+func WithMaxPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxPending = n } }
+
+// WithGroups sets the number of groups of each partition (default
+// aggregate.DefaultParallelism): how many aggregates of one partition run at
+// once, at most the scheduler's goroutines.
+func WithGroups[T any](n int) Option[T] { return func(c *config[T]) { c.groups = n } }
+
+// WithMaxPollRecords sets how many records one poll returns at most
+// (default 1000): the most a rebalance waits to be delivered.
+func WithMaxPollRecords[T any](n int) Option[T] { return func(c *config[T]) { c.maxPoll = n } }
+
+// WithRevokeTimeout sets how long a revoked partition, and every partition
+// on a graceful stop, drains before the rest is forced (default 10 s). Keep
+// it well under the group's rebalance timeout (60 s by default).
+func WithRevokeTimeout[T any](d time.Duration) Option[T] {
+	return func(c *config[T]) { c.revokeTimeout = d }
+}
+
+// WithCommitTimeout sets how long one commit waits for the broker's answer
+// (default 10 s).
+func WithCommitTimeout[T any](d time.Duration) Option[T] {
+	return func(c *config[T]) { c.commitTimeout = d }
+}
+
+// WithConnectTimeout sets how long Prepare waits for the brokers to answer
+// (default 10 s); past it, Prepare returns ErrUnreachable.
+func WithConnectTimeout[T any](d time.Duration) Option[T] {
+	return func(c *config[T]) { c.connectTimeout = d }
+}
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger[T any](l *slog.Logger) Option[T] { return func(c *config[T]) { c.logger = l } }
+
+// WithBadRecordHook sets what happens to a record without a key or that
+// does not decode. The default logs it at warning level with the reason and
+// discards it.
+func WithBadRecordHook[T any](h BadRecordHook) Option[T] { return func(c *config[T]) { c.onBad = h } }
+
+// WithCommitHook sets a function called after the broker acknowledged a
+// commit, once per partition, with the offset committed (the finished
+// prefix + 1). It runs on the committing goroutine; keep it short.
+func WithCommitHook[T any](h func(p int32, offset int64)) Option[T] {
+	return func(c *config[T]) { c.onCommit = h }
+}
+
+// WithPartitionOptions passes options to the partition.Dispatcher: the
+// force grace and, through partition.WithDispatchOptions, observers and the
+// failure log level. Groups, budget and logger are the Consumer's to set.
+func WithPartitionOptions[T any](opts ...partition.Option[T]) Option[T] {
+	return func(c *config[T]) { c.partition = append(c.partition, opts...) }
+}

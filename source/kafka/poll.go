@@ -1,0 +1,135 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// poll delivers every polled record to its partition's intake, in offset
+// order, until ctx ends (nil) or a record cannot be delivered (its error).
+// Rebalances wait for each batch to be delivered (BlockRebalanceOnPoll).
+func (c *Consumer[T]) poll(ctx context.Context) error {
+	for {
+		fs := c.cl.PollRecords(ctx, c.cfg.maxPoll)
+		if ctx.Err() != nil || fs.IsClientClosed() {
+			c.cl.AllowRebalance()
+			return nil
+		}
+		err := c.deliverAll(ctx, fs)
+		c.balance()
+		c.cl.AllowRebalance()
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+	}
+}
+
+func (c *Consumer[T]) deliverAll(ctx context.Context, fs kgo.Fetches) error {
+	fs.EachError(func(topic string, p int32, err error) {
+		// The client retries what can be retried; what reaches here is
+		// reported and the partition goes on from where it was.
+		c.cfg.logger.WarnContext(ctx, "kafka: fetch error", slog.String("consumer", c.name),
+			slog.String("topic", topic), slog.Int("partition", int(p)), slog.Any("error", err))
+	})
+	for _, f := range fs {
+		for _, t := range f.Topics {
+			for _, fp := range t.Partitions {
+				if len(fp.Records) == 0 {
+					continue
+				}
+				o := c.lookup(fp.Partition)
+				if o == nil {
+					// Not owned (any more): its owner reads these records
+					// from its last commit, so they are neither handled nor
+					// committed here. An assignment that failed stopped the
+					// consumer already.
+					c.cfg.logger.WarnContext(ctx, "kafka: records of a partition not owned, left to its owner",
+						slog.String("consumer", c.name), slog.Int("partition", int(fp.Partition)), slog.Int("records", len(fp.Records)))
+					continue
+				}
+				for _, r := range fp.Records {
+					if err := c.deliver(ctx, o, r); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Consumer[T]) lookup(p int32) *owned[T] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.owned[p]
+}
+
+// deliver decodes r and hands it to its partition's intake; a bad record
+// goes to the bad-record hook.
+func (c *Consumer[T]) deliver(ctx context.Context, o *owned[T], r *kgo.Record) error {
+	if len(r.Key) == 0 {
+		return c.bad(ctx, o, r, fmt.Errorf("%w: partition %d offset %d", ErrNoKey, r.Partition, r.Offset))
+	}
+	x, err := c.decode(r)
+	if err != nil {
+		return c.bad(ctx, o, r, fmt.Errorf("%w: partition %d offset %d: %w", ErrDecode, r.Partition, r.Offset, err))
+	}
+	attempt := 1
+	if r.Offset <= o.high {
+		attempt = 2 // read again after a rebalance gave the partition back
+	} else {
+		o.high = r.Offset
+	}
+	if err := o.in.Deliver(ctx, x, r.Offset, attempt); err != nil {
+		return fmt.Errorf("kafka: consumer %q: %w", c.name, err)
+	}
+	c.stats.delivered.Add(1)
+	return nil
+}
+
+// decode calls the decoder, recovering a panic into *PanicError.
+func (c *Consumer[T]) decode(r *kgo.Record) (x T, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = recovered(v)
+		}
+	}()
+	return c.codec.Decode(r.Key, r.Value)
+}
+
+// bad asks the hook about r; a discarded record's position ends at once,
+// so the prefix, and the next commit, pass it.
+func (c *Consumer[T]) bad(ctx context.Context, o *owned[T], r *kgo.Record, reason error) error {
+	if err := c.callBad(ctx, r, reason); err != nil {
+		return fmt.Errorf("%w: consumer %q: %w: %w", ErrBadRecord, c.name, reason, err)
+	}
+	tr := o.in.Tracker()
+	if err := tr.Track(r.Offset); err != nil {
+		return fmt.Errorf("kafka: consumer %q: %w", c.name, err)
+	}
+	_ = tr.Finish(r.Offset) // tracked just above: it cannot fail
+	c.stats.discarded.Add(1)
+	c.nudge()
+	return nil
+}
+
+func (c *Consumer[T]) callBad(ctx context.Context, r *kgo.Record, reason error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = recovered(v)
+		}
+	}()
+	return c.cfg.onBad(ctx, r, reason)
+}
+
+// logBadRecord is the default bad-record hook: log and discard.
+func logBadRecord(l *slog.Logger, name string) BadRecordHook {
+	return func(ctx context.Context, r *kgo.Record, reason error) error {
+		l.WarnContext(ctx, "kafka: bad record discarded", slog.String("consumer", name), slog.String("topic", r.Topic),
+			slog.Int("partition", int(r.Partition)), slog.Int64("offset", r.Offset), slog.Any("reason", reason))
+		return nil
+	}
+}

@@ -1,0 +1,157 @@
+package kafka
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aggflow/aggflow/partition"
+)
+
+// onAssigned runs once the group assigned partitions and their committed
+// offsets are known, before they are fetched: each gets an intake starting
+// at its committed offset (0 when the group never committed it).
+func (c *Consumer[T]) onAssigned(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	for p, off := range offsets[c.sub.Topic] {
+		c.assign(p, off.EpochOffset().Offset)
+	}
+	return offsets, nil
+}
+
+// assign makes partition p an intake; committed is the offset the group
+// committed last, negative when none.
+func (c *Consumer[T]) assign(p int32, committed int64) {
+	c.mu.Lock()
+	closing := c.closing
+	c.mu.Unlock()
+	if closing {
+		return // leaving the group: the next owner reads it
+	}
+	in, err := c.disp.Assign(c.base, p, max(committed, 0))
+	if err != nil {
+		c.fail(errorf(ErrAssign, "consumer %q: partition %d: %w", c.name, p, err))
+		return
+	}
+	o := &owned[T]{in: in, committed: max(committed, -1), high: -1, stop: make(chan struct{}), stopped: make(chan struct{})}
+	c.mu.Lock()
+	if high, ok := c.high[p]; ok {
+		o.high = high
+	}
+	if c.closing {
+		c.mu.Unlock()
+		_, _ = c.disp.Lose(p) // nothing was delivered to it
+		return
+	}
+	c.owned[p] = o
+	c.mgr.Add(1)
+	c.mu.Unlock()
+	c.stats.assigned.Add(1)
+	go c.forward(o)
+}
+
+// forward turns the partition's progress signals into a wake-up of the
+// committing goroutine, until the partition is released.
+func (c *Consumer[T]) forward(o *owned[T]) {
+	defer c.mgr.Done()
+	defer close(o.stopped)
+	for {
+		select {
+		case <-o.in.Advanced():
+			// Wait for the committing goroutine to take the previous
+			// wake-up: meanwhile the partition's signals coalesce, so a
+			// busy partition costs a wake-up per commit, not per record.
+			select {
+			case c.kick <- struct{}{}:
+			case <-o.stop:
+				return
+			}
+		case <-o.stop:
+			return
+		}
+	}
+}
+
+// onRevoked drains the revoked partitions, commits their settled prefixes
+// and returns: the group goes on only after that.
+func (c *Consumer[T]) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	c.release(revoked[c.sub.Topic], true)
+}
+
+// onLost forces the lost partitions without committing: another member may
+// own them already.
+func (c *Consumer[T]) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	c.release(lost[c.sub.Topic], false)
+}
+
+// release lets partitions ps go. With commit, each drains up to the revoke
+// timeout (then its rest is forced) and its settled prefix is committed
+// before release returns; without, each is forced and nothing is committed.
+// Partitions not owned are skipped.
+func (c *Consumer[T]) release(ps []int32, commit bool) {
+	c.mu.Lock()
+	os := make(map[int32]*owned[T], len(ps))
+	for _, p := range ps {
+		if o := c.owned[p]; o != nil {
+			os[p] = o
+			delete(c.owned, p)
+			c.high[p] = o.high // the poll loop is not delivering: rebalances wait for it
+		}
+	}
+	c.mu.Unlock()
+	if len(os) == 0 {
+		return
+	}
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(c.base, c.cfg.revokeTimeout)
+	defer cancel()
+	var mu sync.Mutex
+	settled := make(map[int32]partition.Settled, len(os))
+	var wg sync.WaitGroup
+	for p := range os {
+		wg.Go(func() {
+			var s partition.Settled
+			var err error
+			if commit {
+				s, err = c.disp.Revoke(ctx, p)
+			} else {
+				s, err = c.disp.Lose(p)
+			}
+			if err != nil {
+				c.cfg.logger.Warn("kafka: partition released with handlers still running", slog.String("consumer", c.name),
+					slog.Int("partition", int(p)), slog.Any("error", err))
+			}
+			c.stats.succeeded.Add(s.Stats.Succeeded)
+			c.stats.failed.Add(s.Stats.Failed)
+			c.stats.dropped.Add(s.Stats.Discarded)
+			mu.Lock()
+			settled[p] = s
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for _, o := range os {
+		close(o.stop)
+		<-o.stopped
+	}
+	c.unpause(os)
+	if !commit {
+		c.stats.lost.Add(int64(len(os)))
+		return
+	}
+	c.stats.revoked.Add(int64(len(os)))
+	offsets := make(map[int32]int64, len(settled))
+	for p, s := range settled {
+		if s.OK && s.Prefix+1 > os[p].committed {
+			offsets[p] = s.Prefix + 1
+		}
+	}
+	if err := c.commit(offsets); err != nil {
+		c.cfg.logger.Warn("kafka: the last commit of revoked partitions failed: their next owner reads them again",
+			slog.String("consumer", c.name), slog.Any("error", err))
+	}
+	c.cfg.logger.Debug("kafka: partitions revoked, drained and committed", slog.String("consumer", c.name),
+		slog.Int("partitions", len(os)), slog.Duration("took", time.Since(began)))
+}
