@@ -123,6 +123,9 @@ func NewConsumer[T any](name string, js natsjs.JetStream, topo Topology, owned [
 	return c, nil
 }
 
+// A Consumer is a dispatch.Component: a Runtime prepares, starts and stops it.
+var _ dispatch.Component = (*Consumer[struct{}])(nil)
+
 // validName reports whether s may be (part of) a consumer name.
 func validName(s string) bool { return !strings.ContainsAny(s, ">*. /\\\t\r\n") }
 
