@@ -24,6 +24,6 @@ func TestChoice(t *testing.T) {
 	source := choice[sourceKind]{&k, sourceKinds}
 	require.NoError(t, source.Set("rxgo"))
 	assert.Equal(t, sourceRxgo, k)
-	assert.EqualError(t, source.Set("kafka"), `want flux or rxgo, not "kafka"`)
+	assert.EqualError(t, source.Set("kafka"), `want flux, rxgo or jetstream, not "kafka"`)
 	assert.Empty(t, choice[sourceKind]{}.String(), "the zero value flag.PrintDefaults makes")
 }

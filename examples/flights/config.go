@@ -48,7 +48,7 @@ second signal stops it by force.`)
 	fs.BoolVar(&c.json, "json", false, "print the summary as JSON")
 	fs.BoolVar(&c.strict, "strict", false, "fail on a JSON record with a field other than date, delay, distance, origin and destination (by default such fields are skipped)")
 	fs.Var(choice[progressMode]{&c.progress, progressModes}, "progress", "progress bars on stderr while decoding and dispatching: `auto` (when stderr is a terminal and the input large), always or never")
-	fs.Var(choice[sourceKind]{&c.source, sourceKinds}, "source", "how the flights reach the dispatcher: `flux` (flux.FromSeq) or rxgo (an rxgo.Observable through flux.FromObservable, the outcomes read back as an rxgo.Observable and checked against the dispatcher's Stats)")
+	fs.Var(choice[sourceKind]{&c.source, sourceKinds}, "source", "how the flights reach the dispatcher: `flux` (flux.FromSeq) rxgo (an rxgo.Observable through flux.FromObservable, the outcomes read back as an rxgo.Observable and checked against the dispatcher's Stats) or jetstream (published to an embedded NATS JetStream server of 8 partitions, consumed by two consumer processes, this program re-executed)")
 	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics on http://`host:port`/metrics during the run (port 0 picks one; the address is printed on stderr)")
 	fs.DurationVar(&c.metricsHold, "metrics-hold", 0, "with -metrics, keep serving for this `duration` after the summary; SIGINT or SIGTERM ends the hold early")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
@@ -72,6 +72,8 @@ second signal stops it by force.`)
 		problem = "-metrics-hold must not be negative"
 	case c.metricsHold > 0 && c.metrics == "":
 		problem = "-metrics-hold needs -metrics"
+	case c.source == sourceJetstream && c.metrics != "":
+		problem = "-metrics serves one process's dispatcher: not with -source jetstream"
 	default:
 		return c, nil
 	}

@@ -9,4 +9,7 @@ var (
 	// errDisagree: the outcomes read back through rxgo are not those the
 	// dispatcher's Stats count.
 	errDisagree = errors.New("flights: the outcomes read back disagree with the dispatcher's Stats")
+	// errFlightEncoding: a message of the -source jetstream stream is not
+	// an encoded flight.
+	errFlightEncoding = errors.New("flights: not an encoded flight")
 )

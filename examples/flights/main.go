@@ -8,10 +8,14 @@
 //
 // Usage:
 //
-//	go run ./examples/flights [-input FILE.json|FILE.json.gz|FILE.parquet] [-strict] [-source flux|rxgo] [-parallelism N] [-pool N] [-max-pending N] [-handler-cost 2us] [-progress auto|always|never] [-metrics HOST:PORT [-metrics-hold 1m]] [-json]
+//	go run ./examples/flights [-input FILE.json|FILE.json.gz|FILE.parquet] [-strict] [-source flux|rxgo|jetstream] [-parallelism N] [-pool N] [-max-pending N] [-handler-cost 2us] [-progress auto|always|never] [-metrics HOST:PORT [-metrics-hold 1m]] [-json]
 //
 // Without -input it replays a 20,000-flight sample embedded in the binary;
-// examples/flights/data/flights-3m.parquet holds 3 million. -source rxgo
+// examples/flights/data/flights-3m.parquet holds 3 million. -source
+// jetstream publishes the flights to an embedded NATS JetStream server,
+// keyed by origin airport on 8 partitions, and consumes them in two
+// consumer processes (the program re-executed), 4 partitions each, whose
+// airport states are merged and verified the same way. -source rxgo
 // feeds the dispatcher through an rxgo Observable and counts the outcomes
 // read back as one, checked against the dispatcher's Stats. -metrics serves
 // the dispatcher's Prometheus metrics (observe/prommetrics) on
@@ -47,7 +51,12 @@ const busiestShown = 10
 // decoding progress bar is drawn under -progress auto.
 const decodeBarWorth = 4 << 20
 
-func main() { os.Exit(runProcess(nil)) }
+func main() {
+	if url := os.Getenv(consumerEnv); url != "" { // a consumer process of -source jetstream
+		os.Exit(consumerMain(url, os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(runProcess(nil))
+}
 
 // runProcess runs the program on the process's arguments, standard streams
 // and signals, and returns its exit status; handled is env.handled.
@@ -145,7 +154,13 @@ func execute(cfg config, e env, metrics *metricsServer) (status int, complete bo
 	}
 
 	states := make([]stateSlot, len(data.Airports))
-	res, err := replay(cfg, data, states, e, metrics)
+	play := replay
+	if cfg.source == sourceJetstream {
+		play = func(cfg config, data *flightdata.Dataset, states []stateSlot, e env, _ *metricsServer) (replayed, error) {
+			return replayJetStream(cfg, data, states, e)
+		}
+	}
+	res, err := play(cfg, data, states, e, metrics)
 	if err != nil {
 		fmt.Fprintln(stderr, "flights:", err)
 		return exitFailed, false
@@ -156,8 +171,8 @@ func execute(cfg config, e env, metrics *metricsServer) (status int, complete bo
 	if res.err != nil {
 		s.Error = res.err.Error()
 	}
-	s.QueueWait = percentiles{P50: res.latency.queueWait.Quantile(0.50), P99: res.latency.queueWait.Quantile(0.99)}
-	s.Handling = percentiles{P50: res.latency.handling.Quantile(0.50), P99: res.latency.handling.Quantile(0.99)}
+	s.QueueWait, s.Handling = res.percentiles()
+	s.Broker = res.broker
 	state := func(i int) airport.State { return states[i].State }
 	s.tally(data, state, busiestShown)
 

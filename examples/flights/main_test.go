@@ -30,6 +30,9 @@ const (
 const signalAfter = 3
 
 func TestMain(m *testing.M) {
+	if url := os.Getenv(consumerEnv); url != "" { // a consumer process of -source jetstream
+		os.Exit(consumerMain(url, os.Args[1:], os.Stdout, os.Stderr))
+	}
 	if os.Getenv(childEnv) == "1" {
 		var n atomic.Int64
 		os.Exit(runProcess(func() {

@@ -66,6 +66,22 @@ type replayed struct {
 	// readBack is what -source rxgo read back from the outcomes; nil for
 	// -source flux.
 	readBack *readBack
+	// broker, queueWait and handling are -source jetstream's: the run
+	// through the broker, and the consumer processes' latencies (latency
+	// is nil then).
+	broker              *brokerSummary
+	queueWait, handling percentiles
+}
+
+// percentiles returns the queue wait's and the handling's.
+func (r replayed) percentiles() (queueWait, handling percentiles) {
+	if r.latency == nil {
+		return r.queueWait, r.handling
+	}
+	q := func(h *latency.Histogram) percentiles {
+		return percentiles{P50: h.Quantile(0.50), P99: h.Quantile(0.99)}
+	}
+	return q(&r.latency.queueWait), q(&r.latency.handling)
 }
 
 // replay dispatches every flight of data, in order, to the handler that

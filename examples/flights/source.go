@@ -23,9 +23,13 @@ const (
 	// flux.FromObservable; the outcomes are read back as an rxgo
 	// Observable (see readOutcomes) and checked against Stats.
 	sourceRxgo
+	// sourceJetstream: published to an embedded NATS JetStream server and
+	// consumed by two consumer processes (see replayJetStream); the
+	// outcomes are the consumers' Stats.
+	sourceJetstream
 )
 
-var sourceKinds = []string{sourceFlux: "flux", sourceRxgo: "rxgo"}
+var sourceKinds = []string{sourceFlux: "flux", sourceRxgo: "rxgo", sourceJetstream: "jetstream"}
 
 // rxgoBuffer is the capacity of the channels rxgo hands items through, at
 // both edges: with an unbuffered channel every item costs a goroutine

@@ -84,6 +84,8 @@ type summary struct {
 	Busiest     []airportRow  `json:"busiest"`
 	// ReadBack is -source rxgo's count of the outcomes read back.
 	ReadBack *readBackSummary `json:"read_back,omitempty"`
+	// Broker is -source jetstream's run through the broker.
+	Broker *brokerSummary `json:"broker,omitempty"`
 
 	Verification string `json:"verification"`
 	Difference   string `json:"difference,omitempty"`
@@ -243,6 +245,11 @@ func (s *summary) writeText(w io.Writer) error {
 // sourceLine says how the flights came and, for rxgo, how the outcomes were
 // counted.
 func (s *summary) sourceLine() string {
+	if b := s.Broker; b != nil {
+		return fmt.Sprintf("%s (embedded nats-server, %s, published in %.3f s, consumed by %d processes), outcomes from the consumers' Stats, %s",
+			s.Source, count(int64(b.Partitions), "partition"), b.Publish.Seconds(), b.Consumers,
+			count(b.Acks, "cumulative acknowledgement"))
+	}
 	rb := s.ReadBack
 	if rb == nil {
 		return s.Source + " (flux.FromSeq), outcomes from the dispatcher's Stats"

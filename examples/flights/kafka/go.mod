@@ -30,12 +30,13 @@ require (
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	github.com/twpayne/go-geom v1.6.1 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace (
 	github.com/aggflow/aggflow => ../../..
 	github.com/aggflow/aggflow/examples/flights => ..
+	github.com/aggflow/aggflow/source/jetstream => ../../../source/jetstream
 	github.com/aggflow/aggflow/source/kafka => ../../../source/kafka
 )

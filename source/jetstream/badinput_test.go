@@ -1,0 +1,311 @@
+package jetstream_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/partition"
+	"github.com/aggflow/aggflow/source/jetstream"
+)
+
+func noop(context.Context, partition.Delivery[keyed]) error { return nil }
+
+func newTestConsumer(t *testing.T, e *env, owned []int32, opts ...jetstream.Option[keyed]) *jetstream.Consumer[keyed] {
+	t.Helper()
+	c, err := jetstream.NewConsumer("c", e.js, e.topo, owned, decodeKeyed, named, newSched(t), keyOf, noop, opts...)
+	require.NoError(t, err)
+	return c
+}
+
+func TestConnectToAnUnreachableServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	url := "nats://" + l.Addr().String()
+	require.NoError(t, l.Close()) // nobody listens there any more
+	_, _, err = jetstream.Connect(url, nats.Timeout(time.Second))
+	require.ErrorIs(t, err, jetstream.ErrUnreachable)
+	require.ErrorContains(t, err, url)
+}
+
+func TestPrepareOnAClosedConnection(t *testing.T) {
+	e := newEnv(t, 2)
+	c := newTestConsumer(t, e, []int32{0})
+	e.nc.Close()
+	err := c.Prepare(ctx(t))
+	require.ErrorIs(t, err, jetstream.ErrUnreachable)
+	<-c.Done()
+	require.Equal(t, dispatch.StateStopped, c.State())
+}
+
+func TestPrepareWithoutTheStream(t *testing.T) {
+	e := newEnv(t, 2)
+	e.topo.Stream = "MISSING"
+	c := newTestConsumer(t, e, []int32{0})
+	err := c.Prepare(ctx(t))
+	require.ErrorIs(t, err, jetstream.ErrStreamNotFound)
+	require.ErrorContains(t, err, `"MISSING"`)
+	<-c.Done()
+	require.ErrorIs(t, c.Err(), jetstream.ErrStreamNotFound)
+}
+
+func TestPrepareWithSubjectsForAnotherPartitionCount(t *testing.T) {
+	for name, subjects := range map[string][]string{
+		"fewer":    {"ex.0", "ex.1"},
+		"more":     {"ex.0", "ex.1", "ex.2", "ex.3", "ex.4"},
+		"wildcard": {"ex.*"},
+		"prefix":   {"other.0", "other.1", "other.2", "other.3"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, 4)
+			_, err := e.js.UpdateStream(ctx(t), natsjs.StreamConfig{Name: "EX", Subjects: subjects, Storage: natsjs.MemoryStorage})
+			require.NoError(t, err)
+			err = newTestConsumer(t, e, []int32{0}).Prepare(ctx(t))
+			require.ErrorIs(t, err, jetstream.ErrSubjectsMismatch)
+			require.ErrorContains(t, err, "4 partitions")
+		})
+	}
+}
+
+// publishRaw publishes data on partition p's subject with the given headers.
+func (e *env) publishRaw(t *testing.T, p int32, hdr nats.Header, data []byte) uint64 {
+	t.Helper()
+	ack, err := e.js.PublishMsg(ctx(t), &nats.Msg{Subject: e.topo.Subject(p), Header: hdr, Data: data})
+	require.NoError(t, err)
+	return ack.Sequence
+}
+
+func TestAMessageWithoutTheKeyStopsTheConsumerByDefault(t *testing.T) {
+	e := newEnv(t, 1)
+	e.publish(t, 5, 2) // sequences 1..10
+	bad := e.publishRaw(t, 0, nil, encodeSeq(3))
+	e.publish(t, 5, 1) // after it: never delivered
+	c := newTestConsumer(t, e, []int32{0})
+	require.NoError(t, c.Prepare(ctx(t)))
+	require.NoError(t, c.Start())
+	<-c.Done()
+	err := c.Err()
+	require.ErrorIs(t, err, jetstream.ErrMissingKey)
+	require.ErrorContains(t, err, "stream sequence 11")
+	require.Equal(t, bad-1, e.ackFloor(t, "c", 0), "what came before is acknowledged, the message is not")
+}
+
+func TestARejectHookSettlesTheMessage(t *testing.T) {
+	e := newEnv(t, 1)
+	e.publish(t, 5, 2)
+	missing := e.publishRaw(t, 0, nil, encodeSeq(3))
+	undecodable := e.publishRaw(t, 0, nats.Header{jetstream.KeyHeader: []string{"key-1"}}, []byte("short"))
+	e.publish(t, 5, 1)
+	var reasons []error
+	var handled atomic.Int32
+	all := make(chan struct{})
+	parked := func(_ context.Context, msg natsjs.Msg, err error) error {
+		reasons = append(reasons, err) // one goroutine per partition: no lock needed here
+		return nil
+	}
+	count := func(context.Context, partition.Delivery[keyed]) error {
+		if handled.Add(1) == 15 {
+			close(all)
+		}
+		return nil
+	}
+	c, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0}, decodeKeyed, named, newSched(t), keyOf, count,
+		jetstream.WithRejected[keyed](parked))
+	require.NoError(t, err)
+	require.NoError(t, c.Prepare(ctx(t)))
+	require.NoError(t, c.Start())
+	<-all
+	require.NoError(t, c.StopGracefully(ctx(t)))
+	require.Len(t, reasons, 2)
+	require.ErrorIs(t, reasons[0], jetstream.ErrMissingKey)
+	require.ErrorIs(t, reasons[1], jetstream.ErrDecode)
+	require.ErrorContains(t, reasons[1], "payload of 5 bytes")
+	require.Less(t, missing, undecodable)
+	require.Equal(t, e.lastSeq(t, 0), e.ackFloor(t, "c", 0), "settled messages are acknowledged with the prefix")
+	require.Equal(t, int64(2), c.Stats().Rejected)
+}
+
+func TestADecoderPanicIsRejectedAsAPanicError(t *testing.T) {
+	e := newEnv(t, 1)
+	e.publish(t, 1, 1)
+	boom := func(string, natsjs.Msg) (keyed, error) { panic("boom") }
+	c, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0}, boom, named, newSched(t), keyOf, noop)
+	require.NoError(t, err)
+	require.NoError(t, c.Prepare(ctx(t)))
+	require.NoError(t, c.Start())
+	<-c.Done()
+	require.ErrorIs(t, c.Err(), jetstream.ErrDecode)
+	var pe *jetstream.PanicError
+	require.True(t, errors.As(c.Err(), &pe))
+	require.Equal(t, "boom", pe.Value)
+	require.Zero(t, e.ackFloor(t, "c", 0))
+}
+
+func TestAFailingRejectHookStopsTheConsumer(t *testing.T) {
+	e := newEnv(t, 1)
+	e.publishRaw(t, 0, nil, encodeSeq(1))
+	errPark := errors.New("dead-letter subject unavailable")
+	c := newTestConsumer(t, e, []int32{0}, jetstream.WithRejected[keyed](func(context.Context, natsjs.Msg, error) error { return errPark }))
+	require.NoError(t, c.Prepare(ctx(t)))
+	require.NoError(t, c.Start())
+	<-c.Done()
+	require.ErrorIs(t, c.Err(), errPark)
+	require.ErrorIs(t, c.Err(), jetstream.ErrMissingKey)
+	require.Zero(t, e.ackFloor(t, "c", 0))
+}
+
+func TestNewConsumerRefusesInvalidArguments(t *testing.T) {
+	e := newEnv(t, 4)
+	sched := newSched(t)
+	cases := map[string]func() error{
+		"no name": func() error {
+			_, err := jetstream.NewConsumer("", e.js, e.topo, []int32{0}, decodeKeyed, named, sched, keyOf, noop)
+			return err
+		},
+		"no JetStream": func() error {
+			_, err := jetstream.NewConsumer("c", nil, e.topo, []int32{0}, decodeKeyed, named, sched, keyOf, noop)
+			return err
+		},
+		"no decoder": func() error {
+			_, err := jetstream.NewConsumer[keyed]("c", e.js, e.topo, []int32{0}, nil, named, sched, keyOf, noop)
+			return err
+		},
+		"no handler": func() error {
+			_, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0}, decodeKeyed, named, sched, keyOf, nil)
+			return err
+		},
+		"no partition": func() error {
+			_, err := jetstream.NewConsumer("c", e.js, e.topo, nil, decodeKeyed, named, sched, keyOf, noop)
+			return err
+		},
+		"partition out of range": func() error {
+			_, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{4}, decodeKeyed, named, sched, keyOf, noop)
+			return err
+		},
+		"partition twice": func() error {
+			_, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{1, 1}, decodeKeyed, named, sched, keyOf, noop)
+			return err
+		},
+		"bad stream name": func() error {
+			topo := e.topo
+			topo.Stream = "a.b"
+			_, err := jetstream.NewConsumer("c", e.js, topo, []int32{0}, decodeKeyed, named, sched, keyOf, noop)
+			return err
+		},
+		"bad prefix": func() error {
+			topo := e.topo
+			topo.Prefix = "ex.*"
+			_, err := jetstream.NewConsumer("c", e.js, topo, []int32{0}, decodeKeyed, named, sched, keyOf, noop)
+			return err
+		},
+		"no budget": func() error {
+			_, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0}, decodeKeyed, named, sched, keyOf, noop, jetstream.WithMaxPending[keyed](0))
+			return err
+		},
+		"max ack pending below the budget": func() error {
+			_, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0}, decodeKeyed, named, sched, keyOf, noop,
+				jetstream.WithMaxPending[keyed](100), jetstream.WithMaxAckPending[keyed](10))
+			return err
+		},
+		"bad durable": func() error {
+			_, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0}, decodeKeyed, named, sched, keyOf, noop, jetstream.WithDurable[keyed]("a.b"))
+			return err
+		},
+	}
+	for name, f := range cases {
+		require.ErrorIs(t, f(), jetstream.ErrInvalidArgument, name)
+	}
+}
+
+func TestLifecycleStates(t *testing.T) {
+	e := newEnv(t, 2)
+	c := newTestConsumer(t, e, []int32{0, 1})
+	require.ErrorIs(t, c.Start(), jetstream.ErrIllegalState, "Start before Prepare")
+	require.NoError(t, c.Prepare(ctx(t)))
+	require.ErrorIs(t, c.Prepare(ctx(t)), jetstream.ErrIllegalState, "Prepare twice")
+	_, err := c.Revoke(ctx(t), 0)
+	require.ErrorIs(t, err, jetstream.ErrIllegalState, "Revoke before Start")
+	require.NoError(t, c.Start())
+	require.Equal(t, dispatch.StateRunning, c.State())
+	require.Equal(t, []int32{0, 1}, c.Owned())
+	require.NoError(t, c.StopGracefully(ctx(t)))
+	require.Equal(t, dispatch.StateStopped, c.State())
+	require.ErrorIs(t, c.Start(), jetstream.ErrIllegalState, "no restart")
+
+	quiet := newTestConsumer(t, e, []int32{0})
+	quiet.Quiesce() // before Prepare: stopped at once
+	<-quiet.Done()
+	require.NoError(t, quiet.Err())
+
+	forced := newTestConsumer(t, e, []int32{0})
+	require.NoError(t, forced.Prepare(ctx(t)))
+	require.NoError(t, forced.Start())
+	forced.ForceStop()
+	forced.ForceStop() // idempotent
+	<-forced.Done()
+	require.Equal(t, dispatch.StateStopped, forced.State())
+}
+
+func TestForceStopAcknowledgesNothingMore(t *testing.T) {
+	e := newEnv(t, 1)
+	e.publish(t, 10, 10)
+	release := make(chan struct{})
+	var handled atomic.Int32
+	block := func(ctx context.Context, d partition.Delivery[keyed]) error {
+		if handled.Add(1) == 50 {
+			close(release)
+		}
+		if handled.Load() >= 50 {
+			<-ctx.Done() // the rest run until the force
+			return ctx.Err()
+		}
+		return nil
+	}
+	c, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0}, decodeKeyed, named, newSched(t), keyOf, block)
+	require.NoError(t, err)
+	require.NoError(t, c.Prepare(ctx(t)))
+	require.NoError(t, c.Start())
+	<-release
+	floor := e.ackFloor(t, "c", 0)
+	c.ForceStop()
+	<-c.Done()
+	require.LessOrEqual(t, e.ackFloor(t, "c", 0), uint64(49), "nothing at or above the first cancelled exchange")
+	require.GreaterOrEqual(t, e.ackFloor(t, "c", 0), floor)
+}
+
+// A graceful stop whose ctx ends while a handler blocks says which
+// partitions still drain; ForceStop then ends it without acknowledging
+// the blocked exchange.
+func TestStopGracefullyTimesOutNamingThePartitions(t *testing.T) {
+	e := newEnv(t, 2)
+	e.publish(t, 4, 1)
+	blocked := make(chan struct{}, 4)
+	block := func(ctx context.Context, d partition.Delivery[keyed]) error {
+		blocked <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	c, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0, 1}, decodeKeyed, named, newSched(t), keyOf, block)
+	require.NoError(t, err)
+	require.NoError(t, c.Prepare(ctx(t)))
+	require.NoError(t, c.Start())
+	<-blocked
+	expired, cancel := context.WithCancel(ctx(t))
+	cancel()
+	err = c.StopGracefully(expired)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorContains(t, err, "draining")
+	c.ForceStop()
+	<-c.Done()
+	for p := range int32(2) {
+		require.Zero(t, e.ackFloor(t, "c", p), "nothing was handled")
+	}
+}

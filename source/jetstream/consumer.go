@@ -1,0 +1,423 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/partition"
+	"github.com/aggflow/aggflow/schedulers"
+)
+
+// Decoder turns a message into an exchange. key is the message's KeyHeader,
+// never empty: the aggregate id, which the exchange's id function must give
+// back. A decoder's error (or panic) rejects the message (see WithRejected).
+type Decoder[T any] func(key string, msg natsjs.Msg) (T, error)
+
+// Consumer reads the partitions a process owns from JetStream and hands
+// their exchanges to one named aggregate's handler through a
+// partition.Dispatcher, acknowledging only each partition's finished prefix.
+// It is a dispatch.Component: put it in a dispatch.Runtime, or call Prepare,
+// Start and a stop yourself.
+//
+// Each owned partition p is read by a durable pull consumer "<durable>-<p>"
+// filtered on the topology's subject of p, with AckAll (acknowledging the
+// message at the prefix acknowledges all below it), a long AckWait and
+// MaxAckPending above the pending budget, so that the server never
+// redelivers by itself. On Start each durable consumer is reset to its ack
+// floor + 1: after a crash the partition is delivered again, in order, from
+// the first position not acknowledged, so an aggregate sees an in-order
+// replay of its last exchanges and never a reordering.
+//
+// A graceful stop revokes every partition (partition.Dispatcher.Revoke: the
+// fetching stops, what was delivered drains, and what is left when ForceStop
+// comes is forced), acknowledges each settled prefix and waits for the
+// server's confirmation before Done. ForceStop loses the partitions
+// (partition.Dispatcher.Lose) and acknowledges nothing more: the next owner
+// receives again what was not acknowledged.
+//
+// Goroutines: per owned partition two (fetching and acknowledging) plus the
+// partition.Dispatcher's two, and one for the consumer; all are joined before
+// Done closes. Every method is safe for concurrent use.
+type Consumer[T any] struct {
+	name    string
+	js      natsjs.JetStream
+	topo    Topology
+	owned   []int32
+	decode  Decoder[T]
+	cfg     config[T]
+	disp    *partition.Dispatcher[T]
+	fetched atomic.Int64
+	acks    atomic.Int64
+	reject  atomic.Int64
+
+	mu       sync.Mutex
+	state    dispatch.State
+	err      error
+	parts    map[int32]*part[T]
+	opened   []*part[T]                // every partition opened, owned still or not: for Stats
+	cons     map[int32]natsjs.Consumer // made by Prepare
+	quit     chan struct{}             // closed when a stop begins
+	quitOnce sync.Once
+	done     chan struct{}
+	doneOnce sync.Once
+	forced   atomic.Bool
+	calls    sync.WaitGroup // Revokes in progress, which Done waits for
+
+	// runCtx carries Prepare's values; it is cancelled by ForceStop and at
+	// the end. drainCtx bounds the drain of a graceful stop: ForceStop
+	// cancels it.
+	runCtx      context.Context
+	cancelRun   context.CancelFunc
+	drainCtx    context.Context
+	cancelDrain context.CancelFunc
+}
+
+// NewConsumer returns a Consumer named name that reads the partitions owned
+// (static assignment: each in [0, N), once) of topo through js (borrowed:
+// its connection is the caller's to close after Done), decodes each message
+// with decode, and hands it to handler, for the exchanges of named, on sched
+// (borrowed), grouping them inside their partition by partition.GroupKey of
+// idOf. It starts nothing and sends nothing. Invalid arguments return
+// ErrInvalidArgument.
+func NewConsumer[T any](name string, js natsjs.JetStream, topo Topology, owned []int32, decode Decoder[T],
+	named aggregate.NamedAggregate, sched schedulers.Scheduler, idOf func(T) string,
+	handler dispatch.Handler[partition.Delivery[T]], opts ...Option[T]) (*Consumer[T], error) {
+	switch {
+	case name == "" || js == nil || decode == nil:
+		return nil, fmt.Errorf("%w: a consumer needs a name, a JetStream context and a decoder", ErrInvalidArgument)
+	case len(owned) == 0:
+		return nil, fmt.Errorf("%w: consumer %q owns no partition", ErrInvalidArgument, name)
+	}
+	if err := topo.validate(); err != nil {
+		return nil, fmt.Errorf("consumer %q: %w", name, err)
+	}
+	for i, p := range owned {
+		if p < 0 || int(p) >= topo.Partitions || slices.Contains(owned[:i], p) {
+			return nil, fmt.Errorf("%w: consumer %q: partition %d out of [0, %d) or listed twice", ErrInvalidArgument, name, p, topo.Partitions)
+		}
+	}
+	cfg, err := newConfig(name, opts)
+	if err != nil {
+		return nil, fmt.Errorf("consumer %q: %w", name, err)
+	}
+	popts := append(slices.Clone(cfg.partition), partition.WithMaxPending[T](cfg.maxPending), partition.WithLogger[T](cfg.logger))
+	disp, err := partition.NewDispatcher(name, named, sched, idOf, handler, popts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: consumer %q: %w", ErrInvalidArgument, name, err)
+	}
+	c := &Consumer[T]{name: name, js: js, topo: topo, owned: slices.Clone(owned), decode: decode, cfg: cfg, disp: disp,
+		state: dispatch.StateNew, parts: map[int32]*part[T]{}, cons: map[int32]natsjs.Consumer{},
+		quit: make(chan struct{}), done: make(chan struct{})}
+	c.drainCtx, c.cancelDrain = context.WithCancel(context.Background())
+	return c, nil
+}
+
+// A Consumer is a dispatch.Component: a Runtime prepares, starts and stops it.
+var _ dispatch.Component = (*Consumer[struct{}])(nil)
+
+// validName reports whether s may be (part of) a consumer name.
+func validName(s string) bool { return !strings.ContainsAny(s, ">*. /\\\t\r\n") }
+
+// durable returns the name of partition p's durable consumer.
+func (c *Consumer[T]) durable(p int32) string { return c.cfg.durable + "-" + strconv.Itoa(int(p)) }
+
+// Name returns the name given to NewConsumer.
+func (c *Consumer[T]) Name() string { return c.name }
+
+// State returns the lifecycle state.
+func (c *Consumer[T]) State() dispatch.State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state
+}
+
+// Done is closed once the consumer stopped, every owned partition was
+// released (and, after a graceful stop, its prefix acknowledged and
+// confirmed) and every goroutine of it exited.
+func (c *Consumer[T]) Done() <-chan struct{} { return c.done }
+
+// Err returns the first failure, meaningful once Done is closed: a failed
+// Start, a partition's failure (a rejected message, ErrRedelivered, the
+// server lost), a revocation that did not drain or whose acknowledgement was
+// not confirmed.
+func (c *Consumer[T]) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Stats counts what the consumer did: messages fetched, acknowledgements
+// sent (one per prefix move, cumulative), messages rejected and settled,
+// and the exchanges' outcomes, summed over the partitions' dispatchers
+// (those released included).
+type Stats struct {
+	Fetched, Acks, Rejected int64
+	Exchanges               dispatch.Stats
+}
+
+// Stats returns the counters: three atomic loads and one snapshot per
+// partition opened, each consistent on its own (Received == Succeeded +
+// Failed + Discarded + InFlight holds in the sum).
+func (c *Consumer[T]) Stats() Stats {
+	s := Stats{Fetched: c.fetched.Load(), Acks: c.acks.Load(), Rejected: c.reject.Load()}
+	c.mu.Lock()
+	opened := slices.Clone(c.opened)
+	c.mu.Unlock()
+	for _, pt := range opened {
+		x := pt.in.Stats()
+		s.Exchanges.Received += x.Received
+		s.Exchanges.Succeeded += x.Succeeded
+		s.Exchanges.Failed += x.Failed
+		s.Exchanges.Discarded += x.Discarded
+		s.Exchanges.InFlight += x.InFlight
+	}
+	return s
+}
+
+// Owned returns the partitions owned now, in increasing order.
+func (c *Consumer[T]) Owned() []int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps := make([]int32, 0, len(c.parts))
+	for p := range c.parts {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+// record keeps err as Err() unless one was kept before.
+func (c *Consumer[T]) record(err error) {
+	if err == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// fail records err and begins a graceful stop: a partition cannot go on, so
+// the consumer drains and acknowledges what was handled, and ends with err.
+func (c *Consumer[T]) fail(err error) {
+	c.cfg.logger.Error("jetstream: consumer failed", slog.String("consumer", c.name), slog.Any("error", err))
+	c.record(err)
+	c.Quiesce()
+}
+
+// Prepare checks the topology against the server and creates (or updates)
+// the durable consumer of every owned partition; it pulls nothing. ctx
+// bounds the requests; its values are kept for the handlers. Errors wrap
+// ErrUnreachable, ErrStreamNotFound or ErrSubjectsMismatch; from a state
+// other than StateNew, ErrIllegalState.
+func (c *Consumer[T]) Prepare(ctx context.Context) error {
+	c.mu.Lock()
+	if c.state != dispatch.StateNew {
+		defer c.mu.Unlock()
+		return fmt.Errorf("%w: consumer %q cannot prepare from state %v", ErrIllegalState, c.name, c.state)
+	}
+	c.runCtx, c.cancelRun = context.WithCancel(context.WithoutCancel(ctx))
+	c.mu.Unlock()
+	cons, err := c.setUp(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.err = err
+		c.endLocked()
+		return err
+	}
+	if c.state != dispatch.StateNew {
+		return fmt.Errorf("%w: consumer %q was stopped while preparing", ErrIllegalState, c.name)
+	}
+	c.cons, c.state = cons, dispatch.StatePrepared
+	return nil
+}
+
+// setUp checks the stream and makes the durable consumers.
+func (c *Consumer[T]) setUp(ctx context.Context) (map[int32]natsjs.Consumer, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.timeout)
+	defer cancel()
+	stream, err := c.js.Stream(ctx, c.topo.Stream)
+	if err != nil {
+		return nil, c.serverError("stream "+strconv.Quote(c.topo.Stream), err)
+	}
+	if got, want := stream.CachedInfo().Config.Subjects, c.topo.Subjects(); !sameSet(got, want) {
+		return nil, fmt.Errorf("%w: consumer %q: stream %q has subjects %v, %d partitions need %s.0 ... %s.%d",
+			ErrSubjectsMismatch, c.name, c.topo.Stream, got, c.topo.Partitions, c.topo.Prefix, c.topo.Prefix, c.topo.Partitions-1)
+	}
+	cons := make(map[int32]natsjs.Consumer, len(c.owned))
+	for _, p := range c.owned {
+		cn, err := stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
+			Durable:       c.durable(p),
+			FilterSubject: c.topo.Subject(p),
+			AckPolicy:     natsjs.AckAllPolicy,
+			AckWait:       c.cfg.ackWait,
+			MaxAckPending: c.cfg.maxAckPending,
+			DeliverPolicy: natsjs.DeliverAllPolicy,
+		})
+		if err != nil {
+			return nil, c.serverError("durable consumer "+strconv.Quote(c.durable(p)), err)
+		}
+		cons[p] = cn
+	}
+	return cons, nil
+}
+
+// serverError names what failed and maps the client's error to the
+// package's sentinels.
+func (c *Consumer[T]) serverError(what string, err error) error {
+	switch {
+	case errors.Is(err, natsjs.ErrStreamNotFound):
+		return fmt.Errorf("%w: consumer %q: %s: %w", ErrStreamNotFound, c.name, what, err)
+	case unreachable(err):
+		return fmt.Errorf("%w: consumer %q: %s: %w", ErrUnreachable, c.name, what, err)
+	}
+	return fmt.Errorf("jetstream: consumer %q: %s: %w", c.name, what, err)
+}
+
+// sameSet reports whether a and b hold the same strings, each once.
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b) && len(slices.Compact(a)) == len(b)
+}
+
+// Start resets every owned partition's durable consumer to its ack floor +
+// 1, assigns the partition to the dispatcher from there and starts pulling.
+// It makes one request per partition, each bounded by the request timeout.
+// On a failure every partition started is lost (nothing acknowledged), the
+// consumer is stopped and the error returned. From a state other than
+// StatePrepared, ErrIllegalState.
+func (c *Consumer[T]) Start() error {
+	c.mu.Lock()
+	if c.state != dispatch.StatePrepared {
+		defer c.mu.Unlock()
+		return fmt.Errorf("%w: consumer %q cannot start from state %v", ErrIllegalState, c.name, c.state)
+	}
+	c.state = dispatch.StateRunning
+	started := make(chan struct{})
+	go c.supervise(started)
+	c.mu.Unlock()
+	defer close(started)
+
+	var err error
+	for _, p := range c.owned {
+		var pt *part[T]
+		if pt, err = c.open(p); err != nil {
+			break
+		}
+		c.mu.Lock()
+		c.parts[p] = pt
+		c.opened = append(c.opened, pt)
+		c.mu.Unlock()
+		pt.run()
+	}
+	if err != nil {
+		c.record(err)
+		c.ForceStop() // nothing of what was opened is acknowledged
+	}
+	return err
+}
+
+// supervise waits for a stop and releases every partition still owned: by
+// revocation, acknowledging the settled prefixes, or, after ForceStop, by
+// loss. It is the last goroutine to end and closes Done.
+func (c *Consumer[T]) supervise(started <-chan struct{}) {
+	<-started
+	<-c.quit
+	c.mu.Lock()
+	parts := make([]*part[T], 0, len(c.parts))
+	for _, pt := range c.parts {
+		parts = append(parts, pt)
+	}
+	clear(c.parts)
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, pt := range parts {
+		wg.Go(func() {
+			_, err := pt.release(c.drainCtx)
+			c.record(err)
+		})
+	}
+	wg.Wait()
+	c.calls.Wait()                  // a Revoke still running; none begins once the stop began
+	_, _ = c.disp.Close(c.drainCtx) // refuses assignments; nothing is owned any more
+	c.mu.Lock()
+	c.endLocked()
+	c.mu.Unlock()
+}
+
+// endLocked reaches the end: stopped, contexts released, Done closed. Called
+// with c.mu held once nothing of the consumer runs.
+func (c *Consumer[T]) endLocked() {
+	c.state = dispatch.StateStopped
+	if c.cancelRun != nil {
+		c.cancelRun()
+	}
+	c.cancelDrain()
+	c.doneOnce.Do(func() { close(c.done) })
+}
+
+// Quiesce begins a graceful stop, at once and without blocking: every
+// partition stops fetching and drains (until ForceStop), then its prefix is
+// acknowledged. Before Start it stops the consumer at once. Idempotent.
+func (c *Consumer[T]) Quiesce() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch c.state {
+	case dispatch.StateNew, dispatch.StatePrepared:
+		c.endLocked()
+	case dispatch.StateRunning:
+		c.state = dispatch.StateStopping
+	}
+	c.quitOnce.Do(func() { close(c.quit) })
+}
+
+// StopGracefully quiesces and waits for Done, then returns Err(); if ctx
+// ends first, an error wrapping ctx's naming the partitions still draining
+// (the drain goes on; ForceStop cuts it short).
+func (c *Consumer[T]) StopGracefully(ctx context.Context) error {
+	c.Quiesce()
+	select {
+	case <-c.done:
+		return c.Err()
+	case <-ctx.Done():
+	}
+	select {
+	case <-c.done:
+		return c.Err()
+	default:
+	}
+	return fmt.Errorf("jetstream: consumer %q not stopped: partitions %v draining: %w", c.name, c.disp.Owned(), ctx.Err())
+}
+
+// ForceStop stops at once: the partitions stop fetching, what they
+// delivered and was not handled is discarded or cancelled, and nothing more
+// is acknowledged; Done says when the last handler returned. Idempotent,
+// safe at any time.
+func (c *Consumer[T]) ForceStop() {
+	c.forced.Store(true)
+	c.cancelDrain()
+	c.mu.Lock()
+	if c.cancelRun != nil {
+		c.cancelRun()
+	}
+	c.mu.Unlock()
+	c.Quiesce()
+}

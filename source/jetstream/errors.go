@@ -1,0 +1,54 @@
+package jetstream
+
+import (
+	"errors"
+
+	"github.com/aggflow/aggflow/dispatch"
+)
+
+// Sentinel errors of the package. Every error it returns wraps one of these
+// (or a sentinel of package partition or dispatch, said where) with %w, so
+// callers compare with errors.Is.
+var (
+	// ErrInvalidArgument is returned by NewConsumer and the topology helpers
+	// for an empty name, a nil connection, decoder, id function, named
+	// aggregate, scheduler or handler, a topology without stream, prefix or
+	// partitions, an owned partition out of range or listed twice, or an
+	// option out of range.
+	ErrInvalidArgument = errors.New("jetstream: invalid argument")
+	// ErrUnreachable is returned by Connect and Prepare when no server
+	// answers, or the server has no JetStream: it wraps the client's error.
+	ErrUnreachable = errors.New("jetstream: server unreachable")
+	// ErrStreamNotFound is returned by Prepare when the topology's stream
+	// does not exist.
+	ErrStreamNotFound = errors.New("jetstream: stream not found")
+	// ErrSubjectsMismatch is returned by Prepare when the stream's subjects
+	// are not exactly the topology's <prefix>.0 ... <prefix>.<N-1>: another
+	// partition count, another prefix, or a wildcard whose partitions cannot
+	// be counted.
+	ErrSubjectsMismatch = errors.New("jetstream: stream subjects do not match the partitions")
+	// ErrMissingKey is the reason given for a message without the KeyHeader
+	// header: it names no aggregate, so it cannot be ordered. See
+	// WithRejected for what happens to it.
+	ErrMissingKey = errors.New("jetstream: message without the " + KeyHeader + " header")
+	// ErrDecode is the reason given for a message the decoder refused (it
+	// wraps the decoder's error) or panicked on (a *PanicError).
+	ErrDecode = errors.New("jetstream: message cannot be decoded")
+	// ErrRedelivered is the failure of a partition whose server delivered a
+	// position at or below one delivered before: something redelivered
+	// behind the consumer's back (an ack wait shorter than a handler, a nak,
+	// another client resetting the consumer). The consumer stops rather
+	// than break the order of an aggregate.
+	ErrRedelivered = errors.New("jetstream: server redelivered behind the consumer")
+	// ErrIllegalState is returned by Prepare, Start and Revoke called in a
+	// state that does not allow them.
+	ErrIllegalState = errors.New("jetstream: illegal state")
+	// ErrNotOwned is returned by Revoke for a partition the consumer does
+	// not own (any more).
+	ErrNotOwned = errors.New("jetstream: partition not owned")
+)
+
+// PanicError is a panic recovered from user code (a decoder, a reject hook):
+// the value and the stack. It is dispatch's, so one errors.As target matches
+// a panic from any layer of aggflow.
+type PanicError = dispatch.PanicError

@@ -1,0 +1,15 @@
+package jetstream_test
+
+import (
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envChild) != "" {
+		os.Exit(runChild())
+	}
+	goleak.VerifyTestMain(m)
+}

@@ -1,0 +1,129 @@
+package jetstream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/partition"
+)
+
+// Defaults of the options.
+const (
+	// DefaultFetchBatch is the most messages a partition pulls ahead of its
+	// handlers (capped by the partition's pending budget).
+	DefaultFetchBatch = 256
+	// DefaultAckWait is the durable consumers' AckWait: long, because the
+	// consumer never lets the server redeliver (a redelivery would come
+	// after newer exchanges of the same aggregate); it resets instead.
+	DefaultAckWait = time.Hour
+	// DefaultRequestTimeout bounds each request the consumer makes to the
+	// server itself: stream and consumer info, consumer reset, the
+	// confirmed acknowledgement of a revocation.
+	DefaultRequestTimeout = 5 * time.Second
+)
+
+// Option configures NewConsumer. A nil Option is ignored.
+type Option[T any] func(*config[T])
+
+// RejectFunc decides about a message the consumer cannot hand to the
+// handler: err wraps ErrMissingKey or ErrDecode. It runs on the partition's
+// fetching goroutine, before anything later in the partition is delivered.
+// Returning nil settles the message: its position counts as finished (as a
+// handler's error does), so the partition acknowledges past it; park it
+// first (republish it to a dead-letter subject) if it must not be lost.
+// Returning an error stops the consumer with it: the message and everything
+// after it in its partition stay unacknowledged. A panic counts as an error.
+type RejectFunc func(ctx context.Context, msg natsjs.Msg, err error) error
+
+type config[T any] struct {
+	maxPending, batch, maxAckPending int
+	ackWait, timeout                 time.Duration
+	durable                          string
+	reject                           RejectFunc
+	logger                           *slog.Logger
+	partition                        []partition.Option[T]
+	noReset                          bool // the control of the tests: resume as the server redelivers
+}
+
+// WithMaxPending sets each partition's pending budget: at most n exchanges
+// delivered and not finished (default dispatch.DefaultMaxPending). It also
+// caps the fetch batch.
+func WithMaxPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxPending = n } }
+
+// WithFetchBatch sets how many messages a partition pulls ahead of its
+// handlers (default DefaultFetchBatch, at most the pending budget).
+func WithFetchBatch[T any](n int) Option[T] { return func(c *config[T]) { c.batch = n } }
+
+// WithAckWait sets the durable consumers' AckWait (default DefaultAckWait).
+// Keep it above the longest time an exchange may stay unacknowledged (its
+// handler's time plus every exchange before it in its partition): a server
+// that redelivers by timeout breaks the order, and the consumer stops with
+// ErrRedelivered when it sees it.
+func WithAckWait[T any](d time.Duration) Option[T] { return func(c *config[T]) { c.ackWait = d } }
+
+// WithMaxAckPending sets the durable consumers' MaxAckPending (default twice
+// the pending budget plus the fetch batch): the positions delivered and not
+// acknowledged, which include the finished ones above the prefix. Below the
+// budget, the server would throttle the consumer before its budget does.
+func WithMaxAckPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxAckPending = n } }
+
+// WithDurable sets the prefix of the durable consumers' names: partition p
+// is read by "<durable>-<p>" (default the consumer's name). Every process
+// that may own a partition uses the same prefix.
+func WithDurable[T any](prefix string) Option[T] { return func(c *config[T]) { c.durable = prefix } }
+
+// WithRequestTimeout bounds each request the consumer makes itself (default
+// DefaultRequestTimeout).
+func WithRequestTimeout[T any](d time.Duration) Option[T] {
+	return func(c *config[T]) { c.timeout = d }
+}
+
+// WithRejected sets what happens to a message without KeyHeader or that the
+// decoder refused. By default (nil) the consumer stops with the error,
+// having acknowledged only what came before the message in its partition:
+// a message that names no aggregate is never skipped silently.
+func WithRejected[T any](f RejectFunc) Option[T] { return func(c *config[T]) { c.reject = f } }
+
+// WithLogger sets the logger of the consumer and its partitions (default
+// slog.Default()).
+func WithLogger[T any](l *slog.Logger) Option[T] { return func(c *config[T]) { c.logger = l } }
+
+// WithPartitionOptions passes options to the partition.Dispatcher: groups
+// per partition, the force grace, dispatch options (observers, outcome
+// hooks). Its pending budget and logger are the consumer's to set.
+func WithPartitionOptions[T any](opts ...partition.Option[T]) Option[T] {
+	return func(c *config[T]) { c.partition = append(c.partition, opts...) }
+}
+
+func newConfig[T any](name string, opts []Option[T]) (config[T], error) {
+	c := config[T]{maxPending: dispatch.DefaultMaxPending, batch: DefaultFetchBatch, ackWait: DefaultAckWait,
+		timeout: DefaultRequestTimeout, durable: name, logger: slog.Default()}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	switch {
+	case c.maxPending < 1 || c.batch < 1:
+		return c, fmt.Errorf("%w: pending budget %d and fetch batch %d must be at least 1", ErrInvalidArgument, c.maxPending, c.batch)
+	case c.ackWait <= 0 || c.timeout <= 0:
+		return c, fmt.Errorf("%w: ack wait %v and request timeout %v must be positive", ErrInvalidArgument, c.ackWait, c.timeout)
+	case c.logger == nil:
+		return c, fmt.Errorf("%w: nil logger", ErrInvalidArgument)
+	case c.durable == "" || !validName(c.durable):
+		return c, fmt.Errorf("%w: durable name %q", ErrInvalidArgument, c.durable)
+	}
+	c.batch = min(c.batch, c.maxPending)
+	if c.maxAckPending == 0 {
+		c.maxAckPending = 2*c.maxPending + c.batch
+	}
+	if c.maxAckPending < c.maxPending {
+		return c, fmt.Errorf("%w: max ack pending %d below the pending budget %d", ErrInvalidArgument, c.maxAckPending, c.maxPending)
+	}
+	return c, nil
+}

@@ -1,0 +1,312 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/partition"
+)
+
+// part is one owned partition: its durable consumer,
+// its intake in the partition.Dispatcher, the messages held until
+// acknowledged, and its two goroutines.
+type part[T any] struct {
+	c    *Consumer[T]
+	p    int32
+	cons natsjs.Consumer
+	// stop ends the fetching: release cancels it.
+	stop       context.Context
+	cancelStop context.CancelFunc
+	in         *partition.Intake[T]
+	held       held
+	poke       chan struct{} // a rejected message settled: the prefix may have moved
+
+	stopAck            chan struct{}
+	fetchDone, ackDone chan struct{}
+	lastAcked          natsjs.Msg // the acknowledging goroutine's, then release's
+	lastAckedPos       int64
+	// seen is the last position the durable consumer had delivered before
+	// the reset: a reset restarts the server's delivery count, so a
+	// position at or below it is counted as a second attempt at least.
+	seen int64
+}
+
+// pullExpiry is how long one fetch waits on the server for its batch to
+// fill; what arrives meanwhile is delivered as it comes.
+const pullExpiry = 5 * time.Second
+
+// open resets partition p's durable consumer to its ack floor + 1, assigns
+// the partition from there.
+func (c *Consumer[T]) open(p int32) (*part[T], error) {
+	ctx, cancel := context.WithTimeout(c.runCtx, c.cfg.timeout)
+	defer cancel()
+	cons := c.cons[p]
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return nil, c.serverError("durable consumer "+c.durable(p), err)
+	}
+	from := int64(info.AckFloor.Stream) + 1
+	if !c.cfg.noReset {
+		res, err := c.js.ResetConsumer(ctx, c.topo.Stream, c.durable(p))
+		if err != nil {
+			return nil, c.serverError("reset of durable consumer "+c.durable(p), err)
+		}
+		from = max(from, int64(res.ResetSeq))
+	}
+	in, err := c.disp.Assign(c.runCtx, p, from)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: consumer %q: %w", c.name, err)
+	}
+	stop, cancelStop := context.WithCancel(c.runCtx)
+	return &part[T]{c: c, p: p, cons: cons, stop: stop, cancelStop: cancelStop, in: in, poke: make(chan struct{}, 1), seen: int64(info.Delivered.Stream),
+		stopAck: make(chan struct{}), fetchDone: make(chan struct{}), ackDone: make(chan struct{})}, nil
+}
+
+// run starts the partition's goroutines; release joins them.
+func (pt *part[T]) run() {
+	go pt.fetch()
+	go pt.acknowledge()
+}
+
+// fetch pulls the partition's messages in batches of at most the fetch
+// batch and delivers them in order, until release stops it, the intake
+// shuts, or the partition fails. (One pull request per batch, rather than
+// the client's prefetching iterator, whose next pull can be skipped when
+// the previous one is still being sent as its last message arrives: the
+// partition then stalls until the pull expires.)
+func (pt *part[T]) fetch() {
+	defer close(pt.fetchDone)
+	c := pt.c
+	for pt.stop.Err() == nil {
+		ctx, cancel := context.WithTimeout(pt.stop, pullExpiry)
+		batch, err := pt.cons.Fetch(c.cfg.batch, natsjs.FetchContext(ctx))
+		if err != nil {
+			cancel()
+			if pt.stop.Err() == nil {
+				c.fail(fmt.Errorf("jetstream: consumer %q: partition %d: pulling: %w", c.name, pt.p, err))
+			}
+			return
+		}
+		ok := true
+		for msg := range batch.Messages() {
+			c.fetched.Add(1)
+			if ok = pt.handle(msg); !ok {
+				break
+			}
+		}
+		cancel()
+		for range batch.Messages() { // the fetch's goroutine ends once it closed them
+		}
+		if err := batch.Error(); ok && err != nil && pt.stop.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+			c.fail(fmt.Errorf("jetstream: consumer %q: partition %d: pulling: %w", c.name, pt.p, err))
+			return
+		}
+		if !ok {
+			return
+		}
+	}
+}
+
+// handle delivers one message; false means the partition stops fetching.
+func (pt *part[T]) handle(msg natsjs.Msg) bool {
+	c := pt.c
+	meta, err := msg.Metadata()
+	if err != nil {
+		c.fail(fmt.Errorf("jetstream: consumer %q: partition %d: %w", c.name, pt.p, err))
+		return false
+	}
+	pos, attempt := int64(meta.Sequence.Stream), int(meta.NumDelivered)
+	if pos <= pt.seen {
+		attempt = max(attempt, 2)
+	}
+	x, err := pt.decode(msg, pos)
+	if err != nil {
+		return pt.rejected(msg, pos, err)
+	}
+	pt.held.push(pos, msg)
+	err = pt.in.Deliver(c.runCtx, x, pos, attempt)
+	if c.cfg.noReset && errors.Is(err, partition.ErrOutOfOrder) {
+		pt.in.Tracker().Reset(pos) // the control: take the server's redelivery as it comes
+		err = pt.in.Deliver(c.runCtx, x, pos, attempt)
+	}
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, partition.ErrOutOfOrder):
+		c.fail(fmt.Errorf("%w: consumer %q: %w (attempt %d)", ErrRedelivered, c.name, err, attempt))
+	case errors.Is(err, dispatch.ErrStopped), c.runCtx.Err() != nil:
+		// revoked or forced: the message stays unacknowledged
+	default:
+		c.fail(fmt.Errorf("jetstream: consumer %q: %w", c.name, err))
+	}
+	return false
+}
+
+// decode reads the key and decodes msg, recovering the decoder's panic.
+func (pt *part[T]) decode(msg natsjs.Msg, pos int64) (x T, err error) {
+	c := pt.c
+	key := msg.Headers().Get(KeyHeader)
+	if key == "" {
+		return x, fmt.Errorf("%w: consumer %q: partition %d: stream sequence %d, subject %q",
+			ErrMissingKey, c.name, pt.p, pos, msg.Subject())
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: consumer %q: partition %d: stream sequence %d, key %q: %w",
+				ErrDecode, c.name, pt.p, pos, key, &PanicError{Value: r, Stack: debug.Stack()})
+		}
+	}()
+	if x, err = c.decode(key, msg); err != nil {
+		err = fmt.Errorf("%w: consumer %q: partition %d: stream sequence %d, key %q: %w", ErrDecode, c.name, pt.p, pos, key, err)
+	}
+	return x, err
+}
+
+// rejected hands a message that cannot be delivered to the reject hook: the
+// consumer stops without one, or when it fails; else the message's position
+// is settled as finished.
+func (pt *part[T]) rejected(msg natsjs.Msg, pos int64, reason error) bool {
+	c := pt.c
+	if c.cfg.reject == nil {
+		c.fail(reason)
+		return false
+	}
+	if err := protect(func() error { return c.cfg.reject(c.runCtx, msg, reason) }); err != nil {
+		c.fail(fmt.Errorf("jetstream: consumer %q: partition %d: reject hook: %w (rejecting: %w)", c.name, pt.p, err, reason))
+		return false
+	}
+	c.reject.Add(1)
+	t := pt.in.Tracker()
+	if err := t.Track(pos); err != nil {
+		c.fail(fmt.Errorf("%w: consumer %q: %w", ErrRedelivered, c.name, err))
+		return false
+	}
+	pt.held.push(pos, msg)
+	_ = t.Finish(pos) // tracked just above: it cannot fail
+	select {
+	case pt.poke <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// protect calls f, recovering a panic into a *PanicError.
+func protect(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return f()
+}
+
+// acknowledge acknowledges the finished prefix each time it may have moved,
+// with one cumulative acknowledgement (not waited for: a lost one is covered
+// by the next, and release confirms the last), until release stops it.
+func (pt *part[T]) acknowledge() {
+	defer close(pt.ackDone)
+	for {
+		select {
+		case <-pt.in.Advanced():
+		case <-pt.poke:
+		case <-pt.stopAck:
+			return
+		}
+		if pt.c.forced.Load() {
+			continue // a force acknowledges nothing more
+		}
+		pos, ok := pt.in.Prefix()
+		if !ok {
+			continue
+		}
+		if m := pt.held.popTo(pos); m != nil {
+			if err := m.Ack(); err != nil {
+				pt.c.cfg.logger.Warn("jetstream: acknowledgement not sent", slog.String("consumer", pt.c.name),
+					slog.Int("partition", int(pt.p)), slog.Int64("position", pos), slog.Any("error", err))
+			}
+			pt.c.acks.Add(1)
+			pt.lastAcked, pt.lastAckedPos = m, pos
+		}
+	}
+}
+
+// release lets the partition go: its fetching stops, the partition is
+// revoked under ctx (or lost, after ForceStop), its goroutines are joined,
+// and, unless forced, the settled prefix is acknowledged and the server's
+// confirmation awaited.
+func (pt *part[T]) release(ctx context.Context) (partition.Settled, error) {
+	c := pt.c
+	pt.cancelStop()
+	var s partition.Settled
+	var err error
+	if c.forced.Load() {
+		s, err = c.disp.Lose(pt.p)
+	} else {
+		s, err = c.disp.Revoke(ctx, pt.p)
+	}
+	close(pt.stopAck)
+	<-pt.fetchDone
+	<-pt.ackDone
+	if err != nil {
+		err = fmt.Errorf("jetstream: consumer %q: %w", c.name, err)
+	}
+	if c.forced.Load() || !s.OK {
+		return s, err
+	}
+	return s, errors.Join(err, pt.confirm(s.Prefix))
+}
+
+// confirm acknowledges position pos and waits for the server's reply: the
+// message at pos if it was not acknowledged yet, else the last one
+// acknowledged again (the server answers an acknowledgement at or below its
+// ack floor too, after every earlier one on the connection).
+func (pt *part[T]) confirm(pos int64) error {
+	c := pt.c
+	ctx, cancel := context.WithTimeout(c.runCtx, c.cfg.timeout)
+	defer cancel()
+	var err error
+	if m := pt.held.popTo(pos); m != nil {
+		err = m.DoubleAck(ctx)
+		c.acks.Add(1)
+	} else if pt.lastAcked != nil {
+		_, err = c.js.Conn().RequestWithContext(ctx, pt.lastAcked.Reply(), []byte("+ACK"))
+	}
+	if err != nil {
+		return fmt.Errorf("jetstream: consumer %q: partition %d: acknowledging position %d: %w", c.name, pt.p, pos, err)
+	}
+	return nil
+}
+
+// Revoke releases partition p while the consumer runs: it stops fetching,
+// drains what was delivered until ctx ends, forces the rest, acknowledges
+// the settled prefix and waits for the server's confirmation, and returns
+// the settled prefix. Once it returns, no exchange of p runs (unless the
+// error wraps partition.ErrNotDrained: a handler ignored its cancelled
+// context) and the server's ack floor of p is the prefix, so the next owner
+// starts right after it. A partition not owned returns ErrNotOwned; a
+// consumer not running, ErrIllegalState.
+func (c *Consumer[T]) Revoke(ctx context.Context, p int32) (partition.Settled, error) {
+	c.mu.Lock()
+	if c.state != dispatch.StateRunning {
+		defer c.mu.Unlock()
+		return partition.Settled{Partition: p}, fmt.Errorf("%w: consumer %q cannot revoke from state %v", ErrIllegalState, c.name, c.state)
+	}
+	pt := c.parts[p]
+	if pt == nil {
+		c.mu.Unlock()
+		return partition.Settled{Partition: p}, fmt.Errorf("%w: consumer %q: partition %d", ErrNotOwned, c.name, p)
+	}
+	delete(c.parts, p)
+	c.calls.Add(1)
+	c.mu.Unlock()
+	defer c.calls.Done()
+	return pt.release(ctx)
+}
