@@ -78,5 +78,12 @@ func TestLostPartitionsAreForcedWithoutCommit(t *testing.T) {
 	require.Positive(t, redelivered, "records read before the loss are flagged as redelivered")
 	committed, err := c.Committed(ctx, "lost", "lost")
 	require.NoError(t, err)
-	require.Equal(t, int64(keys*perKey), committed[0]+committed[1])
+	// The stop commits every partition's end, unless the group refused that
+	// commit (a rebalance the short sessions of a loaded machine start at the
+	// wrong moment): then the refusal is counted, and the next owner reads
+	// the rest again, in order.
+	if got := committed[0] + committed[1]; got != int64(keys*perKey) {
+		require.Less(t, got, int64(keys*perKey))
+		require.Positive(t, k.Stats().CommitFailures, "committed %d of %d without a refused commit", got, keys*perKey)
+	}
 }
