@@ -23,7 +23,6 @@ func DistinctBy[T any, K comparable](f Flux[T], key func(T) K) Flux[T] {
 		return Error[T](invalid("DistinctBy", "nil key function"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
-		discard, cont := discarder[T](ctx), continuationOf[T](ctx)
 		seen := make(map[K]struct{})
 		// The map is used inside the recovered call: a key of interface
 		// type holding an unhashable value panics there, as key would.
@@ -35,17 +34,7 @@ func DistinctBy[T any, K comparable](f Flux[T], key func(T) K) Flux[T] {
 			seen[k] = struct{}{}
 			return false
 		}
-		return f.run(ctx, func(v T) error {
-			dup, err := call1(repeat, v)
-			switch {
-			case err != nil:
-				return cont.resume(v, err)
-			case dup:
-				discard(v, ErrDuplicate)
-				return nil
-			}
-			return emit(v)
-		})
+		return dropRepeats(ctx, f, emit, repeat)
 	}}
 }
 
@@ -69,7 +58,6 @@ func DistinctUntilChangedBy[T any, K comparable](f Flux[T], key func(T) K) Flux[
 		return Error[T](invalid("DistinctUntilChangedBy", "nil key function"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
-		discard, cont := discarder[T](ctx), continuationOf[T](ctx)
 		var last K
 		first := true
 		// The comparison is made inside the recovered call: keys of
@@ -82,18 +70,27 @@ func DistinctUntilChangedBy[T any, K comparable](f Flux[T], key func(T) K) Flux[
 			last, first = k, false
 			return false
 		}
-		return f.run(ctx, func(v T) error {
-			dup, err := call1(same, v)
-			switch {
-			case err != nil:
-				return cont.resume(v, err)
-			case dup:
-				discard(v, ErrDuplicate)
-				return nil
-			}
-			return emit(v)
-		})
+		return dropRepeats(ctx, f, emit, same)
 	}}
 }
 
 func identity[T any](v T) T { return v }
+
+// dropRepeats runs f into emit, dropping each item repeat reports as a
+// repeat (to the discard hook, with ErrDuplicate). repeat is called in the
+// recovered call, so its panic ends the flow with *PanicError unless
+// OnErrorContinue for T resumes it.
+func dropRepeats[T any](ctx context.Context, f Flux[T], emit func(T) error, repeat func(T) bool) error {
+	discard, cont := discarder[T](ctx), continuationOf[T](ctx)
+	return f.run(ctx, func(v T) error {
+		dup, err := call1(repeat, v)
+		switch {
+		case err != nil:
+			return cont.resume(v, err)
+		case dup:
+			discard(v, ErrDuplicate)
+			return nil
+		}
+		return emit(v)
+	})
+}

@@ -9,17 +9,13 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/embedded"
 
-	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/observe/internal/adapter"
 )
 
-// Dispatcher is what the gauges read: every dispatcher type of package
-// dispatch (Dispatcher, MainDispatcher) has these methods.
-type Dispatcher interface {
-	Name() string
-	Stats() dispatch.Stats
-	Budget() (pending, max int64)
-}
+// Dispatcher is what the gauges read: Name() string, Stats()
+// dispatch.Stats and Budget() (pending, max int64), which every dispatcher
+// type of package dispatch (Dispatcher, MainDispatcher) has.
+type Dispatcher = adapter.Dispatcher
 
 // Register makes the gauges report d, by its name, until the returned
 // Registration's Unregister: a callback of the Meter reads d.Stats() and

@@ -4,17 +4,13 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/observe/internal/adapter"
 )
 
-// Dispatcher is what the gauges read: every dispatcher type of package
-// dispatch (Dispatcher, MainDispatcher) has these methods.
-type Dispatcher interface {
-	Name() string
-	Stats() dispatch.Stats
-	Budget() (pending, max int64)
-}
+// Dispatcher is what the gauges read: Name() string, Stats()
+// dispatch.Stats and Budget() (pending, max int64), which every dispatcher
+// type of package dispatch (Dispatcher, MainDispatcher) has.
+type Dispatcher = adapter.Dispatcher
 
 // Register makes the gauges report d, by its name, until Unregister: each
 // Collect reads d.Stats() and d.Budget() (atomic loads). Name is read once,
