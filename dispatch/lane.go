@@ -219,6 +219,7 @@ func (e *engine[T]) leave(l *lane[T]) {
 		e.schedule(l)
 		return
 	}
+	l.q.Trim()
 	mark := l.q.Mark() // the consumer role ends with the store below
 	l.state.Store(idle)
 	if l.q.Since(mark) && l.state.CompareAndSwap(idle, ready) {
@@ -238,6 +239,7 @@ func (e *engine[T]) steal(l *lane[T], from int32) {
 			n++
 		}
 		e.f.budget.release(n)
+		l.q.Trim()
 		mark := l.q.Mark()
 		l.state.Store(idle)
 		e.f.check()

@@ -63,12 +63,14 @@ type engine struct {
 	stopped  atomic.Bool // either disposal began
 	forced   atomic.Bool // Dispose began: running batches discard the rest
 
+	pushes atomic.Uint32 // entries put on the ready queue: what idle spinners watch
+
 	mu         sync.Mutex
 	state      int
-	ready      ring[entry]
-	goroutines int       // started and not yet exited
-	parked     []*runner // idle goroutines not yet woken, in the order they parked
-	reporting  int       // callers of the discard hook outside a goroutine; hold done open
+	ready      ring[entry] // pushed through enqueue
+	goroutines int         // started and not yet exited
+	parked     []*runner   // idle goroutines not yet woken, in the order they parked
+	reporting  int         // callers of the discard hook outside a goroutine; hold done open
 	closed     bool
 }
 
@@ -195,7 +197,7 @@ func (s *engine) Schedule(task Task) error {
 		s.mu.Unlock()
 		return s.rejected
 	}
-	s.ready.push(entry{task: task})
+	s.enqueue(entry{task: task})
 	s.wake()
 	s.mu.Unlock()
 	return nil
@@ -216,6 +218,12 @@ func (s *engine) wake() {
 		s.goroutines++
 		go s.loop()
 	}
+}
+
+// enqueue puts e at the tail of the ready queue. Called with mu held.
+func (s *engine) enqueue(e entry) {
+	s.ready.push(e)
+	s.pushes.Add(1)
 }
 
 // NewWorker returns a serial queue on s (see Worker); it allocates one small
@@ -414,9 +422,12 @@ func (r *runner) serve(ctx context.Context) {
 				break
 			}
 			if spins < idleSpins {
-				spins++
+				// Spin without the lock, which the producers need to push.
+				seen := s.pushes.Load()
 				s.mu.Unlock()
-				runtime.Gosched()
+				for ; spins < idleSpins && s.pushes.Load() == seen && !s.stopped.Load(); spins++ {
+					runtime.Gosched()
+				}
 				s.mu.Lock()
 				continue
 			}
@@ -484,7 +495,7 @@ func (s *engine) release(w *worker) (dropped []Task) {
 		dropped = w.tasks.drain()
 	default:
 		w.state = ready
-		s.ready.push(entry{w: w})
+		s.enqueue(entry{w: w})
 	}
 	return dropped
 }
@@ -558,7 +569,7 @@ func (w *worker) Schedule(task Task) error {
 	w.tasks.push(task)
 	if w.state == idle {
 		w.state = ready
-		s.ready.push(entry{w: w})
+		s.enqueue(entry{w: w})
 		s.wake()
 	}
 	s.mu.Unlock()
