@@ -424,7 +424,7 @@ func (e *engine[T]) dropped(x T, admitted int64, group int, reason error) {
 	if len(e.hooks.outcomes) > 0 || len(e.hooks.discards) > 0 {
 		r := Result[T]{Exchange: x, Labels: e.labels, Group: group, Outcome: OutcomeDiscarded, Err: reason,
 			QueueWait: waited(admitted, e.now())}
-		e.hooks.ended(e.ctx, &r)
+		e.hooks.endedAside(e.ctx, &r)
 	}
 	e.f.discarded.Add(1)
 }
