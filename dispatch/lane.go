@@ -184,16 +184,59 @@ type batch struct {
 func (e *engine[T]) drain(l *lane[T]) {
 	var b batch
 	defer e.settle(l, &b)
+	for !e.drainSome(l, &b) {
+	}
+	b.done = true
+}
+
+// drainSome is drain's loop under one deferred recover for the whole run
+// rather than one per exchange. It returns true at the batch's end, the
+// lane's or a halt; false when a handler (or WithContextOf) panicked: that
+// exchange is accounted for as OutcomePanic and popped, and drain goes on.
+// A handler that calls runtime.Goexit never returns: its exchange is
+// accounted for here as OutcomePanic, with an error wrapping
+// schedulers.ErrGoexit, before the goroutine unwinds (the scheduler
+// replaces the goroutine; settle pops the exchange and the lane goes on).
+// A panic outside the handler (in the accounting's foreign code: a log
+// handler) goes on up, as settle expects.
+func (e *engine[T]) drainSome(l *lane[T], b *batch) bool {
+	var (
+		it        *item[T]
+		c         call
+		inHandler bool
+		completed bool
+	)
+	defer func() {
+		if completed || !inHandler {
+			return
+		}
+		v := recover()
+		if v == nil {
+			e.failure(c.ctx, it.x, it.admitted, l.group, OutcomePanic, c.start,
+				fmt.Errorf("dispatch: dispatcher %q: handler: %w", e.name, panics.New(schedulers.ErrGoexit)))
+			e.f.failed.Add(1)
+			return
+		}
+		b.failed++
+		e.failure(c.ctx, it.x, it.admitted, l.group, OutcomePanic, c.start, panics.New(v))
+		l.q.Pop()
+		b.n++
+	}()
 	for b.n < laneBatch && !e.halt.Load() {
-		it, ok := l.q.Peek()
-		if !ok {
+		var ok bool
+		if it, ok = l.q.Peek(); !ok {
 			break
 		}
-		e.handle(l, it, &b)
+		c = call{ctx: l.ctx}
+		inHandler = true
+		err, panicked := e.call(l, it, &c)
+		inHandler = false
+		e.account(l, it, &c, err, panicked, b)
 		l.q.Pop()
 		b.n++
 	}
-	b.done = true
+	completed = true
+	return true
 }
 
 // settle accounts for a batch and leaves the lane: back to ready at the tail
@@ -278,10 +321,8 @@ func (e *engine[T]) stopCause() error {
 	return fmt.Errorf("%w: dispatcher %q: scheduler disposed", schedulers.ErrRejected, e.name)
 }
 
-// handle runs the handler on one exchange and accounts for its outcome.
-func (e *engine[T]) handle(l *lane[T], it *item[T], b *batch) {
-	var c call
-	err, panicked := e.call(l, it, &c)
+// account accounts for one exchange's outcome: err is the handler's.
+func (e *engine[T]) account(l *lane[T], it *item[T], c *call, err error, panicked bool, b *batch) {
 	var o Outcome
 	switch {
 	case err == nil:
@@ -315,33 +356,16 @@ func (e *engine[T]) since(start int64) time.Duration {
 	return time.Duration(e.now() - start)
 }
 
-// call runs the handler with the exchange's context, recovering a panic
-// (its own, or WithContextOf's) into *PanicError; a nil context from
-// WithContextOf is failed the same way, without calling the handler. A handler that calls
-// runtime.Goexit never returns: its exchange is accounted for here as
-// OutcomePanic, with an error wrapping schedulers.ErrGoexit, before the
-// goroutine unwinds (the scheduler replaces the goroutine; the lane goes on).
+// call runs the handler with the exchange's context (c.ctx, the group's on
+// entry); a nil context from WithContextOf is failed as its panic, without
+// calling the handler. Panics and runtime.Goexit are drainSome's.
 func (e *engine[T]) call(l *lane[T], it *item[T], c *call) (err error, panicked bool) {
-	returned := false
-	c.ctx = l.ctx
-	defer func() {
-		if returned {
-			return
-		}
-		if v := recover(); v != nil {
-			err, panicked = panics.New(v), true
-			return
-		}
-		e.failure(c.ctx, it.x, it.admitted, l.group, OutcomePanic, c.start,
-			fmt.Errorf("dispatch: dispatcher %q: handler: %w", e.name, panics.New(schedulers.ErrGoexit)))
-		e.f.failed.Add(1)
-	}()
 	if e.contextOf != nil {
 		if c.ctx = e.contextOf(c.ctx, it.x); c.ctx == nil {
 			// A nil ctx would reach the handler, the Observer and the hooks
 			// (the Results' wait on it panics): a bug of the function, failed
 			// as its panic.
-			c.ctx, returned = l.ctx, true
+			c.ctx = l.ctx
 			return panics.New(fmt.Errorf("dispatch: dispatcher %q: WithContextOf returned a nil context", e.name)), true
 		}
 	}
@@ -351,9 +375,7 @@ func (e *engine[T]) call(l *lane[T], it *item[T], c *call) (err error, panicked 
 			e.obs.Started(c.ctx, e.labels, waited(it.admitted, c.start))
 		}
 	}
-	err = e.handler(c.ctx, it.x)
-	returned = true
-	return err, false
+	return e.handler(c.ctx, it.x), false
 }
 
 // waited is the time from admission to t, 0 when untimed.
