@@ -89,10 +89,12 @@ func (c *Consumer[T]) commit(offsets map[int32]int64) (refused map[int32]error, 
 				failed = err
 				return
 			}
+			// The request has the one topic, so every answer is of it
+			// (from OffsetCommit v10 on, it is named by id only).
 			for _, t := range resp.Topics {
 				for _, p := range t.Partitions {
 					off, ok := offsets[p.Partition]
-					if !ok || t.Topic != c.sub.Topic {
+					if !ok {
 						continue
 					}
 					if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil {
