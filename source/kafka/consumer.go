@@ -26,7 +26,8 @@ import (
 // offset counts as committed only once the broker acknowledged it, and a
 // commit starts only after the answer to the previous one. A revoked
 // partition drains (WithRevokeTimeout), the rest is forced, its settled
-// prefix is committed synchronously, and only then does the rebalance go on.
+// prefix is committed synchronously (tried again with backoff until the
+// same deadline), and only then does the rebalance go on.
 // A lost partition is forced and not committed. A stop revokes every
 // partition the same way, then leaves the group.
 //

@@ -206,3 +206,30 @@ func TestARevokedPartitionsFailedFinalCommitStopsTheConsumer(t *testing.T) {
 	require.ErrorIs(t, a.Err(), kerr.RequestTimedOut)
 	require.Positive(t, a.Stats().Revoked)
 }
+
+// A Runtime that stops the consumer returns the failed final commit.
+func TestARuntimeReturnsTheFailedFinalCommit(t *testing.T) {
+	c := startCluster(t, "unit", 1)
+	require.NoError(t, c.Produce(context.Background(), "unit", records(finalKeys, finalPerKey)...))
+	g := gateCommits(c, func(r *kmsg.OffsetCommitRequest) bool { return commits(r, finalEnd) },
+		func(int64, int64) int16 { return kerr.RequestTimedOut.Code })
+	j := newJournal(finalEnd)
+	k := newConsumer(t, c, "unit", "unit", newScheduler(t, 4), j.handle, kafka.WithRevokeTimeout[event](300*time.Millisecond))
+	rt, err := dispatch.NewRuntime("unit", []dispatch.Component{k})
+	require.NoError(t, err)
+	t.Cleanup(func() { rt.ForceStop(); <-rt.Done() })
+	require.NoError(t, rt.Prepare(context.Background()))
+	require.NoError(t, rt.Start())
+	j.wait(t, 20*time.Second)
+	select {
+	case <-g.first:
+	case <-time.After(20 * time.Second):
+		require.FailNow(t, "the end was never committed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = rt.StopGracefully(ctx)
+	require.ErrorIs(t, err, kafka.ErrCommit)
+	require.NotErrorIs(t, err, dispatch.ErrShutdownTimeout)
+	require.ErrorIs(t, rt.Err(), kafka.ErrCommit)
+}
