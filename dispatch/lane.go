@@ -121,12 +121,23 @@ func (e *engine[T]) enqueue(g int, x T) (l *lane[T], kick bool) {
 // halted (a force, or the scheduler's end) no drain is scheduled any more:
 // the caller discards the lane itself, so that no lane waits on a task a
 // disposal may drop.
-func (e *engine[T]) schedule(l *lane[T]) {
+func (e *engine[T]) schedule(l *lane[T]) { e.submit(l, false) }
+
+// submit is schedule; yield says the caller is l's consumer ending its
+// turn, so a scheduler that is a schedulers.Yielder need not wake another
+// goroutine for l: the caller's takes the ready queue next.
+func (e *engine[T]) submit(l *lane[T], yield bool) {
 	if e.halt.Load() {
 		e.steal(l, ready)
 		return
 	}
-	if err := e.sched.Schedule(l.task); err != nil {
+	var err error
+	if y, ok := e.sched.(schedulers.Yielder); ok && yield {
+		err = y.Yield(l.task)
+	} else {
+		err = e.sched.Schedule(l.task)
+	}
+	if err != nil {
 		e.rejected(err)
 		e.steal(l, ready)
 	}
@@ -247,8 +258,12 @@ func (e *engine[T]) settle(l *lane[T], b *batch) {
 		l.q.Pop()
 		b.n++
 	}
-	e.f.succeeded.Add(b.ok)
-	e.f.failed.Add(b.failed)
+	if b.ok != 0 { // an add of 0 is still a locked instruction
+		e.f.succeeded.Add(b.ok)
+	}
+	if b.failed != 0 {
+		e.f.failed.Add(b.failed)
+	}
 	e.f.budget.release(b.n)
 	e.leave(l)
 	e.f.check()
@@ -259,7 +274,7 @@ func (e *engine[T]) settle(l *lane[T], b *batch) {
 func (e *engine[T]) leave(l *lane[T]) {
 	if l.q.Len() > 0 {
 		l.state.Store(ready)
-		e.schedule(l)
+		e.submit(l, true)
 		return
 	}
 	l.q.Trim()

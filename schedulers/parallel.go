@@ -165,7 +165,11 @@ func workerRejected(scheduler string) error {
 	return fmt.Errorf("%w: worker of scheduler %q is disposed", ErrRejected, scheduler)
 }
 
-var _ Scheduler = (*Parallel)(nil)
+var (
+	_ Scheduler = (*Parallel)(nil)
+	_ Yielder   = (*Parallel)(nil)
+	_ Yielder   = (*BoundedElastic)(nil)
+)
 
 // Name returns the name given at construction, also the pprof label
 // "scheduler" of its goroutines.
@@ -199,6 +203,26 @@ func (s *engine) Schedule(task Task) error {
 	}
 	s.enqueue(entry{task: task})
 	s.wake()
+	s.mu.Unlock()
+	return nil
+}
+
+// Yield is Schedule without a wake-up while a goroutine is running a task
+// (see Yielder): every goroutine that runs a task looks at the ready queue
+// before it parks, and idle spinners watch the pushes.
+func (s *engine) Yield(task Task) error {
+	if task == nil {
+		return ErrNilTask
+	}
+	s.mu.Lock()
+	if s.state != running {
+		s.mu.Unlock()
+		return s.rejected
+	}
+	s.enqueue(entry{task: task})
+	if s.goroutines == len(s.parked) {
+		s.wake()
+	}
 	s.mu.Unlock()
 	return nil
 }
