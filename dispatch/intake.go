@@ -239,7 +239,7 @@ func (in *intake[T]) emit(x T) error {
 		in.credit = n
 	}
 	in.credit--
-	e.push(g, x)
+	e.push(g, &x)
 	return nil
 }
 
@@ -311,7 +311,7 @@ func (in *intake[T]) Emit(ctx context.Context, x T) error {
 	in.emitMu.Lock() // held only for the queue write: no user code under it
 	f.received.Add(1)
 	f.emitting.Add(-1)
-	l, kick := e.enqueue(g, x)
+	l, kick := e.enqueue(g, &x)
 	in.emitMu.Unlock()
 	if kick {
 		e.schedule(l) // outside the lock: on Immediate the handler runs here

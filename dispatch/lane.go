@@ -94,7 +94,7 @@ func (e *engine[T]) lane(g int) *lane[T] {
 
 // push appends an admitted exchange to group g and makes the lane ready if
 // it was idle. Producer only.
-func (e *engine[T]) push(g int, x T) {
+func (e *engine[T]) push(g int, x *T) {
 	e.admitted()
 	if l, kick := e.enqueue(g, x); kick {
 		e.schedule(l)
@@ -111,9 +111,11 @@ func (e *engine[T]) admitted() {
 // enqueue is push without the scheduling: kick says the caller made the
 // lane ready and must schedule it (after releasing any lock: on Immediate
 // the drain runs right there). Producer only.
-func (e *engine[T]) enqueue(g int, x T) (l *lane[T], kick bool) {
+func (e *engine[T]) enqueue(g int, x *T) (l *lane[T], kick bool) {
 	l = e.lane(g)
-	l.q.Push(item[T]{x: x, admitted: e.now()})
+	it := l.q.Next() // written in place: an exchange is copied once
+	it.x, it.admitted = *x, e.now()
+	l.q.Publish()
 	return l, l.state.Load() == idle && l.state.CompareAndSwap(idle, ready)
 }
 

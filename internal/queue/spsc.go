@@ -71,6 +71,15 @@ func (p *Chunks[T]) put(c *chunk[T]) {
 
 // Push appends v. Producer only.
 func (q *SPSC[T]) Push(v T) {
+	*q.Next() = v
+	q.Publish()
+}
+
+// Next returns the slot the next Push would fill, for the producer to
+// write in place (a large item is then copied once); Publish makes it the
+// queue's last item. Producer only; Next without Publish, then Next again,
+// returns the same slot.
+func (q *SPSC[T]) Next() *T {
 	c := q.tail
 	if c == nil || q.tailPos == chunkLen {
 		n := q.spare.Swap(nil)
@@ -79,13 +88,18 @@ func (q *SPSC[T]) Push(v T) {
 		}
 		n.next.Store(nil)
 		if c == nil {
-			q.head = n // published to the consumer by the add below
+			q.head = n // published to the consumer by Publish's add
 		} else {
 			c.next.Store(n)
 		}
 		q.tail, q.tailPos, c = n, 0, n
 	}
-	c.items[q.tailPos] = v
+	return &c.items[q.tailPos]
+}
+
+// Publish appends the item written in the slot Next returned. Producer
+// only.
+func (q *SPSC[T]) Publish() {
 	q.tailPos++
 	q.pushed.Add(1)
 }
