@@ -80,9 +80,12 @@ func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, sou
 	e := d.engines[0]
 	e.idOf = func(x T) aggregate.ID { return x.AggregateID() }
 	groups := len(e.lanes)
-	d.route = func(x T) (*engine[T], int, error) { // no key function in between: the per-exchange path
-		g, err := idGroup(name, groups, x)
-		return e, g, err
+	d.route = func(x T) (_ *engine[T], g int, err error) { // no call in between: the per-exchange path
+		returned := false
+		defer keyPanicked(name, "AggregateID", &returned, &err)
+		g = aggregate.GroupKey(x.AggregateID().ID, groups)
+		returned = true
+		return e, g, nil
 	}
 	return d, nil
 }
@@ -158,15 +161,6 @@ func groupKey[T any](name string, key func(T) int, groups int, x T) (g int, err 
 	if g < 0 || g >= groups {
 		return 0, fmt.Errorf("%w: dispatcher %q: key %d not in [0, %d)", ErrInvalidGroupKey, name, g, groups)
 	}
-	return g, nil
-}
-
-// idGroup is groupKey for an exchange routed by its aggregate id.
-func idGroup[T aggregate.IDCapable](name string, groups int, x T) (g int, err error) {
-	returned := false
-	defer keyPanicked(name, "AggregateID", &returned, &err)
-	g = aggregate.GroupKey(x.AggregateID().ID, groups)
-	returned = true
 	return g, nil
 }
 
