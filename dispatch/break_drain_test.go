@@ -1,0 +1,74 @@
+package dispatch_test
+
+import (
+	"context"
+	"log/slog"
+	"runtime"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/schedulers"
+	"github.com/aggflow/aggflow/testkit"
+)
+
+// panicOnMsg is a log handler that panics on records with message msg.
+type panicOnMsg struct{ msg string }
+
+func (l panicOnMsg) Enabled(context.Context, slog.Level) bool { return true }
+func (l panicOnMsg) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l panicOnMsg) WithGroup(string) slog.Handler            { return l }
+func (l panicOnMsg) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == l.msg {
+		panic("log handler: " + r.Message)
+	}
+	return nil
+}
+
+// A handler that panics or calls runtime.Goexit, with a failure log whose
+// handler panics too: the exchange is still accounted for once (Failed),
+// the next one of its group is handled, and the stop reaches its end. On
+// Goexit the exchange was popped but never counted: InFlight stayed 1 and
+// the dispatcher never reached Done.
+func TestBreakHandlerEndWithPanickingFailureLog(t *testing.T) {
+	for _, how := range []string{"panic", "Goexit"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s, err := schedulers.NewParallel("brk", 2, schedulers.WithLogger(discardLogger))
+				require.NoError(t, err)
+				defer s.Dispose()
+				id := aggregate.NewID(orders, "a")
+				d, err := dispatch.New[testkit.Exchange]("orders", orders, nil,
+					func(ctx context.Context, x testkit.Exchange) error {
+						if x.Seq == 0 {
+							if how == "panic" {
+								panic("handler")
+							}
+							runtime.Goexit()
+						}
+						return nil
+					}, dispatch.WithScheduler[testkit.Exchange](s),
+					dispatch.WithLogger[testkit.Exchange](slog.New(panicOnMsg{"dispatch: exchange failed"})))
+				require.NoError(t, err)
+				require.NoError(t, d.Prepare(t.Context()))
+				require.NoError(t, d.Start())
+				for seq := range 2 {
+					require.NoError(t, d.Emit(t.Context(), testkit.Exchange{ID: id, Seq: seq}))
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+				defer cancel()
+				err = d.StopGracefully(ctx)
+				st := d.Stats()
+				if err != nil {
+					d.ForceStop()
+				}
+				require.NoError(t, err, "stats %+v", st)
+				require.Equal(t, dispatch.Stats{Received: 2, Succeeded: 1, Failed: 1}, st)
+			})
+		})
+	}
+}
