@@ -212,9 +212,11 @@ func (e *engine[T]) drainSome(l *lane[T], b *batch) bool {
 		}
 		v := recover()
 		if v == nil {
+			// Counted after the report, even when the report panics (a log
+			// handler): settle pops the exchange regardless.
+			defer e.f.failed.Add(1)
 			e.failure(c.ctx, it.x, it.admitted, l.group, OutcomePanic, c.start,
 				fmt.Errorf("dispatch: dispatcher %q: handler: %w", e.name, panics.New(schedulers.ErrGoexit)))
-			e.f.failed.Add(1)
 			return
 		}
 		b.failed++
