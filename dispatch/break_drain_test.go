@@ -72,3 +72,34 @@ func TestBreakHandlerEndWithPanickingFailureLog(t *testing.T) {
 		})
 	}
 }
+
+// An exchange that cannot be routed (its AggregateID panics) fails alone,
+// also when the failure log's handler panics: the panic reaches Emit's
+// caller, but the exchange is counted as failed and the stop reaches its
+// end. It used to stay in flight for ever.
+func TestBreakUnroutedWithPanickingFailureLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d, err := dispatch.New[panickyID]("orders", orders, nil,
+			func(context.Context, panickyID) error { return nil },
+			dispatch.WithLogger[panickyID](slog.New(panicOnMsg{"dispatch: exchange failed"})))
+		require.NoError(t, err)
+		require.NoError(t, d.Prepare(t.Context()))
+		require.NoError(t, d.Start())
+		emit := func(x panickyID) (v any) {
+			defer func() { v = recover() }()
+			require.NoError(t, d.Emit(t.Context(), x))
+			return nil
+		}
+		require.NotNil(t, emit(panickyID{bad: true}), "the log handler's panic reaches the caller")
+		require.Nil(t, emit(panickyID{id: "a"}))
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		err = d.StopGracefully(ctx)
+		st := d.Stats()
+		if err != nil {
+			d.ForceStop()
+		}
+		require.NoError(t, err, "stats %+v", st)
+		require.Equal(t, dispatch.Stats{Received: 2, Succeeded: 1, Failed: 1}, st)
+	})
+}
