@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,24 +18,28 @@ import (
 // brkAsideChild names the test the child process runs.
 const brkAsideChild = "AGGFLOW_BRK_ASIDE_CHILD"
 
-// A discard hook that panics, logged by a log handler that panics too: the
+// A discard hook that panics (or calls runtime.Goexit), logged by a log handler that panics too: the
 // discarding goes on, the exchange is counted once, the dispatcher reaches
 // its end and the process lives. The hooks of a discarded exchange run on a
 // goroutine of their own, where nothing recovered the log handler's panic:
 // the process crashed. The scenario runs in a child process so that a crash
 // fails this test rather than the test binary.
 func TestBreakDiscardHookWithPanickingLogDoesNotCrash(t *testing.T) {
-	if os.Getenv(brkAsideChild) == "1" {
-		brkAsideScenario(t)
+	if how := os.Getenv(brkAsideChild); how != "" {
+		brkAsideScenario(t, how)
 		return
 	}
-	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestBreakDiscardHookWithPanickingLogDoesNotCrash$", "-test.count=1")
-	cmd.Env = append(os.Environ(), brkAsideChild+"=1")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "child process:\n%s", out)
+	for _, how := range []string{"panic", "Goexit"} {
+		t.Run(how, func(t *testing.T) {
+			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestBreakDiscardHookWithPanickingLogDoesNotCrash$", "-test.count=1")
+			cmd.Env = append(os.Environ(), brkAsideChild+"="+how)
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "child process:\n%s", out)
+		})
+	}
 }
 
-func brkAsideScenario(t *testing.T) {
+func brkAsideScenario(t *testing.T, how string) {
 	release := make(chan struct{})
 	started := make(chan struct{})
 	d, err := dispatch.New[testkit.Exchange]("orders", orders, nil,
@@ -47,7 +52,12 @@ func brkAsideScenario(t *testing.T) {
 		},
 		dispatch.WithParallelism[testkit.Exchange](2), dispatch.WithScheduler[testkit.Exchange](newParallel(t, 1)),
 		dispatch.WithLogger[testkit.Exchange](slog.New(panicOnMsg{"dispatch: hook panicked"})),
-		dispatch.WithDiscardHook(func(testkit.Exchange, error) { panic("discard hook") }))
+		dispatch.WithDiscardHook(func(testkit.Exchange, error) {
+			if how == "Goexit" {
+				runtime.Goexit()
+			}
+			panic("discard hook")
+		}))
 	require.NoError(t, err)
 	require.NoError(t, d.Prepare(t.Context()))
 	require.NoError(t, d.Start())
