@@ -103,3 +103,34 @@ func TestBreakUnroutedWithPanickingFailureLog(t *testing.T) {
 		require.Equal(t, dispatch.Stats{Received: 2, Succeeded: 1, Failed: 1}, st)
 	})
 }
+
+// Under StopOnError a failed exchange stops the dispatcher, also when the
+// failure log's handler panics (the panic goes on up to the scheduler): the
+// policy was applied after the log, so the dispatcher kept running.
+func TestBreakStopOnErrorWithPanickingFailureLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := schedulers.NewParallel("brk", 1, schedulers.WithLogger(discardLogger))
+		require.NoError(t, err)
+		defer s.Dispose()
+		d, err := dispatch.New[testkit.Exchange]("orders", orders, nil,
+			func(ctx context.Context, x testkit.Exchange) error { return testkit.ErrInjected },
+			dispatch.WithScheduler[testkit.Exchange](s), dispatch.WithErrorPolicy[testkit.Exchange](dispatch.StopOnError),
+			dispatch.WithLogger[testkit.Exchange](slog.New(panicOnMsg{"dispatch: exchange failed"})))
+		require.NoError(t, err)
+		require.NoError(t, d.Prepare(t.Context()))
+		require.NoError(t, d.Start())
+		require.NoError(t, d.Emit(t.Context(), testkit.Exchange{ID: aggregate.NewID(orders, "a")}))
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		select {
+		case <-d.Done():
+		case <-ctx.Done():
+			st := d.State()
+			d.ForceStop()
+			<-d.Done()
+			t.Fatalf("the failure did not stop the dispatcher under StopOnError (state %v)", st)
+		}
+		require.ErrorIs(t, d.Err(), testkit.ErrInjected)
+		require.Equal(t, dispatch.Stats{Received: 1, Failed: 1}, d.Stats())
+	})
+}
