@@ -406,6 +406,13 @@ func (e *engine[T]) finished(ctx context.Context, x T, admitted int64, group int
 // applies the error policy.
 func (e *engine[T]) failure(ctx context.Context, x T, admitted int64, group int, o Outcome, start int64, err error) {
 	e.finished(ctx, x, admitted, group, o, start, err)
+	if e.policy == StopOnError && o != OutcomeCancelled && e.onFail != nil {
+		// After the log, and even when it panics (a log handler's bug).
+		defer func() {
+			id, _ := e.aggregateID(x)
+			e.onFail(fmt.Errorf("dispatch: dispatcher %q: %s %q: exchange failed (StopOnError): %w", e.name, e.named, id, err))
+		}()
+	}
 	level := e.failLevel
 	if o == OutcomePanic {
 		level = slog.LevelError // a bug, not a refusal
@@ -417,10 +424,6 @@ func (e *engine[T]) failure(ctx context.Context, x T, admitted int64, group int,
 			attrs = append(attrs, slog.String("aggregate_id", id))
 		}
 		e.logger.LogAttrs(ctx, level, "dispatch: exchange failed", attrs...)
-	}
-	if e.policy == StopOnError && o != OutcomeCancelled && e.onFail != nil {
-		id, _ := e.aggregateID(x)
-		e.onFail(fmt.Errorf("dispatch: dispatcher %q: %s %q: exchange failed (StopOnError): %w", e.name, e.named, id, err))
 	}
 }
 
