@@ -8,7 +8,6 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"pgregory.net/rapid"
 
@@ -143,12 +142,8 @@ func brkBatchRun(t *testing.T, ids, groups, goroutines int, dos []int) string {
 		}
 		wantOutcome[idx(x)] = o
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	err = d.StopGracefully(ctx)
-	st := d.Stats()
+	st, err := brkStop(t, d)
 	if err != nil {
-		d.ForceStop()
 		<-d.Done()
 		return fmt.Sprintf("stop: %v (stats %+v)", err, st)
 	}

@@ -29,6 +29,20 @@ func (l panicOnMsg) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
+// brkStop stops d gracefully within a minute (of virtual time under
+// synctest) and returns its Stats then; a stop that did not end in time is
+// forced, and its error returned.
+func brkStop[T any](t *testing.T, d *dispatch.Dispatcher[T]) (dispatch.Stats, error) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	err := d.StopGracefully(ctx)
+	st := d.Stats()
+	if err != nil {
+		d.ForceStop()
+	}
+	return st, err
+}
+
 // A handler that panics or calls runtime.Goexit, with a failure log whose
 // handler panics too: the exchange is still accounted for once (Failed),
 // the next one of its group is handled, and the stop reaches its end. On
@@ -59,13 +73,7 @@ func TestBreakHandlerEndWithPanickingFailureLog(t *testing.T) {
 				for seq := range 2 {
 					require.NoError(t, d.Emit(t.Context(), testkit.Exchange{ID: id, Seq: seq}))
 				}
-				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-				defer cancel()
-				err = d.StopGracefully(ctx)
-				st := d.Stats()
-				if err != nil {
-					d.ForceStop()
-				}
+				st, err := brkStop(t, d)
 				require.NoError(t, err, "stats %+v", st)
 				require.Equal(t, dispatch.Stats{Received: 2, Succeeded: 1, Failed: 1}, st)
 			})
@@ -92,13 +100,7 @@ func TestBreakUnroutedWithPanickingFailureLog(t *testing.T) {
 		}
 		require.NotNil(t, emit(panickyID{bad: true}), "the log handler's panic reaches the caller")
 		require.Nil(t, emit(panickyID{id: "a"}))
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-		defer cancel()
-		err = d.StopGracefully(ctx)
-		st := d.Stats()
-		if err != nil {
-			d.ForceStop()
-		}
+		st, err := brkStop(t, d)
 		require.NoError(t, err, "stats %+v", st)
 		require.Equal(t, dispatch.Stats{Received: 2, Succeeded: 1, Failed: 1}, st)
 	})
