@@ -252,13 +252,13 @@ const creditBatch = 32
 // unrouted accounts for an exchange that has no lane: an unknown aggregate
 // is discarded, an invalid key fails.
 func (in *intake[T]) unrouted(x T, err error) {
+	defer in.f.check() // a stop may have come since the gate
 	if errors.Is(err, ErrUnknownAggregate) {
 		in.report.dropped(x, 0, -1, err)
 	} else {
+		defer in.f.failed.Add(1) // after the report, even when it panics (a log handler)
 		in.report.failure(in.report.ctx, x, 0, -1, OutcomeError, 0, err)
-		in.f.failed.Add(1)
 	}
-	in.f.check() // a stop may have come since the gate
 }
 
 // refusal is the reason given to an exchange refused at the intake.

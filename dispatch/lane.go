@@ -225,9 +225,11 @@ func (e *engine[T]) drainSome(l *lane[T], b *batch) bool {
 		}
 		v := recover()
 		if v == nil {
+			// Counted after the report, even when the report panics (a log
+			// handler): settle pops the exchange regardless.
+			defer e.f.failed.Add(1)
 			e.failure(c.ctx, it.x, it.admitted, l.group, OutcomePanic, c.start,
 				fmt.Errorf("dispatch: dispatcher %q: handler: %w", e.name, panics.New(schedulers.ErrGoexit)))
-			e.f.failed.Add(1)
 			return
 		}
 		b.failed++
@@ -421,6 +423,13 @@ func (e *engine[T]) finished(ctx context.Context, x T, admitted int64, group int
 // applies the error policy.
 func (e *engine[T]) failure(ctx context.Context, x T, admitted int64, group int, o Outcome, start int64, err error) {
 	e.finished(ctx, x, admitted, group, o, start, err)
+	if e.policy == StopOnError && o != OutcomeCancelled && e.onFail != nil {
+		// After the log, and even when it panics (a log handler's bug).
+		defer func() {
+			id, _ := e.aggregateID(x)
+			e.onFail(fmt.Errorf("dispatch: dispatcher %q: %s %q: exchange failed (StopOnError): %w", e.name, e.named, id, err))
+		}()
+	}
 	level := e.failLevel
 	if o == OutcomePanic {
 		level = slog.LevelError // a bug, not a refusal
@@ -432,10 +441,6 @@ func (e *engine[T]) failure(ctx context.Context, x T, admitted int64, group int,
 			attrs = append(attrs, slog.String("aggregate_id", id))
 		}
 		e.logger.LogAttrs(ctx, level, "dispatch: exchange failed", attrs...)
-	}
-	if e.policy == StopOnError && o != OutcomeCancelled && e.onFail != nil {
-		id, _ := e.aggregateID(x)
-		e.onFail(fmt.Errorf("dispatch: dispatcher %q: %s %q: exchange failed (StopOnError): %w", e.name, e.named, id, err))
 	}
 }
 

@@ -119,12 +119,19 @@ func (h *hooks[T]) ended(ctx context.Context, r *Result[T]) {
 func (h *hooks[T]) endedAside(ctx context.Context, r *Result[T]) {
 	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		returned := false
 		defer func() {
-			if !returned {
+			if returned {
+				return
+			}
+			// Only the guardian's log handler panics out of ended: on this
+			// goroutine its panic would end the process, and it has no one
+			// else to be told to. Dropped, like one of its report on Goexit.
+			defer func() { _ = recover() }()
+			if recover() == nil {
 				h.g.report("discarded exchange's hook", schedulers.ErrGoexit)
 			}
-			close(done)
 		}()
 		h.ended(ctx, r)
 		returned = true
