@@ -144,7 +144,9 @@ func TestRuntimeStopGracefullyFromInside(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var rt *dispatch.Runtime
 		inside := make(chan error, 1)
+		started := make(chan struct{}) // the stop comes once Start returned, not during it
 		d, err := dispatch.New("orders", orders, flux.FromSlice(exchanges(1, 1)), func(ctx context.Context, _ testkit.Exchange) error {
+			<-started
 			start := time.Now()
 			inside <- rt.StopGracefully(ctx)
 			if time.Since(start) != 0 {
@@ -156,6 +158,7 @@ func TestRuntimeStopGracefullyFromInside(t *testing.T) {
 		rt, err = dispatch.NewRuntime("app", []dispatch.Component{d})
 		require.NoError(t, err)
 		prepareAndStart(t, rt)
+		close(started)
 		err = <-inside
 		require.ErrorIs(t, err, dispatch.ErrIllegalState)
 		assert.EqualError(t, err, `dispatch: illegal state: called from inside runtime "app": it cannot wait for itself`)
