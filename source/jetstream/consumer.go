@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
@@ -61,13 +62,23 @@ type Consumer[T any] struct {
 	acks    atomic.Int64
 	reject  atomic.Int64
 
-	mu       sync.Mutex
-	state    dispatch.State
-	err      error
-	parts    map[int32]*part[T]
-	opened   []*part[T]                // every partition opened, owned still or not: for Stats
-	cons     map[int32]natsjs.Consumer // made by Prepare
-	quit     chan struct{}             // closed when a stop begins
+	mu     sync.Mutex
+	state  dispatch.State
+	err    error
+	parts  map[int32]*part[T]
+	opened []*part[T]                // every partition opened, owned still or not: for Stats
+	cons   map[int32]natsjs.Consumer // made by Prepare
+	stream natsjs.Stream             // found by Prepare
+
+	// With a dynamic assignment: the bucket, the leases held (owned, or
+	// being released), and the assigning goroutine's signals.
+	lz             *leases
+	leased         map[int32]*lease
+	balanceStopped chan struct{} // closed once the assigning goroutine claims and releases no more
+	stopRenew      chan struct{} // closed by supervise once every partition is released
+	assignDone     chan struct{} // closed when the assigning goroutine ended
+
+	quit     chan struct{} // closed when a stop begins
 	quitOnce sync.Once
 	done     chan struct{}
 	doneOnce sync.Once
@@ -93,10 +104,17 @@ type Consumer[T any] struct {
 func NewConsumer[T any](name string, js natsjs.JetStream, topo Topology, owned []int32, decode Decoder[T],
 	named aggregate.NamedAggregate, sched schedulers.Scheduler, idOf func(T) string,
 	handler dispatch.Handler[partition.Delivery[T]], opts ...Option[T]) (*Consumer[T], error) {
-	switch {
-	case name == "" || js == nil || decode == nil:
+	if name == "" || js == nil || decode == nil {
 		return nil, fmt.Errorf("%w: a consumer needs a name, a JetStream context and a decoder", ErrInvalidArgument)
-	case len(owned) == 0:
+	}
+	cfg, err := newConfig(name, opts)
+	if err != nil {
+		return nil, fmt.Errorf("consumer %q: %w", name, err)
+	}
+	switch {
+	case cfg.dynamic() && len(owned) != 0:
+		return nil, fmt.Errorf("%w: consumer %q: owned partitions with a dynamic assignment", ErrInvalidArgument, name)
+	case !cfg.dynamic() && len(owned) == 0:
 		return nil, fmt.Errorf("%w: consumer %q owns no partition", ErrInvalidArgument, name)
 	}
 	if err := topo.validate(); err != nil {
@@ -107,9 +125,8 @@ func NewConsumer[T any](name string, js natsjs.JetStream, topo Topology, owned [
 			return nil, fmt.Errorf("%w: consumer %q: partition %d out of [0, %d) or listed twice", ErrInvalidArgument, name, p, topo.Partitions)
 		}
 	}
-	cfg, err := newConfig(name, opts)
-	if err != nil {
-		return nil, fmt.Errorf("consumer %q: %w", name, err)
+	if cfg.dynamic() && handler != nil {
+		handler = gate(handler)
 	}
 	popts := append(slices.Clone(cfg.partition), partition.WithMaxPending[T](cfg.maxPending), partition.WithLogger[T](cfg.logger))
 	disp, err := partition.NewDispatcher(name, named, sched, idOf, handler, popts...)
@@ -118,9 +135,25 @@ func NewConsumer[T any](name string, js natsjs.JetStream, topo Topology, owned [
 	}
 	c := &Consumer[T]{name: name, js: js, topo: topo, owned: slices.Clone(owned), decode: decode, cfg: cfg, disp: disp,
 		state: dispatch.StateNew, parts: map[int32]*part[T]{}, cons: map[int32]natsjs.Consumer{},
-		quit: make(chan struct{}), done: make(chan struct{})}
+		quit: make(chan struct{}), done: make(chan struct{}), leased: map[int32]*lease{},
+		balanceStopped: make(chan struct{}), stopRenew: make(chan struct{}), assignDone: make(chan struct{})}
 	c.drainCtx, c.cancelDrain = context.WithCancel(context.Background())
 	return c, nil
+}
+
+// gate lets an exchange through to handler only while its partition's
+// lease is valid. One whose lease passed is not handled: gate waits for the
+// loss that follows (the lease's death loses the partition, which forces
+// it) and returns ErrLeaseLost, so its outcome is cancelled and its position
+// is never acknowledged.
+func gate[T any](handler dispatch.Handler[partition.Delivery[T]]) dispatch.Handler[partition.Delivery[T]] {
+	return func(ctx context.Context, d partition.Delivery[T]) error {
+		if l, ok := ctx.Value(leaseCtxKey{}).(*lease); ok && !l.valid() {
+			<-ctx.Done()
+			return fmt.Errorf("%w: partition %d, epoch %d: %w", ErrLeaseLost, d.Partition, l.epoch, ctx.Err())
+		}
+		return handler(ctx, d)
+	}
 }
 
 // A Consumer is a dispatch.Component: a Runtime prepares, starts and stops it.
@@ -245,6 +278,28 @@ func (c *Consumer[T]) Prepare(ctx context.Context) error {
 	return nil
 }
 
+// durableConfig is partition p's durable consumer: pinned to its owner's
+// pulls with a dynamic assignment. The pin's TTL is long, since the new
+// owner unpins when it claims; a pin that times out while its owner holds
+// the lease (no pull for that long: a handler blocked the partition) costs
+// a replay from the ack floor.
+func (c *Consumer[T]) durableConfig(p int32) natsjs.ConsumerConfig {
+	cfg := natsjs.ConsumerConfig{
+		Durable:       c.durable(p),
+		FilterSubject: c.topo.Subject(p),
+		AckPolicy:     natsjs.AckAllPolicy,
+		AckWait:       c.cfg.ackWait,
+		MaxAckPending: c.cfg.maxAckPending,
+		DeliverPolicy: natsjs.DeliverAllPolicy,
+	}
+	if c.cfg.dynamic() {
+		cfg.PriorityPolicy = natsjs.PriorityPolicyPinned
+		cfg.PriorityGroups = []string{pinGroup}
+		cfg.PinnedTTL = max(10*c.cfg.ttl, 30*time.Second)
+	}
+	return cfg
+}
+
 // setUp checks the stream and makes the durable consumers.
 func (c *Consumer[T]) setUp(ctx context.Context) (map[int32]natsjs.Consumer, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.timeout)
@@ -257,16 +312,27 @@ func (c *Consumer[T]) setUp(ctx context.Context) (map[int32]natsjs.Consumer, err
 		return nil, fmt.Errorf("%w: consumer %q: stream %q has subjects %v, %d partitions need %s.0 ... %s.%d",
 			ErrSubjectsMismatch, c.name, c.topo.Stream, got, c.topo.Partitions, c.topo.Prefix, c.topo.Prefix, c.topo.Partitions-1)
 	}
-	cons := make(map[int32]natsjs.Consumer, len(c.owned))
-	for _, p := range c.owned {
-		cn, err := stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
-			Durable:       c.durable(p),
-			FilterSubject: c.topo.Subject(p),
-			AckPolicy:     natsjs.AckAllPolicy,
-			AckWait:       c.cfg.ackWait,
-			MaxAckPending: c.cfg.maxAckPending,
-			DeliverPolicy: natsjs.DeliverAllPolicy,
-		})
+	owned := c.owned
+	if c.cfg.dynamic() {
+		owned = make([]int32, c.topo.Partitions) // any may be claimed
+		for p := range owned {
+			owned[p] = int32(p)
+		}
+		bucket := leaseBucket(c.cfg.durable)
+		kv, err := openBucket(ctx, c.js, bucket, c.cfg.ttl)
+		if err != nil {
+			if errors.Is(err, ErrLeaseBucket) {
+				return nil, fmt.Errorf("consumer %q: %w", c.name, err)
+			}
+			return nil, c.serverError("lease bucket "+strconv.Quote(bucket), err)
+		}
+		c.lz = &leases{kv: kv, member: c.cfg.member, ttl: c.cfg.ttl, margin: c.cfg.ttl / 5,
+			timeout: min(c.cfg.timeout, c.cfg.ttl/4), fence: !c.cfg.noFence, logger: c.cfg.logger, name: c.name}
+	}
+	c.stream = stream
+	cons := make(map[int32]natsjs.Consumer, len(owned))
+	for _, p := range owned {
+		cn, err := stream.CreateOrUpdateConsumer(ctx, c.durableConfig(p))
 		if err != nil {
 			return nil, c.serverError("durable consumer "+strconv.Quote(c.durable(p)), err)
 		}
@@ -316,10 +382,22 @@ func (c *Consumer[T]) Start() error {
 	c.mu.Unlock()
 	defer close(started)
 
+	if c.cfg.dynamic() {
+		if err := c.lz.join(c.runCtx); err != nil {
+			err = c.serverError("member key "+strconv.Quote(memberKey(c.cfg.member)), err)
+			close(c.balanceStopped)
+			close(c.assignDone)
+			c.record(err)
+			c.ForceStop()
+			return err
+		}
+		go c.assign()
+		return nil
+	}
 	var err error
 	for _, p := range c.owned {
 		var pt *part[T]
-		if pt, err = c.open(p); err != nil {
+		if pt, err = c.open(p, c.cons[p], nil); err != nil {
 			break
 		}
 		c.mu.Lock()
@@ -341,6 +419,10 @@ func (c *Consumer[T]) Start() error {
 func (c *Consumer[T]) supervise(started <-chan struct{}) {
 	<-started
 	<-c.quit
+	dynamic := c.cfg.dynamic()
+	if dynamic {
+		<-c.balanceStopped // no claim in progress, none to come
+	}
 	c.mu.Lock()
 	parts := make([]*part[T], 0, len(c.parts))
 	for _, pt := range c.parts {
@@ -356,7 +438,16 @@ func (c *Consumer[T]) supervise(started <-chan struct{}) {
 		})
 	}
 	wg.Wait()
-	c.calls.Wait()                  // a Revoke still running; none begins once the stop began
+	c.calls.Wait() // a Revoke (or a loss, a handoff) still running; none begins once the stop began
+	if dynamic {
+		close(c.stopRenew) // every lease was released, or is left to expire
+		<-c.assignDone
+		if !c.forced.Load() {
+			if err := c.lz.leave(c.runCtx); err != nil {
+				c.cfg.logger.Warn("jetstream: member key not deleted", slog.String("consumer", c.name), slog.Any("error", err))
+			}
+		}
+	}
 	_, _ = c.disp.Close(c.drainCtx) // refuses assignments; nothing is owned any more
 	c.mu.Lock()
 	c.endLocked()

@@ -46,6 +46,14 @@ var (
 	// ErrNotOwned is returned by Revoke for a partition the consumer does
 	// not own (any more).
 	ErrNotOwned = errors.New("jetstream: partition not owned")
+	// ErrLeaseBucket is returned by Prepare with a dynamic assignment when
+	// the lease bucket exists with another TTL than the consumer's: the
+	// members of one durable prefix must agree on it.
+	ErrLeaseBucket = errors.New("jetstream: lease bucket mismatch")
+	// ErrLeaseLost is the error of an exchange that was not handled because
+	// its partition's lease had passed (its outcome is cancelled: the next
+	// owner handles it).
+	ErrLeaseLost = errors.New("jetstream: lease lost")
 )
 
 // PanicError is a panic recovered from user code (a decoder, a reject hook):

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -37,18 +38,27 @@ type part[T any] struct {
 	// the reset: a reset restarts the server's delivery count, so a
 	// position at or below it is counted as a second attempt at least.
 	seen int64
+	// lease is the partition's claim with a dynamic assignment, else nil;
+	// lost says the partition is lost (its lease passed, was taken, or its
+	// pull was refused): it is released without acknowledging more.
+	lease *lease
+	lost  atomic.Bool
 }
+
+// valid reports whether the partition may still deliver and acknowledge:
+// always with a static assignment, while its lease is valid otherwise.
+func (pt *part[T]) valid() bool { return pt.lease == nil || pt.lease.valid() }
 
 // pullExpiry is how long one fetch waits on the server for its batch to
 // fill; what arrives meanwhile is delivered as it comes.
 const pullExpiry = 5 * time.Second
 
-// open resets partition p's durable consumer to its ack floor + 1, assigns
-// the partition from there.
-func (c *Consumer[T]) open(p int32) (*part[T], error) {
+// open resets partition p's durable consumer cons to its ack floor + 1,
+// assigns the partition from there, under lease l (nil with a static
+// assignment), which the handlers' ctx carries.
+func (c *Consumer[T]) open(p int32, cons natsjs.Consumer, l *lease) (*part[T], error) {
 	ctx, cancel := context.WithTimeout(c.runCtx, c.cfg.timeout)
 	defer cancel()
-	cons := c.cons[p]
 	info, err := cons.Info(ctx)
 	if err != nil {
 		return nil, c.serverError("durable consumer "+c.durable(p), err)
@@ -61,13 +71,17 @@ func (c *Consumer[T]) open(p int32) (*part[T], error) {
 		}
 		from = max(from, int64(res.ResetSeq))
 	}
-	in, err := c.disp.Assign(c.runCtx, p, from)
+	actx := c.runCtx
+	if l != nil {
+		actx = context.WithValue(actx, leaseCtxKey{}, l)
+	}
+	in, err := c.disp.Assign(actx, p, from)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: consumer %q: %w", c.name, err)
 	}
 	stop, cancelStop := context.WithCancel(c.runCtx)
 	return &part[T]{c: c, p: p, cons: cons, stop: stop, cancelStop: cancelStop, in: in, poke: make(chan struct{}, 1), seen: int64(info.Delivered.Stream),
-		stopAck: make(chan struct{}), fetchDone: make(chan struct{}), ackDone: make(chan struct{})}, nil
+		stopAck: make(chan struct{}), fetchDone: make(chan struct{}), ackDone: make(chan struct{}), lease: l}, nil
 }
 
 // run starts the partition's goroutines; release joins them.
@@ -85,9 +99,17 @@ func (pt *part[T]) run() {
 func (pt *part[T]) fetch() {
 	defer close(pt.fetchDone)
 	c := pt.c
+	opts := []natsjs.FetchOpt(nil)
+	if pt.lease != nil {
+		opts = append(opts, natsjs.FetchPriorityGroup(pinGroup))
+	}
 	for pt.stop.Err() == nil {
+		if !pt.valid() {
+			c.lose(pt, "its lease passed")
+			return
+		}
 		ctx, cancel := context.WithTimeout(pt.stop, pullExpiry)
-		batch, err := pt.cons.Fetch(c.cfg.batch, natsjs.FetchContext(ctx))
+		batch, err := pt.cons.Fetch(c.cfg.batch, append(opts, natsjs.FetchContext(ctx))...)
 		if err != nil {
 			cancel()
 			if pt.stop.Err() == nil {
@@ -105,7 +127,18 @@ func (pt *part[T]) fetch() {
 		cancel()
 		for range batch.Messages() { // the fetch's goroutine ends once it closed them
 		}
-		if err := batch.Error(); ok && err != nil && pt.stop.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+		err = batch.Error()
+		if ok && errors.Is(err, natsjs.ErrPinIDMismatch) && pt.lease != nil {
+			if !c.cfg.noFence {
+				// The server unpinned this owner: another member claimed
+				// the partition (or the pin timed out). Nothing more of it
+				// is this process's to acknowledge.
+				c.lose(pt, "its pull was refused (pin id mismatch)")
+				return
+			}
+			err = nil // the control goes on, unpinned
+		}
+		if ok && err != nil && pt.stop.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
 			c.fail(fmt.Errorf("jetstream: consumer %q: partition %d: pulling: %w", c.name, pt.p, err))
 			return
 		}
@@ -126,6 +159,10 @@ func (pt *part[T]) handle(msg natsjs.Msg) bool {
 	pos, attempt := int64(meta.Sequence.Stream), int(meta.NumDelivered)
 	if pos <= pt.seen {
 		attempt = max(attempt, 2)
+	}
+	if !pt.valid() {
+		c.lose(pt, "its lease passed")
+		return false
 	}
 	x, err := pt.decode(msg, pos)
 	if err != nil {
@@ -213,15 +250,22 @@ func protect(f func() error) (err error) {
 // by the next, and release confirms the last), until release stops it.
 func (pt *part[T]) acknowledge() {
 	defer close(pt.ackDone)
+	var dead <-chan struct{} // the lease's death, with a dynamic assignment
+	if pt.lease != nil {
+		dead = pt.lease.alive.Done()
+	}
 	for {
 		select {
 		case <-pt.in.Advanced():
 		case <-pt.poke:
+		case <-dead:
+			dead = nil
+			pt.c.lose(pt, "its lease passed")
 		case <-pt.stopAck:
 			return
 		}
-		if pt.c.forced.Load() {
-			continue // a force acknowledges nothing more
+		if pt.c.forced.Load() || pt.lost.Load() || !pt.valid() {
+			continue // a force, or a lease passed, acknowledges nothing more
 		}
 		pos, ok := pt.in.Prefix()
 		if !ok {
@@ -242,12 +286,23 @@ func (pt *part[T]) acknowledge() {
 // revoked under ctx (or lost, after ForceStop), its goroutines are joined,
 // and, unless forced, the settled prefix is acknowledged and the server's
 // confirmation awaited.
+//
+// With a dynamic assignment the drain ends early if the lease dies
+// meanwhile (nothing is acknowledged then), the lease is renewed until the
+// end, and then deleted on its revision, unless forced: a ForceStop
+// releases nothing, its leases expire.
 func (pt *part[T]) release(ctx context.Context) (partition.Settled, error) {
 	c := pt.c
 	pt.cancelStop()
+	if pt.lease != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(pt.lease.alive, cancel)()
+	}
 	var s partition.Settled
 	var err error
-	if c.forced.Load() {
+	if c.forced.Load() || pt.lost.Load() {
 		s, err = c.disp.Lose(pt.p)
 	} else {
 		s, err = c.disp.Revoke(ctx, pt.p)
@@ -258,10 +313,13 @@ func (pt *part[T]) release(ctx context.Context) (partition.Settled, error) {
 	if err != nil {
 		err = fmt.Errorf("jetstream: consumer %q: %w", c.name, err)
 	}
-	if c.forced.Load() || !s.OK {
-		return s, err
+	if !c.forced.Load() && !pt.lost.Load() && s.OK && pt.valid() {
+		err = errors.Join(err, pt.confirm(s.Prefix))
 	}
-	return s, errors.Join(err, pt.confirm(s.Prefix))
+	if pt.lease != nil && !c.forced.Load() {
+		c.dropLease(pt.lease)
+	}
+	return s, err
 }
 
 // confirm acknowledges position pos and waits for the server's reply: the
@@ -273,6 +331,9 @@ func (pt *part[T]) confirm(pos int64) error {
 	ctx, cancel := context.WithTimeout(c.runCtx, c.cfg.timeout)
 	defer cancel()
 	var err error
+	if !pt.valid() {
+		return nil // the lease passed while draining: the next owner replays from the ack floor
+	}
 	if m := pt.held.popTo(pos); m != nil {
 		err = m.DoubleAck(ctx)
 		c.acks.Add(1)
