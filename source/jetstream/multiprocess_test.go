@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -32,17 +33,18 @@ var (
 
 // proc is a child consumer process.
 type proc struct {
-	cmd *exec.Cmd
-	out string // the records
+	cmd     *exec.Cmd
+	out     string // the records
+	errPath string // its standard error
 }
 
 // stderr returns what the child wrote to its standard error.
 func (p *proc) stderr() string {
-	data, _ := os.ReadFile(p.out + ".stderr")
+	data, _ := os.ReadFile(p.errPath)
 	return string(data)
 }
 
-func startChild(t *testing.T, e *env, own, out string, control bool) *proc {
+func startChild(t *testing.T, e *env, own, out string, control bool, extra ...string) *proc {
 	t.Helper()
 	p := &proc{cmd: exec.Command(os.Args[0]), out: out}
 	p.cmd.Env = append(os.Environ(), envChild+"=1", envURL+"="+e.srv.URL(), envOwn+"="+own,
@@ -50,7 +52,14 @@ func startChild(t *testing.T, e *env, own, out string, control bool) *proc {
 	if control {
 		p.cmd.Env = append(p.cmd.Env, envControl+"=1")
 	}
-	stderr, err := os.Create(out + ".stderr")
+	p.cmd.Env = append(p.cmd.Env, extra...)
+	p.errPath = out + ".stderr"
+	for _, kv := range extra {
+		if member, ok := strings.CutPrefix(kv, envMember+"="); ok {
+			p.errPath = out + "." + member + ".stderr" // members may share their records' file
+		}
+	}
+	stderr, err := os.Create(p.errPath)
 	require.NoError(t, err)
 	defer stderr.Close() // the child has its own descriptor
 	p.cmd.Stderr = stderr
