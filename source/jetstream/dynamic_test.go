@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -112,7 +113,7 @@ func TestMultiProcessDynamicKillFailsOver(t *testing.T) {
 // to its handlers (but for the handlers running when it stopped: one each
 // at most) nor acknowledge, and it rejoins. The records are 20,000
 // exchanges (200 aggregates of 100).
-func stalled(t *testing.T, noFence bool) epochReport {
+func stalled(t *testing.T, noFence bool) (epochReport, int) {
 	const keys, perKey = 200, 100
 	e := newEnv(t, mpPartitions)
 	out := filepath.Join(t.TempDir(), "records")
@@ -146,13 +147,15 @@ func stalled(t *testing.T, noFence bool) epochReport {
 	}
 	b.stop(t, syscall.SIGTERM)
 	r := checkEpochs(readRecords(t, out), allKeysOf(keys), perKey)
-	t.Logf("%v in all; b owned every partition %v after a stopped; %+v", time.Since(start).Round(time.Millisecond),
-		claimed.Round(time.Millisecond), r)
-	return r
+	lost := strings.Count(a.stderr(), "partition lost")
+	t.Logf("%v in all; b owned every partition %v after a stopped; a lost %d partitions; %+v", time.Since(start).Round(time.Millisecond),
+		claimed.Round(time.Millisecond), lost, r)
+	return r, lost
 }
 
 func TestMultiProcessDynamicStalledOwnerIsFenced(t *testing.T) {
-	r := stalled(t, false)
+	r, lost := stalled(t, false)
+	require.Positive(t, lost, "a lost the partitions b claimed")
 	require.Zero(t, r.violations, "per-key order")
 	require.Zero(t, r.lost, "every sequence handled")
 	require.Zero(t, r.firstTry, "a duplicate is a redelivery")
@@ -162,7 +165,7 @@ func TestMultiProcessDynamicStalledOwnerIsFenced(t *testing.T) {
 // The control: without the fence the stalled owner goes on handling what
 // it had fetched after b claimed its partitions, and the checks see it.
 func TestMultiProcessDynamicControlWithoutFenceIsCaught(t *testing.T) {
-	r := stalled(t, true)
+	r, _ := stalled(t, true)
 	require.Greater(t, r.stale, dynHandlers, "the checks must catch a stalled owner that is not fenced: %+v", r)
 }
 

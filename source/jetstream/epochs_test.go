@@ -103,7 +103,9 @@ func readRecords(t testing.TB, path string) []record {
 
 func TestCheckEpochsFindsStaleOwnersGapsAndReplays(t *testing.T) {
 	keys := []string{"a"}
-	rec := func(seq uint64, attempt int, epoch uint64) record { return record{handled{"a", seq, attempt}, epoch, "m"} }
+	rec := func(seq uint64, attempt int, epoch uint64) record {
+		return record{handled{"a", seq, attempt}, epoch, "m"}
+	}
 	clean := []record{rec(1, 1, 5), rec(2, 1, 5), rec(2, 2, 9), rec(3, 1, 9)}
 	require.Equal(t, epochReport{report: report{records: 4, redelivered: 1, duplicates: 1}}, checkEpochs(clean, keys, 3))
 
