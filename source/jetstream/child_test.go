@@ -3,6 +3,7 @@ package jetstream_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -125,7 +126,8 @@ func child() error {
 		if err != nil {
 			return err
 		}
-		opts = append(opts, jetstream.WithDynamicAssignment[keyed](member, ttl))
+		opts = append(opts, jetstream.WithDynamicAssignment[keyed](member, ttl),
+			jetstream.WithLogger[keyed](slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 		if os.Getenv(envNoFence) != "" {
 			opts = append(opts, jetstream.WithoutFence[keyed]())
 		}

@@ -95,7 +95,8 @@ type Consumer[T any] struct {
 }
 
 // NewConsumer returns a Consumer named name that reads the partitions owned
-// (static assignment: each in [0, N), once) of topo through js (borrowed:
+// (static assignment: each in [0, N), once; nil with WithDynamicAssignment,
+// whose consumer claims them) of topo through js (borrowed:
 // its connection is the caller's to close after Done), decodes each message
 // with decode, and hands it to handler, for the exchanges of named, on sched
 // (borrowed), grouping them inside their partition by partition.GroupKey of
@@ -251,7 +252,8 @@ func (c *Consumer[T]) fail(err error) {
 }
 
 // Prepare checks the topology against the server and creates (or updates)
-// the durable consumer of every owned partition; it pulls nothing. ctx
+// the durable consumer of every owned partition (of every partition, and
+// the lease bucket, with a dynamic assignment); it pulls nothing. ctx
 // bounds the requests; its values are kept for the handlers. Errors wrap
 // ErrUnreachable, ErrStreamNotFound or ErrSubjectsMismatch; from a state
 // other than StateNew, ErrIllegalState.
@@ -367,6 +369,9 @@ func sameSet(a, b []string) bool {
 // Start resets every owned partition's durable consumer to its ack floor +
 // 1, assigns the partition to the dispatcher from there and starts pulling.
 // It makes one request per partition, each bounded by the request timeout.
+// With a dynamic assignment it writes the member key and claims in the
+// background instead (each claimed partition is reset the same way before
+// its first pull).
 // On a failure every partition started is lost (nothing acknowledged), the
 // consumer is stopped and the error returned. From a state other than
 // StatePrepared, ErrIllegalState.

@@ -114,7 +114,7 @@ func (c *Consumer[T]) claim(p int32) error {
 	c.mu.Unlock()
 	pt.run()
 	c.cfg.logger.Debug("jetstream: partition claimed", slog.String("consumer", c.name), slog.Int("partition", int(p)),
-		slog.Uint64("epoch", l.epoch))
+		slog.Uint64("epoch", l.epoch), slog.Int64("from", pt.from))
 	return nil
 }
 

@@ -38,6 +38,7 @@ type part[T any] struct {
 	// the reset: a reset restarts the server's delivery count, so a
 	// position at or below it is counted as a second attempt at least.
 	seen int64
+	from int64 // the first position expected, after the reset
 	// lease is the partition's claim with a dynamic assignment, else nil;
 	// lost says the partition is lost (its lease passed, was taken, or its
 	// pull was refused): it is released without acknowledging more.
@@ -81,7 +82,7 @@ func (c *Consumer[T]) open(p int32, cons natsjs.Consumer, l *lease) (*part[T], e
 	}
 	stop, cancelStop := context.WithCancel(c.runCtx)
 	return &part[T]{c: c, p: p, cons: cons, stop: stop, cancelStop: cancelStop, in: in, poke: make(chan struct{}, 1), seen: int64(info.Delivered.Stream),
-		stopAck: make(chan struct{}), fetchDone: make(chan struct{}), ackDone: make(chan struct{}), lease: l}, nil
+		stopAck: make(chan struct{}), fetchDone: make(chan struct{}), ackDone: make(chan struct{}), lease: l, from: from}, nil
 }
 
 // run starts the partition's goroutines; release joins them.
