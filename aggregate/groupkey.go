@@ -30,17 +30,32 @@ func defaultParallelism() int {
 // where they are persisted (Wow's Redis event store buckets by id mod 128).
 // Java: String.hashCode; Wow: AggregateId.mod (AggregateId.kt).
 func HashCode(id string) int32 {
-	var h int32
-	for _, r := range id {
+	// ASCII is one code unit per byte: four at a time, as h*31^4 plus the
+	// four terms, which breaks the chain of dependent multiplications.
+	var h uint32
+	i := 0
+	for ; i+4 <= len(id); i += 4 {
+		b0, b1, b2, b3 := uint32(id[i]), uint32(id[i+1]), uint32(id[i+2]), uint32(id[i+3])
+		if (b0|b1|b2|b3)&0x80 != 0 {
+			break
+		}
+		h = h*(31*31*31*31) + b0*(31*31*31) + b1*(31*31) + b2*31 + b3
+	}
+	for ; i < len(id) && id[i] < 0x80; i++ {
+		h = 31*h + uint32(id[i])
+	}
+	// The rest starts at a non-ASCII byte: a rune boundary, or an invalid
+	// byte that ranging over the whole id would also have seen alone.
+	for _, r := range id[i:] {
 		if r > 0xFFFF {
 			// A supplementary rune is two code units: a surrogate pair.
 			hi, lo := utf16.EncodeRune(r)
-			h = 31*h + hi
+			h = 31*h + uint32(hi)
 			r = lo
 		}
-		h = 31*h + r
+		h = 31*h + uint32(r)
 	}
-	return h
+	return int32(h)
 }
 
 // GroupKey returns HashCode(id) floor-modulo n: always in [0, n), the same for

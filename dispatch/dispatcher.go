@@ -73,13 +73,17 @@ type Dispatcher[T any] struct {
 // AggregateDispatcher's constructor.
 func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, source Source[T],
 	handler Handler[T], opts ...Option[T]) (*Dispatcher[T], error) {
-	cfg := newConfig(opts)
-	groups := cfg.groups
-	d, err := build(name, named, source, handler, cfg, func(x T) int { return x.AggregateID().Mod(groups) })
+	d, err := build(name, named, source, handler, newConfig(opts), nil)
 	if err != nil {
 		return nil, err
 	}
-	d.engines[0].idOf = func(x T) aggregate.ID { return x.AggregateID() }
+	e := d.engines[0]
+	e.idOf = func(x T) aggregate.ID { return x.AggregateID() }
+	groups := len(e.lanes)
+	d.route = func(x T) (*engine[T], int, error) { // no key function in between: the per-exchange path
+		g, err := idGroup(name, groups, x)
+		return e, g, err
+	}
 	return d, nil
 }
 
@@ -95,7 +99,8 @@ func NewKeyed[T any](name string, named aggregate.NamedAggregate, source Source[
 	return build(name, named, source, handler, newConfig(opts), key)
 }
 
-// build validates and assembles a Dispatcher.
+// build validates and assembles a Dispatcher routed by key; with a nil key
+// the caller sets the route.
 func build[T any](name string, named aggregate.NamedAggregate, source Source[T], handler Handler[T],
 	cfg config[T], key func(T) int) (*Dispatcher[T], error) {
 	switch {
@@ -111,9 +116,11 @@ func build[T any](name string, named aggregate.NamedAggregate, source Source[T],
 	d := &Dispatcher[T]{cfg: cfg}
 	e := newEngine(name, named, handler, &d.cfg).withLanes(cfg.groups)
 	d.init("dispatcher", name, source, &d.cfg, []*engine[T]{e}, e)
-	d.route = func(x T) (*engine[T], int, error) {
-		g, err := groupKey(name, key, len(e.lanes), x)
-		return e, g, err
+	if key != nil {
+		d.route = func(x T) (*engine[T], int, error) {
+			g, err := groupKey(name, key, len(e.lanes), x)
+			return e, g, err
+		}
 	}
 	return d, nil
 }
@@ -145,20 +152,34 @@ func (e *engine[T]) withLanes(groups int) *engine[T] {
 // function panics or returns a key outside [0, groups).
 func groupKey[T any](name string, key func(T) int, groups int, x T) (g int, err error) {
 	returned := false
-	defer func() {
-		if returned {
-			return // recover is not free: only call it on the way out of a panic
-		}
-		if v := recover(); v != nil {
-			err = fmt.Errorf("%w: dispatcher %q: key function panicked: %w", ErrInvalidGroupKey, name, panics.New(v))
-		}
-	}()
+	defer keyPanicked(name, "key function", &returned, &err)
 	g = key(x)
 	returned = true
 	if g < 0 || g >= groups {
 		return 0, fmt.Errorf("%w: dispatcher %q: key %d not in [0, %d)", ErrInvalidGroupKey, name, g, groups)
 	}
 	return g, nil
+}
+
+// idGroup is groupKey for an exchange routed by its aggregate id.
+func idGroup[T aggregate.IDCapable](name string, groups int, x T) (g int, err error) {
+	returned := false
+	defer keyPanicked(name, "AggregateID", &returned, &err)
+	g = aggregate.GroupKey(x.AggregateID().ID, groups)
+	returned = true
+	return g, nil
+}
+
+// keyPanicked, deferred, turns a panic of what computes a key into an
+// error wrapping ErrInvalidGroupKey. recover is not free: it is only called
+// on the way out of a panic.
+func keyPanicked(name, what string, returned *bool, err *error) {
+	if *returned {
+		return
+	}
+	if v := recover(); v != nil {
+		*err = fmt.Errorf("%w: dispatcher %q: %s panicked: %w", ErrInvalidGroupKey, name, what, panics.New(v))
+	}
 }
 
 // naming adds the component (kind and name) to one of this package's

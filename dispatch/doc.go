@@ -76,7 +76,8 @@
 // handlers' context. Every exchange the source emits ends exactly once:
 // Stats().Received == Succeeded + Failed + Discarded + InFlight, InFlight 0
 // after Done. A Runtime runs components as one unit: prepare all, start all,
-// stop in reverse, then what it owns, under one deadline.
+// stop in reverse, then what it owns, under one deadline. Components of other
+// modules (the broker bindings) hold the same core as a Lifecycle field.
 //
 // # Deviations from Wow
 //

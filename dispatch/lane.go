@@ -121,12 +121,23 @@ func (e *engine[T]) enqueue(g int, x T) (l *lane[T], kick bool) {
 // halted (a force, or the scheduler's end) no drain is scheduled any more:
 // the caller discards the lane itself, so that no lane waits on a task a
 // disposal may drop.
-func (e *engine[T]) schedule(l *lane[T]) {
+func (e *engine[T]) schedule(l *lane[T]) { e.submit(l, false) }
+
+// submit is schedule; yield says the caller is l's consumer ending its
+// turn, so a scheduler that is a schedulers.Yielder need not wake another
+// goroutine for l: the caller's takes the ready queue next.
+func (e *engine[T]) submit(l *lane[T], yield bool) {
 	if e.halt.Load() {
 		e.steal(l, ready)
 		return
 	}
-	if err := e.sched.Schedule(l.task); err != nil {
+	var err error
+	if y, ok := e.sched.(schedulers.Yielder); ok && yield {
+		err = y.Yield(l.task)
+	} else {
+		err = e.sched.Schedule(l.task)
+	}
+	if err != nil {
 		e.rejected(err)
 		e.steal(l, ready)
 	}
@@ -184,16 +195,59 @@ type batch struct {
 func (e *engine[T]) drain(l *lane[T]) {
 	var b batch
 	defer e.settle(l, &b)
+	for !e.drainSome(l, &b) {
+	}
+	b.done = true
+}
+
+// drainSome is drain's loop under one deferred recover for the whole run
+// rather than one per exchange. It returns true at the batch's end, the
+// lane's or a halt; false when a handler (or WithContextOf) panicked: that
+// exchange is accounted for as OutcomePanic and popped, and drain goes on.
+// A handler that calls runtime.Goexit never returns: its exchange is
+// accounted for here as OutcomePanic, with an error wrapping
+// schedulers.ErrGoexit, before the goroutine unwinds (the scheduler
+// replaces the goroutine; settle pops the exchange and the lane goes on).
+// A panic outside the handler (in the accounting's foreign code: a log
+// handler) goes on up, as settle expects.
+func (e *engine[T]) drainSome(l *lane[T], b *batch) bool {
+	var (
+		it        *item[T]
+		c         call
+		inHandler bool
+		completed bool
+	)
+	defer func() {
+		if completed || !inHandler {
+			return
+		}
+		v := recover()
+		if v == nil {
+			e.failure(c.ctx, it.x, it.admitted, l.group, OutcomePanic, c.start,
+				fmt.Errorf("dispatch: dispatcher %q: handler: %w", e.name, panics.New(schedulers.ErrGoexit)))
+			e.f.failed.Add(1)
+			return
+		}
+		b.failed++
+		e.failure(c.ctx, it.x, it.admitted, l.group, OutcomePanic, c.start, panics.New(v))
+		l.q.Pop()
+		b.n++
+	}()
 	for b.n < laneBatch && !e.halt.Load() {
-		it, ok := l.q.Peek()
-		if !ok {
+		var ok bool
+		if it, ok = l.q.Peek(); !ok {
 			break
 		}
-		e.handle(l, it, &b)
+		c = call{ctx: l.ctx}
+		inHandler = true
+		err, panicked := e.call(l, it, &c)
+		inHandler = false
+		e.account(l, it, &c, err, panicked, b)
 		l.q.Pop()
 		b.n++
 	}
-	b.done = true
+	completed = true
+	return true
 }
 
 // settle accounts for a batch and leaves the lane: back to ready at the tail
@@ -204,8 +258,12 @@ func (e *engine[T]) settle(l *lane[T], b *batch) {
 		l.q.Pop()
 		b.n++
 	}
-	e.f.succeeded.Add(b.ok)
-	e.f.failed.Add(b.failed)
+	if b.ok != 0 { // an add of 0 is still a locked instruction
+		e.f.succeeded.Add(b.ok)
+	}
+	if b.failed != 0 {
+		e.f.failed.Add(b.failed)
+	}
 	e.f.budget.release(b.n)
 	e.leave(l)
 	e.f.check()
@@ -216,9 +274,10 @@ func (e *engine[T]) settle(l *lane[T], b *batch) {
 func (e *engine[T]) leave(l *lane[T]) {
 	if l.q.Len() > 0 {
 		l.state.Store(ready)
-		e.schedule(l)
+		e.submit(l, true)
 		return
 	}
+	l.q.Trim()
 	mark := l.q.Mark() // the consumer role ends with the store below
 	l.state.Store(idle)
 	if l.q.Since(mark) && l.state.CompareAndSwap(idle, ready) {
@@ -238,6 +297,7 @@ func (e *engine[T]) steal(l *lane[T], from int32) {
 			n++
 		}
 		e.f.budget.release(n)
+		l.q.Trim()
 		mark := l.q.Mark()
 		l.state.Store(idle)
 		e.f.check()
@@ -276,10 +336,8 @@ func (e *engine[T]) stopCause() error {
 	return fmt.Errorf("%w: dispatcher %q: scheduler disposed", schedulers.ErrRejected, e.name)
 }
 
-// handle runs the handler on one exchange and accounts for its outcome.
-func (e *engine[T]) handle(l *lane[T], it *item[T], b *batch) {
-	var c call
-	err, panicked := e.call(l, it, &c)
+// account accounts for one exchange's outcome: err is the handler's.
+func (e *engine[T]) account(l *lane[T], it *item[T], c *call, err error, panicked bool, b *batch) {
 	var o Outcome
 	switch {
 	case err == nil:
@@ -313,33 +371,16 @@ func (e *engine[T]) since(start int64) time.Duration {
 	return time.Duration(e.now() - start)
 }
 
-// call runs the handler with the exchange's context, recovering a panic
-// (its own, or WithContextOf's) into *PanicError; a nil context from
-// WithContextOf is failed the same way, without calling the handler. A handler that calls
-// runtime.Goexit never returns: its exchange is accounted for here as
-// OutcomePanic, with an error wrapping schedulers.ErrGoexit, before the
-// goroutine unwinds (the scheduler replaces the goroutine; the lane goes on).
+// call runs the handler with the exchange's context (c.ctx, the group's on
+// entry); a nil context from WithContextOf is failed as its panic, without
+// calling the handler. Panics and runtime.Goexit are drainSome's.
 func (e *engine[T]) call(l *lane[T], it *item[T], c *call) (err error, panicked bool) {
-	returned := false
-	c.ctx = l.ctx
-	defer func() {
-		if returned {
-			return
-		}
-		if v := recover(); v != nil {
-			err, panicked = panics.New(v), true
-			return
-		}
-		e.failure(c.ctx, it.x, it.admitted, l.group, OutcomePanic, c.start,
-			fmt.Errorf("dispatch: dispatcher %q: handler: %w", e.name, panics.New(schedulers.ErrGoexit)))
-		e.f.failed.Add(1)
-	}()
 	if e.contextOf != nil {
 		if c.ctx = e.contextOf(c.ctx, it.x); c.ctx == nil {
 			// A nil ctx would reach the handler, the Observer and the hooks
 			// (the Results' wait on it panics): a bug of the function, failed
 			// as its panic.
-			c.ctx, returned = l.ctx, true
+			c.ctx = l.ctx
 			return panics.New(fmt.Errorf("dispatch: dispatcher %q: WithContextOf returned a nil context", e.name)), true
 		}
 	}
@@ -349,9 +390,7 @@ func (e *engine[T]) call(l *lane[T], it *item[T], c *call) (err error, panicked 
 			e.obs.Started(c.ctx, e.labels, waited(it.admitted, c.start))
 		}
 	}
-	err = e.handler(c.ctx, it.x)
-	returned = true
-	return err, false
+	return e.handler(c.ctx, it.x), false
 }
 
 // waited is the time from admission to t, 0 when untimed.
@@ -422,7 +461,7 @@ func (e *engine[T]) dropped(x T, admitted int64, group int, reason error) {
 	if len(e.hooks.outcomes) > 0 || len(e.hooks.discards) > 0 {
 		r := Result[T]{Exchange: x, Labels: e.labels, Group: group, Outcome: OutcomeDiscarded, Err: reason,
 			QueueWait: waited(admitted, e.now())}
-		e.hooks.ended(e.ctx, &r)
+		e.hooks.endedAside(e.ctx, &r)
 	}
 	e.f.discarded.Add(1)
 }

@@ -2,8 +2,10 @@ package dispatch_test
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -310,5 +312,38 @@ func TestZeroMailbox(t *testing.T) {
 		xs, err := flux.Collect(t.Context(), mb.Flux())
 		require.NoError(t, err)
 		assert.Equal(t, []int{1, 2}, xs)
+	})
+}
+
+// A hook that ends its goroutine with runtime.Goexit on every discarded
+// exchange (a test's t.FailNow) does not cut the discarding short: each
+// queued exchange still reaches the hook once and is counted, and the
+// dispatcher reaches its end. The stop's own goroutine is not ended.
+func TestForceStopSurvivesAHookThatGoexits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const p, budget = 4, 12
+		var seen atomic.Int64
+		source, emitted := counted(flux.FromSlice(blocking(100, 20)))
+		d := started(t, source, testkit.Perform,
+			dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithMaxPending[testkit.Exchange](budget),
+			dispatch.WithScheduler[testkit.Exchange](newParallel(t, 1)),
+			dispatch.WithOutcomeHook(func(_ context.Context, r dispatch.Result[testkit.Exchange]) {
+				if r.Outcome == dispatch.OutcomeDiscarded {
+					seen.Add(1)
+					runtime.Goexit()
+				}
+			}))
+		synctest.Wait() // one handler runs, the budget is used up, the intake waits
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			d.ForceStop()
+		}()
+		<-stopped
+		<-d.Done()
+		s := d.Stats()
+		assert.Equal(t, dispatch.Stats{Received: s.Received, Failed: 1, Discarded: s.Received - 1}, s)
+		assert.Equal(t, s.Discarded, seen.Load(), "every discarded exchange reached the hook once")
+		assert.Equal(t, emitted.Load(), s.Received, "every exchange emitted was received")
 	})
 }

@@ -188,10 +188,13 @@ func newGuardian(logger *slog.Logger, name, what string) *guardian {
 
 // recovered is deferred by each guarded call: it must call recover itself.
 func (g *guardian) recovered(method string) {
-	v := recover()
-	if v == nil {
-		return
+	if v := recover(); v != nil {
+		g.report(method, v)
 	}
+}
+
+// report logs a panic v of method: the first, then one in 1024.
+func (g *guardian) report(method string, v any) {
 	switch n := g.panics.Add(1); {
 	case n == 1:
 		g.logger.Error("dispatch: "+g.what+" panicked", slog.String("dispatcher", g.name),

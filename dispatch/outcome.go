@@ -3,6 +3,8 @@ package dispatch
 import (
 	"context"
 	"time"
+
+	"github.com/aggflow/aggflow/schedulers"
 )
 
 // Result is how one exchange ended, as the outcome hook sees it.
@@ -29,16 +31,17 @@ type Result[T any] struct {
 // ended: handled (success, error, panic, cancelled) or discarded, refusals
 // at the intake and drops by ForceStop included. It is the seam where a
 // broker source acks what finished. It runs inline on the goroutine that
-// ended the exchange (a scheduler goroutine, the source's, or a stop's),
+// ended the exchange (a scheduler goroutine, the source's, or a stop's;
+// for a discarded exchange, a goroutine of its own that it waits for),
 // concurrently with itself across groups, but in order within a group; ctx
 // is the handler's for a handled exchange (see WithContextOf), the
 // dispatcher's for a discarded one. The dispatcher counts the exchange as
 // ended only after hook returned, so once Stats show nothing in flight (and
 // once Done is closed) no call is running. A panic of hook is recovered and
-// logged, and the exchange is accounted for as if it had returned. It must
-// not call runtime.Goexit (a test's t.FailNow): on a discarded exchange that
-// cuts the discarding short and the dispatcher never reaches its end. It must
-// be quick: it delays its group's next exchange. Given more than once, every
+// logged, and the exchange is accounted for as if it had returned; so is a
+// runtime.Goexit (a test's t.FailNow), which ends the goroutine it runs on:
+// for a discarded exchange the hooks run on a goroutine of their own, which
+// the discarding waits for. It must be quick: it delays its group's next exchange. Given more than once, every
 // hook is called, in order. nil is invalid. Cost: timing each exchange
 // (three clock reads) and one call. Wow: the exchange's finally hooks
 // (TrackedExchange, ExchangeAck); Reactor: doOnEach with doOnDiscard.
@@ -103,6 +106,30 @@ func (h *hooks[T]) ended(ctx context.Context, r *Result[T]) {
 			h.callDiscard(hook, r)
 		}
 	}
+}
+
+// endedAside is ended for a discarded exchange, on a goroutine of its own,
+// waited for: the discarding goroutine (a stop's, the source's, a
+// scheduler's) goes on with the rest even when a hook ends its goroutine
+// with runtime.Goexit, which would otherwise cut the discarding short and
+// keep the dispatcher from its end. The remaining hooks of that exchange
+// are skipped, and the Goexit is logged as a hook's panic. Discards happen
+// at stops and refusals, at most the pending budget at a time: the
+// goroutine is not on the path of a handled exchange.
+func (h *hooks[T]) endedAside(ctx context.Context, r *Result[T]) {
+	done := make(chan struct{})
+	go func() {
+		returned := false
+		defer func() {
+			if !returned {
+				h.g.report("discarded exchange's hook", schedulers.ErrGoexit)
+			}
+			close(done)
+		}()
+		h.ended(ctx, r)
+		returned = true
+	}()
+	<-done
 }
 
 func (h *hooks[T]) callOutcome(hook func(context.Context, Result[T]), ctx context.Context, r *Result[T]) {

@@ -63,12 +63,14 @@ type engine struct {
 	stopped  atomic.Bool // either disposal began
 	forced   atomic.Bool // Dispose began: running batches discard the rest
 
+	pushes atomic.Uint32 // entries put on the ready queue: what idle spinners watch
+
 	mu         sync.Mutex
 	state      int
-	ready      ring[entry]
-	goroutines int       // started and not yet exited
-	parked     []*runner // idle goroutines not yet woken, in the order they parked
-	reporting  int       // callers of the discard hook outside a goroutine; hold done open
+	ready      ring[entry] // pushed through enqueue
+	goroutines int         // started and not yet exited
+	parked     []*runner   // idle goroutines not yet woken, in the order they parked
+	reporting  int         // callers of the discard hook outside a goroutine; hold done open
 	closed     bool
 }
 
@@ -163,7 +165,11 @@ func workerRejected(scheduler string) error {
 	return fmt.Errorf("%w: worker of scheduler %q is disposed", ErrRejected, scheduler)
 }
 
-var _ Scheduler = (*Parallel)(nil)
+var (
+	_ Scheduler = (*Parallel)(nil)
+	_ Yielder   = (*Parallel)(nil)
+	_ Yielder   = (*BoundedElastic)(nil)
+)
 
 // Name returns the name given at construction, also the pprof label
 // "scheduler" of its goroutines.
@@ -195,8 +201,28 @@ func (s *engine) Schedule(task Task) error {
 		s.mu.Unlock()
 		return s.rejected
 	}
-	s.ready.push(entry{task: task})
+	s.enqueue(entry{task: task})
 	s.wake()
+	s.mu.Unlock()
+	return nil
+}
+
+// Yield is Schedule without a wake-up while a goroutine is running a task
+// (see Yielder): every goroutine that runs a task looks at the ready queue
+// before it parks, and idle spinners watch the pushes.
+func (s *engine) Yield(task Task) error {
+	if task == nil {
+		return ErrNilTask
+	}
+	s.mu.Lock()
+	if s.state != running {
+		s.mu.Unlock()
+		return s.rejected
+	}
+	s.enqueue(entry{task: task})
+	if s.goroutines == len(s.parked) {
+		s.wake()
+	}
 	s.mu.Unlock()
 	return nil
 }
@@ -216,6 +242,12 @@ func (s *engine) wake() {
 		s.goroutines++
 		go s.loop()
 	}
+}
+
+// enqueue puts e at the tail of the ready queue. Called with mu held.
+func (s *engine) enqueue(e entry) {
+	s.ready.push(e)
+	s.pushes.Add(1)
 }
 
 // NewWorker returns a serial queue on s (see Worker); it allocates one small
@@ -414,9 +446,12 @@ func (r *runner) serve(ctx context.Context) {
 				break
 			}
 			if spins < idleSpins {
-				spins++
+				// Spin without the lock, which the producers need to push.
+				seen := s.pushes.Load()
 				s.mu.Unlock()
-				runtime.Gosched()
+				for ; spins < idleSpins && s.pushes.Load() == seen && !s.stopped.Load(); spins++ {
+					runtime.Gosched()
+				}
 				s.mu.Lock()
 				continue
 			}
@@ -484,7 +519,7 @@ func (s *engine) release(w *worker) (dropped []Task) {
 		dropped = w.tasks.drain()
 	default:
 		w.state = ready
-		s.ready.push(entry{w: w})
+		s.enqueue(entry{w: w})
 	}
 	return dropped
 }
@@ -558,7 +593,7 @@ func (w *worker) Schedule(task Task) error {
 	w.tasks.push(task)
 	if w.state == idle {
 		w.state = ready
-		s.ready.push(entry{w: w})
+		s.enqueue(entry{w: w})
 		s.wake()
 	}
 	s.mu.Unlock()

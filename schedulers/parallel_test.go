@@ -377,3 +377,65 @@ func TestGoexitThenDisposeDiscardsTheRest(t *testing.T) {
 		assert.Equal(t, 5, discarded.get())
 	})
 }
+
+// A task that yields its continuation as its last act keeps it on its own
+// goroutine: no other goroutine is started or woken for it, and the chain
+// runs in order. Scheduling it instead starts the second goroutine.
+func TestYieldKeepsTheContinuationOnTheRunningGoroutine(t *testing.T) {
+	for _, yield := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			s, err := schedulers.NewParallel("yield", 2)
+			require.NoError(t, err)
+			const n = 100
+			var ran []int // one task at a time: the chain is serial
+			done := make(chan struct{})
+			var step func(i int) schedulers.Task
+			step = func(i int) schedulers.Task {
+				return func(context.Context) {
+					ran = append(ran, i)
+					if i == n-1 {
+						close(done)
+						return
+					}
+					if yield {
+						assert.NoError(t, s.Yield(step(i+1)))
+					} else {
+						assert.NoError(t, s.Schedule(step(i+1)))
+					}
+				}
+			}
+			require.NoError(t, s.Schedule(step(0)))
+			<-done
+			synctest.Wait()
+			want := 1
+			if !yield {
+				want = 2
+			}
+			assert.Equal(t, want, s.Goroutines(), "yield %v", yield)
+			assert.Len(t, ran, n)
+			for i, v := range ran {
+				require.Equal(t, i, v)
+			}
+			require.NoError(t, s.DisposeGracefully(t.Context()))
+		})
+	}
+}
+
+// Yield from outside any task, with every goroutine parked, still wakes
+// one: the task is not left queued.
+func TestYieldFromOutsideWakesAnIdleGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := schedulers.NewParallel("yield", 2)
+		require.NoError(t, err)
+		first := make(chan struct{})
+		require.NoError(t, s.Yield(func(context.Context) { close(first) }))
+		<-first
+		synctest.Wait() // its goroutine spun and parked
+		second := make(chan struct{})
+		require.NoError(t, s.Yield(func(context.Context) { close(second) }))
+		<-second
+		assert.ErrorIs(t, s.Yield(nil), schedulers.ErrNilTask)
+		require.NoError(t, s.DisposeGracefully(t.Context()))
+		assert.ErrorIs(t, s.Yield(func(context.Context) {}), schedulers.ErrRejected)
+	})
+}

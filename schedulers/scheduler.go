@@ -60,6 +60,20 @@ type Scheduler interface {
 	Context() context.Context
 }
 
+// Yielder is implemented by schedulers that let a task hand its own
+// continuation back cheaply (NewParallel's, NewSingle's,
+// NewBoundedElastic's). Yield queues task as Schedule does, with the same
+// errors, but wakes no idle goroutine while one is running a task: called by
+// a task as its last act, the goroutine running it takes the ready queue
+// next, so no other goroutine is woken only to find the work taken. It is
+// never lost: with no goroutine running a task, it wakes one. From outside
+// a task it is correct but may wait for a running task to end; use
+// Schedule there. The dispatchers yield a lane that still holds exchanges
+// at the end of its batch.
+type Yielder interface {
+	Yield(task Task) error
+}
+
 // Worker is a serial task queue on a Scheduler (Reactor's Scheduler.Worker).
 // Unlike Reactor, a Worker is not pinned to one goroutine: any free goroutine of
 // its scheduler may run its next batch, so a blocked task holds one goroutine

@@ -34,11 +34,16 @@ type SPSC[T any] struct {
 	tail    *chunk[T]
 	tailPos int
 	pushed  atomic.Uint64
+	// The sides on cache lines of their own: a consumer draining the queue
+	// does not take the line the producer appends through.
+	_ [64]byte
 	// consumer side
 	head    *chunk[T]
 	headPos int
+	cleared int    // the head chunk's slots below this one are zeroed
 	avail   uint64 // items known to be published and not yet popped
 	popped  uint64
+	_       [64]byte
 	// the chunk the consumer left last, for the producer's next one
 	spare atomic.Pointer[chunk[T]]
 	// Chunks, when not nil, recycles the chunks the spare cannot hold.
@@ -96,7 +101,8 @@ func (q *SPSC[T]) Peek() (v *T, ok bool) {
 	}
 	if q.headPos == chunkLen {
 		old := q.head
-		q.head, q.headPos = old.next.Load(), 0
+		clear(old.items[q.cleared:]) // let the collector reclaim what it held
+		q.head, q.headPos, q.cleared = old.next.Load(), 0, 0
 		if !q.spare.CompareAndSwap(nil, old) {
 			q.Chunks.put(old)
 		}
@@ -105,13 +111,24 @@ func (q *SPSC[T]) Peek() (v *T, ok bool) {
 }
 
 // Pop removes the item the last Peek returned. Consumer only; call it only
-// after a Peek that returned ok.
+// after a Peek that returned ok. The slot is zeroed later, a chunk at a
+// time or by Trim: zeroing each slot would write to the cache lines the
+// producer is writing next.
 func (q *SPSC[T]) Pop() {
-	var zero T
-	q.head.items[q.headPos] = zero // let the collector reclaim what it held
 	q.headPos++
 	q.avail--
 	q.popped++
+}
+
+// Trim zeroes the slots popped since the last Trim or chunk change, so that
+// the collector can reclaim what they held. Consumer only; call it when the
+// consumer pauses (a lane going idle), so that an idle queue holds nothing
+// it was given.
+func (q *SPSC[T]) Trim() {
+	if q.cleared < q.headPos { // then the consumer saw the head chunk published
+		clear(q.head.items[q.cleared:q.headPos])
+		q.cleared = q.headPos
+	}
 }
 
 // Len returns the number of items queued. Consumer only: it is exact, and

@@ -115,3 +115,35 @@ func BenchmarkSPSCPushPop(b *testing.B) {
 		q.Pop()
 	}
 }
+
+// TestSPSCReleasesPopped: what the queue was given is zeroed once popped and
+// trimmed (an idle lane), or once its chunk is left, and not before Trim
+// touches what is still queued.
+func TestSPSCReleasesPopped(t *testing.T) {
+	var q queue.SPSC[*int]
+	held := make([]**int, 0, 40)
+	for i := range 40 {
+		q.Push(&i)
+	}
+	for range 35 { // crosses the first chunk's end
+		p, ok := q.Peek()
+		if !ok {
+			t.Fatal("Peek found the queue empty")
+		}
+		held = append(held, p)
+		q.Pop()
+	}
+	q.Trim()
+	for i, p := range held {
+		if *p != nil {
+			t.Fatalf("slot of popped item %d still holds it", i)
+		}
+	}
+	for want := 35; want < 40; want++ {
+		p, ok := q.Peek()
+		if !ok || **p != want {
+			t.Fatalf("after Trim, Peek = %v, %v; want %d", p, ok, want)
+		}
+		q.Pop()
+	}
+}

@@ -216,6 +216,7 @@ func TestLifecycleRefusals(t *testing.T) {
 	c := startCluster(t, "life", 1)
 	k := newConsumer(t, c, "g", "life", newScheduler(t, 1), noop)
 	require.ErrorIs(t, k.Start(), kafka.ErrIllegalState, "start before prepare")
+	require.ErrorIs(t, k.Start(), dispatch.ErrIllegalState, "the core's sentinel too")
 	require.NoError(t, k.Prepare(context.Background()))
 	require.ErrorIs(t, k.Prepare(context.Background()), kafka.ErrIllegalState, "prepare twice")
 	require.NoError(t, k.Start())

@@ -2,8 +2,11 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -27,7 +30,7 @@ func (c *Consumer[T]) manage() {
 			return
 		}
 		c.balance()
-		if err := c.commit(c.ready()); err != nil {
+		if _, err := c.commit(c.ready()); err != nil {
 			c.cfg.logger.Debug("kafka: commit failed, trying again", slog.String("consumer", c.name), slog.Any("error", err))
 			retry.Reset(c.cfg.retryCommit)
 		}
@@ -51,15 +54,24 @@ func (c *Consumer[T]) ready() map[int32]int64 {
 // commit commits offsets synchronously, after any commit in progress has
 // been answered, and counts an offset as committed only from the broker's
 // answer. It gives up when the consumer is forced or the commit timeout
-// passes; the error wraps ErrCommit.
-func (c *Consumer[T]) commit(offsets map[int32]int64) error {
+// passes. It returns nil when every offset was acknowledged; else refused
+// holds each partition's reason (the request's error for all when the
+// request failed), and the error wraps ErrCommit and the first reason.
+func (c *Consumer[T]) commit(offsets map[int32]int64) (refused map[int32]error, _ error) {
 	if len(offsets) == 0 {
-		return nil
+		return nil, nil
+	}
+	refuseAll := func(err error) (map[int32]error, error) {
+		refused := make(map[int32]error, len(offsets))
+		for p := range offsets {
+			refused[p] = err
+		}
+		return refused, errorf(ErrCommit, "consumer %q: %w", c.name, err)
 	}
 	select {
 	case c.commitSem <- struct{}{}:
 	case <-c.base.Done():
-		return errorf(ErrCommit, "consumer %q: %w", c.name, context.Cause(c.base))
+		return refuseAll(context.Cause(c.base))
 	}
 	defer func() { <-c.commitSem }()
 	ctx, cancel := context.WithTimeout(c.base, c.cfg.commitTimeout)
@@ -69,6 +81,7 @@ func (c *Consumer[T]) commit(offsets map[int32]int64) error {
 		req[p] = kgo.EpochOffset{Epoch: -1, Offset: off}
 	}
 	acked := make(map[int32]int64, len(offsets))
+	refused = make(map[int32]error)
 	var failed error
 	c.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{c.sub.Topic: req},
 		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
@@ -76,24 +89,60 @@ func (c *Consumer[T]) commit(offsets map[int32]int64) error {
 				failed = err
 				return
 			}
+			// The request has the one topic, so every answer is of it
+			// (from OffsetCommit v10 on, it is named by id only).
 			for _, t := range resp.Topics {
 				for _, p := range t.Partitions {
-					if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil {
-						failed = fmt.Errorf("partition %d: %w", p.Partition, perr)
+					off, ok := offsets[p.Partition]
+					if !ok {
 						continue
 					}
-					if off, ok := offsets[p.Partition]; ok && t.Topic == c.sub.Topic {
-						acked[p.Partition] = off
+					if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil {
+						refused[p.Partition] = fmt.Errorf("partition %d: %w", p.Partition, perr)
+						continue
 					}
+					acked[p.Partition] = off
 				}
 			}
 		})
 	c.acknowledged(acked)
-	if failed != nil {
-		c.stats.commitFailures.Add(1)
-		return errorf(ErrCommit, "consumer %q: %w", c.name, failed)
+	if failed == nil {
+		for p := range offsets {
+			if _, ok := acked[p]; !ok && refused[p] == nil {
+				refused[p] = fmt.Errorf("partition %d: %w", p, errNoAnswer)
+			}
+		}
 	}
-	return nil
+	if failed == nil && len(refused) == 0 {
+		return nil, nil
+	}
+	c.stats.commitFailures.Add(1)
+	if failed != nil {
+		return refuseAll(failed)
+	}
+	return refused, errorf(ErrCommit, "consumer %q: %w", c.name, firstOf(refused))
+}
+
+// errNoAnswer is the reason of a partition the broker's answer left out.
+var errNoAnswer = errors.New("kafka: no answer for the partition")
+
+// firstOf returns the reason of the lowest partition in refused.
+func firstOf(refused map[int32]error) error {
+	return refused[slices.Min(slices.Collect(maps.Keys(refused)))]
+}
+
+// moved reports whether err is the group's answer that this member's
+// generation is over or being replaced: a rebalance took (or is taking) the
+// partition, whose next owner may have committed already, so its final
+// commit is legitimately refused and must not be pressed.
+func moved(err error) bool {
+	for _, e := range []error{kerr.RebalanceInProgress, kerr.IllegalGeneration, kerr.UnknownMemberID,
+		kerr.FencedInstanceID, kerr.FencedMemberEpoch, kerr.StaleMemberEpoch} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // acknowledged records what the broker acknowledged and tells the hook.

@@ -32,20 +32,25 @@ func holdFinalCommit(c *kafkatest.Cluster, end int64, refuse bool) (requested, r
 		if !refuse {
 			return nil, nil, false // answered as usual, after the stop began
 		}
-		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewOffsetCommitResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetCommitResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, kerr.RebalanceInProgress.Code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
+		return refusal(r, kerr.RebalanceInProgress.Code), nil, true
 	})
 	return requested, release
+}
+
+// refusal answers every partition of r with code.
+func refusal(r *kmsg.OffsetCommitRequest, code int16) *kmsg.OffsetCommitResponse {
+	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
 }
 
 func commits(r *kmsg.OffsetCommitRequest, offset int64) bool {

@@ -26,7 +26,8 @@ import (
 // offset counts as committed only once the broker acknowledged it, and a
 // commit starts only after the answer to the previous one. A revoked
 // partition drains (WithRevokeTimeout), the rest is forced, its settled
-// prefix is committed synchronously, and only then does the rebalance go on.
+// prefix is committed synchronously (tried again with backoff until the
+// same deadline), and only then does the rebalance go on.
 // A lost partition is forced and not committed. A stop revokes every
 // partition the same way, then leaves the group.
 //
@@ -44,17 +45,16 @@ type Consumer[T any] struct {
 	codec Codec[T]
 	cfg   config[T]
 	disp  *partition.Dispatcher[T]
+	life  dispatch.Lifecycle
 
-	mu        sync.Mutex
-	state     dispatch.State
-	preparing bool
-	forced    bool
-	closing   bool // no partition is assigned any more
-	err       error
-	cl        *kgo.Client
-	owned     map[int32]*owned[T]
+	mu      sync.Mutex
+	closing bool // no partition is assigned any more
+	cl      *kgo.Client
+	owned   map[int32]*owned[T]
 
-	base     context.Context // Prepare's values; cancelled by ForceStop
+	// Made by Prepare (c.mu) before it moves to StatePrepared; read without
+	// c.mu by what runs after that move.
+	base     context.Context // Prepare's values; cancelled by ForceStop and at the end
 	force    context.CancelCauseFunc
 	pollCtx  context.Context // cancelled by the first stop
 	stopPoll context.CancelFunc
@@ -65,7 +65,6 @@ type Consumer[T any] struct {
 	commitSem chan struct{}   // one commit at a time, in the order taken
 	mgrStop   chan struct{}
 	mgr       sync.WaitGroup // the committing goroutine and the forwarders
-	done      chan struct{}
 	stats     counters
 }
 
@@ -80,8 +79,8 @@ type owned[T any] struct {
 }
 
 type counters struct {
-	delivered, discarded, commits, commitFailures, assigned, revoked, lost, pauses atomic.Int64
-	succeeded, failed, dropped                                                     atomic.Int64
+	delivered, discarded, commits, commitFailures, uncommitted, assigned, revoked, lost, pauses atomic.Int64
+	succeeded, failed, dropped                                                                  atomic.Int64
 }
 
 // Stats are a Consumer's counters since it was made.
@@ -92,8 +91,14 @@ type Stats struct {
 	// hook discarded.
 	Discarded int64
 	// Commits counts partition offsets the broker acknowledged;
-	// CommitFailures, commit requests that failed.
+	// CommitFailures, commit requests that failed (each try).
 	Commits, CommitFailures int64
+	// Uncommitted counts revoked partitions left without their final
+	// commit because the group had moved on (it answered that this
+	// member's generation is over, or a rebalance is in progress): a
+	// rebalance took them, and their next owner reads what ran above the
+	// last commit again, in order.
+	Uncommitted int64
 	// Assigned, Revoked and Lost count partitions.
 	Assigned, Revoked, Lost int64
 	// Pauses counts the times a partition was paused for want of room.
@@ -143,40 +148,35 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 	if err != nil {
 		return nil, fmt.Errorf("%w: consumer %q: %w", ErrInvalidArgument, name, err)
 	}
-	return &Consumer[T]{name: name, sub: sub, codec: codec, cfg: c, disp: disp,
+	k := &Consumer[T]{name: name, sub: sub, codec: codec, cfg: c, disp: disp,
 		owned: map[int32]*owned[T]{}, high: map[int32]int64{},
-		kick: make(chan struct{}, 1), commitSem: make(chan struct{}, 1), mgrStop: make(chan struct{}),
-		done: make(chan struct{})}, nil
+		kick: make(chan struct{}, 1), commitSem: make(chan struct{}, 1), mgrStop: make(chan struct{})}
+	k.life.Init("consumer", name, ErrIllegalState, k.end)
+	return k, nil
 }
 
 // Name returns the consumer's name.
 func (c *Consumer[T]) Name() string { return c.name }
 
-// State returns the lifecycle state.
-func (c *Consumer[T]) State() dispatch.State {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.state
-}
+// State returns the lifecycle state. ForceStop moves it to StateStopped at
+// once; Done tells when everything ended.
+func (c *Consumer[T]) State() dispatch.State { return c.life.State() }
 
 // Done closes once the consumer stopped, left the group and every goroutine
 // it started has exited.
-func (c *Consumer[T]) Done() <-chan struct{} { return c.done }
+func (c *Consumer[T]) Done() <-chan struct{} { return c.life.Done() }
 
-// Err returns the first error: a bad record the hook refused, a partition
-// that could not be assigned, a fetch that failed for good. Meaningful once
-// Done is closed.
-func (c *Consumer[T]) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
-}
+// Err returns the first error: a bad record the hook refused (ErrBadRecord),
+// a partition that could not be assigned (ErrAssign), a fetch that failed
+// for good, the final commit of revoked partitions that still failed at the
+// revoke's deadline (ErrCommit). Meaningful once Done is closed.
+func (c *Consumer[T]) Err() error { return c.life.Err() }
 
 // Stats returns the counters.
 func (c *Consumer[T]) Stats() Stats {
 	s := &c.stats
 	return Stats{Delivered: s.delivered.Load(), Discarded: s.discarded.Load(), Commits: s.commits.Load(),
-		CommitFailures: s.commitFailures.Load(), Assigned: s.assigned.Load(), Revoked: s.revoked.Load(), Lost: s.lost.Load(),
+		CommitFailures: s.commitFailures.Load(), Uncommitted: s.uncommitted.Load(), Assigned: s.assigned.Load(), Revoked: s.revoked.Load(), Lost: s.lost.Load(),
 		Pauses: s.pauses.Load(), Succeeded: s.succeeded.Load(), Failed: s.failed.Load(), Dropped: s.dropped.Load()}
 }
 
@@ -185,154 +185,139 @@ func (c *Consumer[T]) Owned() []int32 { return c.disp.Owned() }
 
 // Prepare checks that the brokers answer within the connect timeout
 // (ErrUnreachable otherwise) and that the topic exists (ErrNoTopic). The
-// handlers' contexts carry ctx's values. It does not join the group.
+// handlers' contexts carry ctx's values. It does not join the group. From a
+// state other than StateNew, or while another Prepare runs, it returns an
+// error wrapping ErrIllegalState.
 func (c *Consumer[T]) Prepare(ctx context.Context) error {
-	c.mu.Lock()
-	if c.state != dispatch.StateNew || c.preparing || c.forced {
-		defer c.mu.Unlock()
-		return c.refuseLocked("prepare")
-	}
-	c.preparing = true
-	c.mu.Unlock()
-
-	err := c.check(ctx)
-
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.preparing = false
-	switch {
-	case err != nil:
+	if err := c.life.Step("prepare", dispatch.StateNew); err != nil {
 		return err
-	case c.state != dispatch.StateNew || c.forced:
-		return c.refuseLocked("prepare")
 	}
-	c.base, c.force = context.WithCancelCause(context.WithoutCancel(ctx))
-	c.pollCtx, c.stopPoll = context.WithCancel(c.base)
-	c.state = dispatch.StatePrepared
+	defer c.life.Leave()
+	if err := c.check(ctx); err != nil {
+		return err
+	}
+	base, force := context.WithCancelCause(context.WithoutCancel(ctx))
+	pollCtx, stopPoll := context.WithCancel(base)
+	c.mu.Lock()
+	c.base, c.force, c.pollCtx, c.stopPoll = base, force, pollCtx, stopPoll
+	c.mu.Unlock()
+	if !c.life.Advance(dispatch.StateNew, dispatch.StatePrepared) {
+		return c.life.Refuse("prepare") // a stop came first; the end cancels the contexts
+	}
 	return nil
 }
 
 // Start joins the group and starts the poll loop and the committing
-// goroutine.
+// goroutine. From a state other than StatePrepared it returns an error
+// wrapping ErrIllegalState.
 func (c *Consumer[T]) Start() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.state != dispatch.StatePrepared || c.forced {
-		return c.refuseLocked("start")
+	if err := c.life.Step("start", dispatch.StatePrepared); err != nil {
+		return err
 	}
+	defer c.life.Leave()
 	cl, err := kgo.NewClient(c.clientOptions()...)
 	if err != nil {
 		return fmt.Errorf("%w: consumer %q: client options: %w", ErrInvalidArgument, c.name, err)
 	}
+	c.mu.Lock()
 	c.cl = cl
-	c.state = dispatch.StateRunning
+	c.mu.Unlock()
+	// The client joins the group from here on, so the goroutines start
+	// even when a stop came first: it cancelled the poll loop's context,
+	// and the loop releases what was assigned, closes the client and ends.
+	c.life.Hold() // cannot fail: the Step holds
+	running := c.life.Advance(dispatch.StatePrepared, dispatch.StateRunning)
 	c.mgr.Add(1)
 	go c.manage()
 	go c.run()
+	if !running {
+		return c.life.Refuse("start")
+	}
 	return nil
 }
 
 // Quiesce begins a graceful stop without waiting: the poll loop stops
 // delivering, then every partition drains and commits, and the consumer
-// leaves the group.
+// leaves the group. Before Start it stops the consumer at once.
+// Idempotent.
 func (c *Consumer[T]) Quiesce() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.quiesceLocked()
-}
-
-func (c *Consumer[T]) quiesceLocked() {
-	switch c.state {
-	case dispatch.StateNew, dispatch.StatePrepared:
-		c.endLocked()
-	case dispatch.StateRunning:
-		c.state = dispatch.StateStopping
-		c.stopPoll()
+	from, first := c.life.Quiesce()
+	if !first {
+		return
+	}
+	if from >= dispatch.StatePrepared {
+		c.stopPoll() // a Start in progress may have begun the loop
+	}
+	if from < dispatch.StateRunning {
+		c.life.Stop() // nothing was delivered
 	}
 }
 
 // StopGracefully quiesces and waits until Done, then returns Err; or, when
-// ctx ends first, an error wrapping ctx's (the stop goes on: each partition
-// drains up to the revoke timeout, then is forced).
+// ctx ends first, an error wrapping ctx's naming the partitions still
+// draining (the stop goes on: each partition drains up to the revoke
+// timeout, then is forced).
 func (c *Consumer[T]) StopGracefully(ctx context.Context) error {
 	c.Quiesce()
-	select {
-	case <-c.done:
-		return c.Err()
-	case <-ctx.Done():
-		return fmt.Errorf("kafka: consumer %q: stop: %w", c.name, ctx.Err())
-	}
+	return c.life.Await(ctx, func(err error) error {
+		return fmt.Errorf("kafka: consumer %q not stopped: partitions %v draining: %w", c.name, c.disp.Owned(), err)
+	})
 }
 
 // ForceStop drops what has not started, cancels the handlers that run
 // (their context's cause is dispatch.ErrForceStopped), commits nothing more
-// and returns at once; Done closes once the client has closed.
+// and returns at once; Done closes once the client has closed. It takes
+// over a graceful stop in progress. Idempotent, safe at any time.
 func (c *Consumer[T]) ForceStop() {
+	if _, first := c.life.Force(); first {
+		c.cancelBase(dispatch.ErrForceStopped)
+	}
+}
+
+// end runs once, at the physical end: Prepare's contexts are released (a
+// Prepare that a stop overtook made them too).
+func (c *Consumer[T]) end() { c.cancelBase(dispatch.ErrStopped) }
+
+// cancelBase cancels the handlers' and the poll loop's contexts, once
+// Prepare made them, with cause.
+func (c *Consumer[T]) cancelBase(cause error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.forced {
-		return
+	force := c.force
+	c.mu.Unlock()
+	if force != nil {
+		force(cause)
 	}
-	c.forced = true
-	if c.force != nil {
-		c.force(dispatch.ErrForceStopped)
-	}
-	c.quiesceLocked()
-}
-
-// endLocked reaches the end when no goroutine was started.
-func (c *Consumer[T]) endLocked() {
-	if c.state != dispatch.StateStopped {
-		c.state = dispatch.StateStopped
-		if c.force != nil {
-			c.force(dispatch.ErrStopped)
-		}
-		close(c.done)
-	}
-}
-
-func (c *Consumer[T]) refuseLocked(op string) error {
-	return fmt.Errorf("%w: consumer %q cannot %s from state %v", ErrIllegalState, c.name, op, c.state)
 }
 
 // fail records err and begins a graceful stop.
 func (c *Consumer[T]) fail(err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err == nil {
-		c.err = err
-	}
-	if c.state == dispatch.StateRunning {
-		c.state = dispatch.StateStopping
-		c.stopPoll()
-	}
+	c.life.Record(err)
+	c.Quiesce()
 }
 
 // run is the poll loop, then the shutdown: every partition released (drained
 // and committed, or forced when the stop was forced), the group left, the
 // other goroutines joined.
 func (c *Consumer[T]) run() {
+	defer c.life.Release()
 	if err := c.poll(c.pollCtx); err != nil {
 		c.fail(err)
 	}
 	c.mu.Lock()
 	c.closing = true
-	forced := c.forced
 	ps := make([]int32, 0, len(c.owned))
 	for p := range c.owned {
 		ps = append(ps, p)
 	}
 	c.mu.Unlock()
-	c.release(ps, !forced)
+	c.release(ps, !c.life.Forced())
 	c.cl.Close()
 	close(c.mgrStop)
 	c.mgr.Wait()
 	if _, err := c.disp.Close(context.Background()); err != nil {
 		c.cfg.logger.Error("kafka: closing the partition dispatcher", "consumer", c.name, "error", err)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.endLocked()
+	c.life.Stop()
 }
 
 // nudge wakes the committing goroutine.

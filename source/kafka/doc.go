@@ -33,8 +33,11 @@
 // (WithRevokeTimeout, default 10 s), forces what is left, and its settled
 // prefix is committed before the rebalance goes on; a forced record never
 // finished, so the prefix stops below it and the next owner reads it again.
-// A lost partition (the group fenced this member) is forced at once and not
-// committed. A graceful stop revokes every partition that way and leaves the
+// That final commit is tried again with backoff until the revoke's deadline;
+// still refused, it is the Consumer's Err (ErrCommit), unless the group
+// answered that it moved on (a rebalance took the partition: counted in
+// Stats.Uncommitted, the next owner reads it again). A lost partition (the
+// group fenced this member) is forced at once and not committed. A graceful stop revokes every partition that way and leaves the
 // group; ForceStop forces them. What ran above the last commit before a
 // crash runs again on the next owner, after what came before it: duplicates
 // are in-order replays (Delivery.Attempt is 2 for a record this process had

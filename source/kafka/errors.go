@@ -29,7 +29,8 @@ var (
 	// consumer; Err returns it, with the reason the record was bad.
 	ErrBadRecord = errors.New("kafka: bad record")
 	// ErrIllegalState is returned by a lifecycle method called in a state
-	// that does not allow it (Start before Prepare, Prepare twice).
+	// that does not allow it (Start before Prepare, Prepare twice); the
+	// error is dispatch.ErrIllegalState too.
 	ErrIllegalState = errors.New("kafka: illegal state")
 	// ErrAssign is recorded when a partition the group gave this member
 	// could not be assigned to its dispatcher: the consumer stops, since it
@@ -38,9 +39,11 @@ var (
 	ErrAssign = errors.New("kafka: partition not assigned")
 	// ErrCommit wraps a commit the broker refused or that did not answer in
 	// time. A periodic commit that fails is tried again on the next
-	// progress; the commit of a revoked partition that fails leaves its
-	// records to be delivered again to the next owner (duplicates, in
-	// order).
+	// progress. The final commit of a revoked partition is tried again with
+	// backoff until the revoke's deadline; still refused, it becomes Err and
+	// stops the consumer (the partition's next owner reads its records
+	// again, in order). A refusal saying that the group moved on is not an
+	// error: see Stats.Uncommitted.
 	ErrCommit = errors.New("kafka: commit failed")
 )
 

@@ -97,8 +97,10 @@ func WithGroups[T any](n int) Option[T] { return func(c *config[T]) { c.groups =
 func WithMaxPollRecords[T any](n int) Option[T] { return func(c *config[T]) { c.maxPoll = n } }
 
 // WithRevokeTimeout sets how long a revoked partition, and every partition
-// on a graceful stop, drains before the rest is forced (default 10 s). Keep
-// it well under the group's rebalance timeout (60 s by default).
+// on a graceful stop, drains before the rest is forced (default 10 s); its
+// final commit is tried again until the same deadline. Keep it well under
+// the group's rebalance timeout (60 s by default): the rebalance waits for
+// both, plus one commit timeout at the most for the last try.
 func WithRevokeTimeout[T any](d time.Duration) Option[T] {
 	return func(c *config[T]) { c.revokeTimeout = d }
 }

@@ -2,10 +2,14 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aggflow/aggflow/partition"
@@ -86,6 +90,51 @@ func (c *Consumer[T]) onLost(_ context.Context, _ *kgo.Client, lost map[string][
 	c.release(lost[c.sub.Topic], false)
 }
 
+// commitRevoked is the final commit of revoked partitions: offsets is tried
+// until the broker acknowledged every one, again with backoff after a
+// failure, while ctx (the revoke's deadline) lasts; the first try is made
+// even when ctx has ended. A partition the group refuses because it moved
+// on (moved) is not tried again: it is logged and counted in
+// Stats.Uncommitted. After a force nothing more is tried and nil is
+// returned: a force commits nothing. Otherwise the partitions still refused
+// at the deadline make an error wrapping ErrCommit and the last reason.
+func (c *Consumer[T]) commitRevoked(ctx context.Context, offsets map[int32]int64) error {
+	left := maps.Clone(offsets)
+	tries := 0
+	var last error
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval = c.cfg.retryCommit, 10*c.cfg.retryCommit
+	_, _ = backoff.Retry(ctx, func() (struct{}, error) {
+		tries++
+		refused, err := c.commit(left)
+		for p, off := range left {
+			why, bad := refused[p]
+			switch {
+			case !bad:
+				delete(left, p)
+			case moved(why):
+				delete(left, p)
+				delete(refused, p)
+				c.stats.uncommitted.Add(1)
+				c.cfg.logger.Info("kafka: the group moved on before the final commit of a revoked partition: its next owner reads it again from the last commit",
+					slog.String("consumer", c.name), slog.Int("partition", int(p)), slog.Int64("offset", off), slog.Any("reason", why))
+			}
+		}
+		switch {
+		case len(left) == 0:
+			return struct{}{}, nil
+		case c.life.Forced():
+			return struct{}{}, backoff.Permanent(err)
+		}
+		last = errorf(ErrCommit, "consumer %q: %w", c.name, firstOf(refused))
+		return struct{}{}, last
+	}, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(0))
+	if len(left) == 0 || c.life.Forced() {
+		return nil
+	}
+	return fmt.Errorf("%w (partitions %v, %d tries within the revoke timeout of %v)", last, slices.Sorted(maps.Keys(left)), tries, c.cfg.revokeTimeout)
+}
+
 // release lets partitions ps go. With commit, each drains up to the revoke
 // timeout (then its rest is forced) and its settled prefix is committed
 // before release returns; without, each is forced and nothing is committed.
@@ -148,9 +197,10 @@ func (c *Consumer[T]) release(ps []int32, commit bool) {
 			offsets[p] = s.Prefix + 1
 		}
 	}
-	if err := c.commit(offsets); err != nil {
-		c.cfg.logger.Warn("kafka: the last commit of revoked partitions failed: their next owner reads them again",
+	if err := c.commitRevoked(ctx, offsets); err != nil {
+		c.cfg.logger.Error("kafka: the final commit of revoked partitions failed: the consumer stops, their next owner reads them again",
 			slog.String("consumer", c.name), slog.Any("error", err))
+		c.fail(err)
 	}
 	c.cfg.logger.Debug("kafka: partitions revoked, drained and committed", slog.String("consumer", c.name),
 		slog.Int("partitions", len(os)), slog.Duration("took", time.Since(began)))
