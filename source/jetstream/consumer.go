@@ -61,6 +61,7 @@ type Consumer[T any] struct {
 	fetched atomic.Int64
 	acks    atomic.Int64
 	reject  atomic.Int64
+	dups    atomic.Int64
 
 	mu     sync.Mutex
 	state  dispatch.State
@@ -77,6 +78,7 @@ type Consumer[T any] struct {
 	balanceStopped chan struct{} // closed once the assigning goroutine claims and releases no more
 	stopRenew      chan struct{} // closed by supervise once every partition is released
 	assignDone     chan struct{} // closed when the assigning goroutine ended
+	renewed        int64         // the assigning goroutine's: the monotonic time its last renewals began
 
 	quit     chan struct{} // closed when a stop begins
 	quitOnce sync.Once
@@ -193,18 +195,19 @@ func (c *Consumer[T]) Err() error {
 
 // Stats counts what the consumer did: messages fetched, acknowledgements
 // sent (one per prefix move, cumulative), messages rejected and settled,
-// and the exchanges' outcomes, summed over the partitions' dispatchers
-// (those released included).
+// redeliveries dropped (of positions a partition received already since its
+// reset, in Fetched too), and the exchanges' outcomes, summed over the
+// partitions' dispatchers (those released included).
 type Stats struct {
-	Fetched, Acks, Rejected int64
-	Exchanges               dispatch.Stats
+	Fetched, Acks, Rejected, Duplicates int64
+	Exchanges                           dispatch.Stats
 }
 
-// Stats returns the counters: three atomic loads and one snapshot per
+// Stats returns the counters: four atomic loads and one snapshot per
 // partition opened, each consistent on its own (Received == Succeeded +
 // Failed + Discarded + InFlight holds in the sum).
 func (c *Consumer[T]) Stats() Stats {
-	s := Stats{Fetched: c.fetched.Load(), Acks: c.acks.Load(), Rejected: c.reject.Load()}
+	s := Stats{Fetched: c.fetched.Load(), Acks: c.acks.Load(), Rejected: c.reject.Load(), Duplicates: c.dups.Load()}
 	c.mu.Lock()
 	opened := slices.Clone(c.opened)
 	c.mu.Unlock()

@@ -34,8 +34,16 @@
 // The server never redelivers by itself: AckWait is long (an hour by
 // default) and MaxAckPending above the pending budget, since a redelivery by
 // timeout or nak would come after newer exchanges of the same aggregate.
-// Should one come anyway, the consumer stops with ErrRedelivered rather than
-// break the order.
+// One comes anyway when a delivery the server had queued for a pull request
+// given up (another owner's, or one from before the reset) fails: the server
+// queues the position again, though it was delivered since. The server
+// numbers its deliveries from 1 at the reset; while they come without a gap,
+// every delivery since the reset reached the partition, so a position at or
+// below the last one is a redelivery of one received: it is dropped (counted
+// in Stats.Duplicates). A gap (a delivery that went elsewhere) loses a
+// partition under a lease (its next owner replays from the ack floor); with a
+// static assignment a position behind the last one then stops the consumer
+// with ErrRedelivered rather than break the order.
 //
 // # Assignment
 //

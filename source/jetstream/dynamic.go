@@ -38,6 +38,7 @@ func (c *Consumer[T]) assign() {
 // renewAll renews every lease held and the member key, one request each.
 // A lease whose deadline passed dies here at the latest.
 func (c *Consumer[T]) renewAll() {
+	c.renewed = mono()
 	c.mu.Lock()
 	ls := slices.Collect(maps.Values(c.leased))
 	c.mu.Unlock()
@@ -78,6 +79,9 @@ func (c *Consumer[T]) rebalance() {
 		case <-c.quit:
 			return
 		default:
+		}
+		if mono()-c.renewed >= int64(c.cfg.ttl/4) {
+			c.renewAll() // claims take requests each: the leases held must not wait for the end of the round
 		}
 		if err := c.claim(p); err != nil {
 			c.fail(err)

@@ -69,8 +69,8 @@ func WithFetchBatch[T any](n int) Option[T] { return func(c *config[T]) { c.batc
 // WithAckWait sets the durable consumers' AckWait (default DefaultAckWait).
 // Keep it above the longest time an exchange may stay unacknowledged (its
 // handler's time plus every exchange before it in its partition): a server
-// that redelivers by timeout breaks the order, and the consumer stops with
-// ErrRedelivered when it sees it.
+// that redelivers by timeout sends again what is still being handled; the
+// consumer drops those redeliveries (Stats.Duplicates).
 func WithAckWait[T any](d time.Duration) Option[T] { return func(c *config[T]) { c.ackWait = d } }
 
 // WithMaxAckPending sets the durable consumers' MaxAckPending (default twice

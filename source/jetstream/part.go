@@ -39,6 +39,13 @@ type part[T any] struct {
 	// position at or below it is counted as a second attempt at least.
 	seen int64
 	from int64 // the first position expected, after the reset
+	// last is the highest position taken since the reset (from - 1 at
+	// first); next is the consumer sequence the next delivery must carry:
+	// the server numbers its deliveries 1, 2, ... from the reset, so while
+	// they come without a gap every delivery since the reset reached this
+	// partition (0: not checked, without a reset).
+	last int64
+	next uint64
 	// lease is the partition's claim with a dynamic assignment, else nil;
 	// lost says the partition is lost (its lease passed, was taken, or its
 	// pull was refused): it is released without acknowledging more.
@@ -72,6 +79,10 @@ func (c *Consumer[T]) open(p int32, cons natsjs.Consumer, l *lease) (*part[T], e
 		}
 		from = max(from, int64(res.ResetSeq))
 	}
+	next := uint64(1) // the reset numbers the deliveries from 1 again
+	if c.cfg.noReset {
+		next = 0
+	}
 	actx := c.runCtx
 	if l != nil {
 		actx = context.WithValue(actx, leaseCtxKey{}, l)
@@ -82,7 +93,8 @@ func (c *Consumer[T]) open(p int32, cons natsjs.Consumer, l *lease) (*part[T], e
 	}
 	stop, cancelStop := context.WithCancel(c.runCtx)
 	return &part[T]{c: c, p: p, cons: cons, stop: stop, cancelStop: cancelStop, in: in, poke: make(chan struct{}, 1), seen: int64(info.Delivered.Stream),
-		stopAck: make(chan struct{}), fetchDone: make(chan struct{}), ackDone: make(chan struct{}), lease: l, from: from}, nil
+		stopAck: make(chan struct{}), fetchDone: make(chan struct{}), ackDone: make(chan struct{}), lease: l, from: from,
+		last: from - 1, next: next}, nil
 }
 
 // run starts the partition's goroutines; release joins them.
@@ -165,6 +177,21 @@ func (pt *part[T]) handle(msg natsjs.Msg) bool {
 		c.lose(pt, "its lease passed")
 		return false
 	}
+	if pt.next != 0 {
+		if seq := meta.Sequence.Consumer; seq != pt.next {
+			if !pt.missed(seq) {
+				return false
+			}
+		} else if pt.next++; pos <= pt.last {
+			// The server redelivers a position this partition received
+			// since the reset: a delivery it had queued for a pull request
+			// given up (another owner's, one before the reset) failed, or an
+			// ack wait passed. Handled (or handling) already, in order: drop it.
+			c.dups.Add(1)
+			return true
+		}
+	}
+	pt.last = max(pt.last, pos)
 	x, err := pt.decode(msg, pos)
 	if err != nil {
 		return pt.rejected(msg, pos, err)
@@ -186,6 +213,26 @@ func (pt *part[T]) handle(msg natsjs.Msg) bool {
 		c.fail(fmt.Errorf("jetstream: consumer %q: %w", c.name, err))
 	}
 	return false
+}
+
+// missed handles a delivery whose consumer sequence seq is not the one
+// expected: a delivery since the reset did not reach the partition (it went
+// to a pull request already given up), or another client reset the
+// consumer. Acknowledging above the hole could acknowledge a position never
+// handled, so a partition under a lease is lost (its next owner replays from
+// the ack floor) and missed returns false; with a static assignment the
+// sequence is taken as it is, and a position behind the last one stops the
+// consumer (ErrRedelivered).
+func (pt *part[T]) missed(seq uint64) bool {
+	c := pt.c
+	if pt.lease != nil && !c.cfg.noFence {
+		c.lose(pt, fmt.Sprintf("a delivery missed it (consumer sequence %d, %d expected)", seq, pt.next))
+		return false
+	}
+	c.cfg.logger.Warn("jetstream: a delivery missed the partition", slog.String("consumer", c.name),
+		slog.Int("partition", int(pt.p)), slog.Uint64("sequence", seq), slog.Uint64("expected", pt.next))
+	pt.next = seq + 1
+	return true
 }
 
 // decode reads the key and decodes msg, recovering the decoder's panic.
