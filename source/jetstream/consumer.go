@@ -63,9 +63,12 @@ type Consumer[T any] struct {
 	reject  atomic.Int64
 	dups    atomic.Int64
 
+	// life is the state, the first error, the force and Done: its holds are
+	// supervise, each Revoke, handoff and loss, and Prepare and Start while
+	// they run. Its finalizer (end) runs once the last is given back.
+	life dispatch.Lifecycle
+
 	mu     sync.Mutex
-	state  dispatch.State
-	err    error
 	parts  map[int32]*part[T]
 	opened []*part[T]                // every partition opened, owned still or not: for Stats
 	cons   map[int32]natsjs.Consumer // made by Prepare
@@ -78,14 +81,11 @@ type Consumer[T any] struct {
 	balanceStopped chan struct{} // closed once the assigning goroutine claims and releases no more
 	stopRenew      chan struct{} // closed by supervise once every partition is released
 	assignDone     chan struct{} // closed when the assigning goroutine ended
+	assigning      bool          // under mu: the assigning goroutine was started
 	renewed        int64         // the assigning goroutine's: the monotonic time its last renewals began
 
 	quit     chan struct{} // closed when a stop begins
 	quitOnce sync.Once
-	done     chan struct{}
-	doneOnce sync.Once
-	forced   atomic.Bool
-	calls    sync.WaitGroup // Revokes in progress, which Done waits for
 
 	// runCtx carries Prepare's values; it is cancelled by ForceStop and at
 	// the end. drainCtx bounds the drain of a graceful stop: ForceStop
@@ -137,10 +137,11 @@ func NewConsumer[T any](name string, js natsjs.JetStream, topo Topology, owned [
 		return nil, fmt.Errorf("%w: consumer %q: %w", ErrInvalidArgument, name, err)
 	}
 	c := &Consumer[T]{name: name, js: js, topo: topo, owned: slices.Clone(owned), decode: decode, cfg: cfg, disp: disp,
-		state: dispatch.StateNew, parts: map[int32]*part[T]{}, cons: map[int32]natsjs.Consumer{},
-		quit: make(chan struct{}), done: make(chan struct{}), leased: map[int32]*lease{},
+		parts: map[int32]*part[T]{}, cons: map[int32]natsjs.Consumer{},
+		quit: make(chan struct{}), leased: map[int32]*lease{},
 		balanceStopped: make(chan struct{}), stopRenew: make(chan struct{}), assignDone: make(chan struct{})}
 	c.drainCtx, c.cancelDrain = context.WithCancel(context.Background())
+	c.life.Init("consumer", name, ErrIllegalState, c.end)
 	return c, nil
 }
 
@@ -171,27 +172,20 @@ func (c *Consumer[T]) durable(p int32) string { return c.cfg.durable + "-" + str
 // Name returns the name given to NewConsumer.
 func (c *Consumer[T]) Name() string { return c.name }
 
-// State returns the lifecycle state.
-func (c *Consumer[T]) State() dispatch.State {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.state
-}
+// State returns the lifecycle state: StateStopped from ForceStop on (Done
+// still waits for the goroutines).
+func (c *Consumer[T]) State() dispatch.State { return c.life.State() }
 
 // Done is closed once the consumer stopped, every owned partition was
 // released (and, after a graceful stop, its prefix acknowledged and
 // confirmed) and every goroutine of it exited.
-func (c *Consumer[T]) Done() <-chan struct{} { return c.done }
+func (c *Consumer[T]) Done() <-chan struct{} { return c.life.Done() }
 
 // Err returns the first failure, meaningful once Done is closed: a failed
 // Start, a partition's failure (a rejected message, ErrRedelivered, the
 // server lost), a revocation that did not drain or whose acknowledgement was
 // not confirmed.
-func (c *Consumer[T]) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
-}
+func (c *Consumer[T]) Err() error { return c.life.Err() }
 
 // Stats counts what the consumer did: messages fetched, acknowledgements
 // sent (one per prefix move, cumulative), messages rejected and settled,
@@ -235,16 +229,7 @@ func (c *Consumer[T]) Owned() []int32 {
 }
 
 // record keeps err as Err() unless one was kept before.
-func (c *Consumer[T]) record(err error) {
-	if err == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err == nil {
-		c.err = err
-	}
-}
+func (c *Consumer[T]) record(err error) { c.life.Record(err) }
 
 // fail records err and begins a graceful stop: a partition cannot go on, so
 // the consumer drains and acknowledges what was handled, and ends with err.
@@ -258,28 +243,29 @@ func (c *Consumer[T]) fail(err error) {
 // the durable consumer of every owned partition (of every partition, and
 // the lease bucket, with a dynamic assignment); it pulls nothing. ctx
 // bounds the requests; its values are kept for the handlers. Errors wrap
-// ErrUnreachable, ErrStreamNotFound or ErrSubjectsMismatch; from a state
-// other than StateNew, ErrIllegalState.
+// ErrUnreachable, ErrStreamNotFound or ErrSubjectsMismatch, and the
+// consumer is stopped; from a state other than StateNew, or while another
+// Prepare runs, ErrIllegalState (dispatch.ErrIllegalState too).
 func (c *Consumer[T]) Prepare(ctx context.Context) error {
-	c.mu.Lock()
-	if c.state != dispatch.StateNew {
-		defer c.mu.Unlock()
-		return fmt.Errorf("%w: consumer %q cannot prepare from state %v", ErrIllegalState, c.name, c.state)
+	if err := c.life.Step("prepare", dispatch.StateNew); err != nil {
+		return err
 	}
+	defer c.life.Leave()
+	c.mu.Lock()
 	c.runCtx, c.cancelRun = context.WithCancel(context.WithoutCancel(ctx))
 	c.mu.Unlock()
 	cons, err := c.setUp(ctx)
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err != nil {
-		c.err = err
-		c.endLocked()
+		c.life.Record(err)
+		c.life.Stop()
 		return err
 	}
-	if c.state != dispatch.StateNew {
-		return fmt.Errorf("%w: consumer %q was stopped while preparing", ErrIllegalState, c.name)
+	c.mu.Lock()
+	c.cons = cons
+	c.mu.Unlock()
+	if !c.life.Advance(dispatch.StateNew, dispatch.StatePrepared) {
+		return c.life.Refuse("prepare") // a stop came first; the end cancels the contexts
 	}
-	c.cons, c.state = cons, dispatch.StatePrepared
 	return nil
 }
 
@@ -377,28 +363,32 @@ func sameSet(a, b []string) bool {
 // its first pull).
 // On a failure every partition started is lost (nothing acknowledged), the
 // consumer is stopped and the error returned. From a state other than
-// StatePrepared, ErrIllegalState.
+// StatePrepared, or while another Start runs, ErrIllegalState
+// (dispatch.ErrIllegalState too).
 func (c *Consumer[T]) Start() error {
-	c.mu.Lock()
-	if c.state != dispatch.StatePrepared {
-		defer c.mu.Unlock()
-		return fmt.Errorf("%w: consumer %q cannot start from state %v", ErrIllegalState, c.name, c.state)
+	if err := c.life.Step("start", dispatch.StatePrepared); err != nil {
+		return err
 	}
-	c.state = dispatch.StateRunning
+	defer c.life.Leave()
+	if !c.life.Advance(dispatch.StatePrepared, dispatch.StateRunning) {
+		return c.life.Refuse("start") // a stop came first: nothing was started
+	}
+	c.life.Hold() // cannot fail: the Step holds
 	started := make(chan struct{})
 	go c.supervise(started)
-	c.mu.Unlock()
 	defer close(started)
 
 	if c.cfg.dynamic() {
 		if err := c.lz.join(c.runCtx); err != nil {
 			err = c.serverError("member key "+strconv.Quote(memberKey(c.cfg.member)), err)
 			close(c.balanceStopped)
-			close(c.assignDone)
 			c.record(err)
 			c.ForceStop()
 			return err
 		}
+		c.mu.Lock()
+		c.assigning = true
+		c.mu.Unlock()
 		go c.assign()
 		return nil
 	}
@@ -423,7 +413,7 @@ func (c *Consumer[T]) Start() error {
 
 // supervise waits for a stop and releases every partition still owned: by
 // revocation, acknowledging the settled prefixes, or, after ForceStop, by
-// loss. It is the last goroutine to end and closes Done.
+// loss; then it reaches the logical end and gives its hold back.
 func (c *Consumer[T]) supervise(started <-chan struct{}) {
 	<-started
 	<-c.quit
@@ -446,46 +436,50 @@ func (c *Consumer[T]) supervise(started <-chan struct{}) {
 		})
 	}
 	wg.Wait()
-	c.calls.Wait() // a Revoke (or a loss, a handoff) still running; none begins once the stop began
-	if dynamic {
-		close(c.stopRenew) // every lease was released, or is left to expire
+	c.life.Stop()
+	c.life.Release() // the end waits for the Revokes, handoffs and losses still running
+}
+
+// end is the finalizer: it runs once nothing of the consumer runs but the
+// assigning goroutine (every hold given back: supervise's, each Revoke's,
+// handoff's and loss's). The renewals stop (every lease was released, or is
+// left to expire), the member key is deleted after a graceful stop, the
+// dispatcher is closed (nothing is owned any more) and the contexts are
+// released.
+func (c *Consumer[T]) end() {
+	c.mu.Lock()
+	assigning := c.assigning
+	c.mu.Unlock()
+	if assigning {
+		close(c.stopRenew)
 		<-c.assignDone
-		if !c.forced.Load() {
+		if !c.life.Forced() {
 			if err := c.lz.leave(c.runCtx); err != nil {
 				c.cfg.logger.Warn("jetstream: member key not deleted", slog.String("consumer", c.name), slog.Any("error", err))
 			}
 		}
 	}
-	_, _ = c.disp.Close(c.drainCtx) // refuses assignments; nothing is owned any more
+	_, _ = c.disp.Close(c.drainCtx)
 	c.mu.Lock()
-	c.endLocked()
-	c.mu.Unlock()
-}
-
-// endLocked reaches the end: stopped, contexts released, Done closed. Called
-// with c.mu held once nothing of the consumer runs.
-func (c *Consumer[T]) endLocked() {
-	c.state = dispatch.StateStopped
 	if c.cancelRun != nil {
 		c.cancelRun()
 	}
+	c.mu.Unlock()
 	c.cancelDrain()
-	c.doneOnce.Do(func() { close(c.done) })
 }
 
 // Quiesce begins a graceful stop, at once and without blocking: every
 // partition stops fetching and drains (until ForceStop), then its prefix is
 // acknowledged. Before Start it stops the consumer at once. Idempotent.
 func (c *Consumer[T]) Quiesce() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch c.state {
-	case dispatch.StateNew, dispatch.StatePrepared:
-		c.endLocked()
-	case dispatch.StateRunning:
-		c.state = dispatch.StateStopping
+	from, first := c.life.Quiesce()
+	if !first {
+		return
 	}
 	c.quitOnce.Do(func() { close(c.quit) })
+	if from < dispatch.StateRunning {
+		c.life.Stop() // nothing runs
+	}
 }
 
 // StopGracefully quiesces and waits for Done, then returns Err(); if ctx
@@ -493,30 +487,23 @@ func (c *Consumer[T]) Quiesce() {
 // (the drain goes on; ForceStop cuts it short).
 func (c *Consumer[T]) StopGracefully(ctx context.Context) error {
 	c.Quiesce()
-	select {
-	case <-c.done:
-		return c.Err()
-	case <-ctx.Done():
-	}
-	select {
-	case <-c.done:
-		return c.Err()
-	default:
-	}
-	return fmt.Errorf("jetstream: consumer %q not stopped: partitions %v draining: %w", c.name, c.disp.Owned(), ctx.Err())
+	return c.life.Await(ctx, func(err error) error {
+		return fmt.Errorf("jetstream: consumer %q not stopped: partitions %v draining: %w", c.name, c.disp.Owned(), err)
+	})
 }
 
 // ForceStop stops at once: the partitions stop fetching, what they
 // delivered and was not handled is discarded or cancelled, and nothing more
-// is acknowledged; Done says when the last handler returned. Idempotent,
-// safe at any time.
+// is acknowledged; the state is StateStopped at once, and Done says when
+// the last handler returned. Idempotent, safe at any time.
 func (c *Consumer[T]) ForceStop() {
-	c.forced.Store(true)
-	c.cancelDrain()
-	c.mu.Lock()
-	if c.cancelRun != nil {
-		c.cancelRun()
+	if _, first := c.life.Force(); first {
+		c.cancelDrain()
+		c.mu.Lock()
+		if c.cancelRun != nil {
+			c.cancelRun()
+		}
+		c.mu.Unlock()
+		c.quitOnce.Do(func() { close(c.quit) })
 	}
-	c.mu.Unlock()
-	c.Quiesce()
 }

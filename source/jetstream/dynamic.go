@@ -141,17 +141,20 @@ func (c *Consumer[T]) openClaimed(p int32, l *lease) (*part[T], error) {
 // confirmed, then its lease deleted, so that the member that claims it next
 // starts right after the prefix.
 func (c *Consumer[T]) handOff(p int32) {
+	if c.life.Enter("handoff", dispatch.StateRunning) != nil {
+		return // a stop began: supervise releases p
+	}
 	c.mu.Lock()
 	pt := c.parts[p]
-	if c.state != dispatch.StateRunning || pt == nil {
+	if pt == nil {
 		c.mu.Unlock()
+		c.life.Release()
 		return
 	}
 	delete(c.parts, p)
-	c.calls.Add(1)
 	c.mu.Unlock()
 	go func() {
-		defer c.calls.Done()
+		defer c.life.Release()
 		ctx, cancel := context.WithTimeout(c.drainCtx, c.cfg.timeout)
 		defer cancel()
 		if _, err := pt.release(ctx); err != nil {
@@ -171,18 +174,21 @@ func (c *Consumer[T]) lose(pt *part[T], why string) {
 	}
 	pt.lost.Store(true)
 	pt.lease.kill()
+	if c.life.Enter("loss", dispatch.StateRunning) != nil {
+		return // a stop began: supervise releases pt, as lost
+	}
 	c.mu.Lock()
-	if c.state != dispatch.StateRunning || c.parts[pt.p] != pt {
+	if c.parts[pt.p] != pt {
 		c.mu.Unlock()
+		c.life.Release()
 		return
 	}
 	delete(c.parts, pt.p)
-	c.calls.Add(1)
 	c.mu.Unlock()
 	c.cfg.logger.Warn("jetstream: partition lost", slog.String("consumer", c.name), slog.Int("partition", int(pt.p)),
 		slog.Uint64("epoch", pt.lease.epoch), slog.String("reason", why))
 	go func() {
-		defer c.calls.Done()
+		defer c.life.Release()
 		_, _ = pt.release(c.drainCtx) // what a loss leaves is the next owner's
 	}()
 }

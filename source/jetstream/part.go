@@ -312,7 +312,7 @@ func (pt *part[T]) acknowledge() {
 		case <-pt.stopAck:
 			return
 		}
-		if pt.c.forced.Load() || pt.lost.Load() || !pt.valid() {
+		if pt.c.life.Forced() || pt.lost.Load() || !pt.valid() {
 			continue // a force, or a lease passed, acknowledges nothing more
 		}
 		pos, ok := pt.in.Prefix()
@@ -350,7 +350,7 @@ func (pt *part[T]) release(ctx context.Context) (partition.Settled, error) {
 	}
 	var s partition.Settled
 	var err error
-	if c.forced.Load() || pt.lost.Load() {
+	if c.life.Forced() || pt.lost.Load() {
 		s, err = c.disp.Lose(pt.p)
 	} else {
 		s, err = c.disp.Revoke(ctx, pt.p)
@@ -361,10 +361,10 @@ func (pt *part[T]) release(ctx context.Context) (partition.Settled, error) {
 	if err != nil {
 		err = fmt.Errorf("jetstream: consumer %q: %w", c.name, err)
 	}
-	if !c.forced.Load() && !pt.lost.Load() && s.OK && pt.valid() {
+	if !c.life.Forced() && !pt.lost.Load() && s.OK && pt.valid() {
 		err = errors.Join(err, pt.confirm(s.Prefix))
 	}
-	if pt.lease != nil && !c.forced.Load() {
+	if pt.lease != nil && !c.life.Forced() {
 		c.dropLease(pt.lease)
 	}
 	return s, err
@@ -403,19 +403,17 @@ func (pt *part[T]) confirm(pos int64) error {
 // starts right after it. A partition not owned returns ErrNotOwned; a
 // consumer not running, ErrIllegalState.
 func (c *Consumer[T]) Revoke(ctx context.Context, p int32) (partition.Settled, error) {
-	c.mu.Lock()
-	if c.state != dispatch.StateRunning {
-		defer c.mu.Unlock()
-		return partition.Settled{Partition: p}, fmt.Errorf("%w: consumer %q cannot revoke from state %v", ErrIllegalState, c.name, c.state)
+	if err := c.life.Enter("revoke", dispatch.StateRunning); err != nil {
+		return partition.Settled{Partition: p}, err
 	}
+	defer c.life.Release()
+	c.mu.Lock()
 	pt := c.parts[p]
 	if pt == nil {
 		c.mu.Unlock()
 		return partition.Settled{Partition: p}, fmt.Errorf("%w: consumer %q: partition %d", ErrNotOwned, c.name, p)
 	}
 	delete(c.parts, p)
-	c.calls.Add(1)
 	c.mu.Unlock()
-	defer c.calls.Done()
 	return pt.release(ctx)
 }
