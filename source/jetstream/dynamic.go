@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -110,6 +111,11 @@ func (c *Consumer[T]) claim(p int32) error {
 	pt, err := c.openClaimed(p, l)
 	if err != nil {
 		c.dropLease(l)
+		if errors.Is(err, errLeasePassed) {
+			c.cfg.logger.Warn("jetstream: partition not opened: its lease passed while claiming", slog.String("consumer", c.name),
+				slog.Int("partition", int(p)), slog.Uint64("epoch", l.epoch))
+			return nil // tried again on the next round
+		}
 		return err
 	}
 	c.mu.Lock()
@@ -126,6 +132,9 @@ func (c *Consumer[T]) claim(p int32) error {
 func (c *Consumer[T]) openClaimed(p int32, l *lease) (*part[T], error) {
 	ctx, cancel := context.WithTimeout(c.runCtx, c.cfg.timeout)
 	defer cancel()
+	if !l.valid() {
+		return nil, errLeasePassed
+	}
 	if err := c.stream.UnpinConsumer(ctx, c.durable(p), pinGroup); err != nil {
 		return nil, c.serverError("unpin of durable consumer "+c.durable(p), err)
 	}

@@ -96,6 +96,11 @@ func startPair(t *testing.T, keys, perKey int, noFence bool) pair {
 	pr.published = published
 	pr.a = startMember(t, pr.e, "a", pr.out, dynTTL, noFence)
 	pr.b = startMember(t, pr.e, "b", pr.out, dynTTL, noFence)
+	t.Cleanup(func() { // the members' claims and losses, when a check failed
+		if t.Failed() {
+			t.Logf("member a:\n%s\nmember b:\n%s", pr.a.stderr(), pr.b.stderr())
+		}
+	})
 	waitFor(t, pr.deadline, "a and b to share the partitions",
 		func() bool { return pr.e.ownsSome(t, "a") && pr.e.ownsSome(t, "b") }, pr.a, pr.b)
 	return pr

@@ -61,3 +61,7 @@ var (
 // the value and the stack. It is dispatch's, so one errors.As target matches
 // a panic from any layer of aggflow.
 type PanicError = dispatch.PanicError
+
+// errLeasePassed says a claim's lease passed before its partition was
+// opened: nothing was reset, and the partition is claimed again later.
+var errLeasePassed = errors.New("jetstream: the lease passed while claiming")

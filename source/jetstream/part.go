@@ -72,6 +72,11 @@ func (c *Consumer[T]) open(p int32, cons natsjs.Consumer, l *lease) (*part[T], e
 		return nil, c.serverError("durable consumer "+c.durable(p), err)
 	}
 	from := int64(info.AckFloor.Stream) + 1
+	if l != nil && !l.valid() {
+		// A reset sent once the lease passed (this member stalled while
+		// claiming) would move the next owner's delivery back under it.
+		return nil, errLeasePassed
+	}
 	if !c.cfg.noReset {
 		res, err := c.js.ResetConsumer(ctx, c.topo.Stream, c.durable(p))
 		if err != nil {
@@ -156,6 +161,13 @@ func (pt *part[T]) fetch() {
 			return
 		}
 		if !ok {
+			return
+		}
+		if pt.stop.Err() == nil && !c.js.Conn().IsConnected() {
+			// The pull ended unanswered while the connection is down (the
+			// server shut down between two pulls): the next would wait in
+			// the reconnect buffer. A reconnect is not ridden out.
+			c.fail(fmt.Errorf("%w: consumer %q: partition %d: pulling: %w", ErrUnreachable, c.name, pt.p, nats.ErrDisconnected))
 			return
 		}
 	}
