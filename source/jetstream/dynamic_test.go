@@ -1,8 +1,10 @@
 package jetstream_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -76,7 +78,7 @@ func (e *env) ownsSome(t testing.TB, member string) bool {
 }
 
 // pair is members a and b started while keys x perKey exchanges are
-// published, once they share the partitions.
+// published (with backlog, once they are), once they share the partitions.
 type pair struct {
 	e               *env
 	out             string
@@ -85,7 +87,7 @@ type pair struct {
 	a, b            *proc
 }
 
-func startPair(t *testing.T, keys, perKey int, noFence bool) pair {
+func startPair(t *testing.T, keys, perKey int, noFence, backlog bool) pair {
 	t.Helper()
 	pr := pair{e: newEnv(t, mpPartitions), out: filepath.Join(t.TempDir(), "records"),
 		deadline: time.Now().Add(mpDeadline), start: time.Now()}
@@ -93,6 +95,10 @@ func startPair(t *testing.T, keys, perKey int, noFence bool) pair {
 	pubCtx, cancel := context.WithDeadline(context.Background(), pr.deadline)
 	t.Cleanup(cancel)
 	go func() { published <- pr.e.publishAll(pubCtx, keys, perKey) }()
+	if backlog {
+		require.NoError(t, <-published)
+		published <- nil
+	}
 	pr.published = published
 	pr.a = startMember(t, pr.e, "a", pr.out, dynTTL, noFence)
 	pr.b = startMember(t, pr.e, "b", pr.out, dynTTL, noFence)
@@ -110,7 +116,7 @@ func startPair(t *testing.T, keys, perKey int, noFence bool) pair {
 // tenth of the exchanges is handled; b claims a's partitions when their
 // leases expire and replays them from their ack floors.
 func TestMultiProcessDynamicKillFailsOver(t *testing.T) {
-	pr := startPair(t, mpKeys, mpPerKey, false)
+	pr := startPair(t, mpKeys, mpPerKey, false, false)
 	e, out, deadline, start, published, a, b := pr.e, pr.out, pr.deadline, pr.start, pr.published, pr.a, pr.b
 	waitFor(t, deadline, "a tenth handled", func() bool { return a.lines() >= mpKeys*mpPerKey/10 }, a, b)
 	killed := time.Now()
@@ -136,21 +142,24 @@ func TestMultiProcessDynamicKillFailsOver(t *testing.T) {
 // exchanges (200 aggregates of 100).
 func stalled(t *testing.T, noFence bool) (epochReport, int) {
 	const keys, perKey = 200, 100
-	pr := startPair(t, keys, perKey, noFence)
+	// a stops with a backlog fetched and not handled: a member that kept pace
+	// with the publisher would have nothing left to handle after it, and
+	// neither the fence nor its control would prove anything.
+	pr := startPair(t, keys, perKey, noFence, true)
 	e, out, deadline, start, published, a, b := pr.e, pr.out, pr.deadline, pr.start, pr.published, pr.a, pr.b
 	waitFor(t, deadline, "a to handle some", func() bool { return a.lines() >= keys*perKey/20 }, a, b)
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGSTOP))
 	stopped := time.Now()
 	waitFor(t, deadline, "b to own every partition", func() bool { return e.ownsAll(t, "b") }, a, b)
 	claimed := time.Since(stopped)
-	before := a.lines()
+	before := handledBy(t, out, "a")
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGCONT))
 	require.NoError(t, <-published)
 	if noFence {
-		// The control's a goes on with what it had fetched; it is killed
-		// once it did (or after a bound), since it never gives its
-		// partitions up.
-		waitFor(t, time.Now().Add(10*time.Second), "a to go on", func() bool { return a.lines() > before }, a, b)
+		// The control's a goes on with what it had fetched (its backlog:
+		// hundreds); it is killed once it handled some of it, since it never
+		// gives its partitions up.
+		waitFor(t, time.Now().Add(10*time.Second), "a to go on", func() bool { return handledBy(t, out, "a") > before+10 }, a, b)
 		a.stop(t, syscall.SIGKILL)
 	}
 	waitFor(t, deadline, "every partition acknowledged to its end", func() bool { return e.drained(t) }, a, b)
@@ -222,6 +231,15 @@ func TestMultiProcessDynamicJoinHandsOffWithoutDuplicate(t *testing.T) {
 	require.Positive(t, byB, "b handled some after the handoff")
 	r.redelivered = 0 // fetched by a and never handled: counted as attempts, conservatively
 	require.Equal(t, epochReport{report: report{records: keys * perKey}}, r, "every exchange handled exactly once, in order")
+}
+
+// handledBy counts member's records in the shared file (lines counts
+// every member's), while the members write to it: complete lines only.
+func handledBy(t *testing.T, out, member string) int {
+	t.Helper()
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	return bytes.Count(data, []byte(" "+member+"\n"))
 }
 
 func allKeysOf(n int) []string {
