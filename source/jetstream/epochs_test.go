@@ -1,9 +1,6 @@
 package jetstream_test
 
 import (
-	"bufio"
-	"bytes"
-	"os"
 	"strconv"
 	"testing"
 
@@ -80,24 +77,12 @@ func checkEpochs(recs []record, keys []string, perKey uint64) epochReport {
 // readRecords parses the members' shared file.
 func readRecords(t testing.TB, path string) []record {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
 	var recs []record
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		f := bytes.Fields(sc.Bytes())
-		require.Len(t, f, 5, "line %q", sc.Text())
-		seq, err := strconv.ParseUint(string(f[1]), 10, 64)
-		require.NoError(t, err)
-		attempt, err := strconv.Atoi(string(f[2]))
-		require.NoError(t, err)
+	readLines(t, path, 5, func(h handled, f [][]byte) {
 		epoch, err := strconv.ParseUint(string(f[3]), 10, 64)
 		require.NoError(t, err)
-		recs = append(recs, record{handled{string(f[0]), seq, attempt}, epoch, string(f[4])})
-	}
+		recs = append(recs, record{h, epoch, string(f[4])})
+	})
 	return recs
 }
 
