@@ -210,8 +210,11 @@ func (pt *part[T]) handle(msg natsjs.Msg) bool {
 	}
 	pt.held.push(pos, msg)
 	err = pt.in.Deliver(c.runCtx, x, pos, attempt)
-	if c.cfg.noReset && errors.Is(err, partition.ErrOutOfOrder) {
-		pt.in.Tracker().Reset(pos) // the control: take the server's redelivery as it comes
+	if (c.cfg.noReset || c.cfg.noFence) && errors.Is(err, partition.ErrOutOfOrder) {
+		// The controls: take the server's redelivery as it comes (without
+		// the fence, a stalled member's late reset moves the owner's
+		// delivery back under it, and the control goes on).
+		pt.in.Tracker().Reset(pos)
 		err = pt.in.Deliver(c.runCtx, x, pos, attempt)
 	}
 	switch {
