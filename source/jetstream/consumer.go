@@ -445,7 +445,9 @@ func (c *Consumer[T]) supervise(started <-chan struct{}) {
 // handoff's and loss's). The renewals stop (every lease was released, or is
 // left to expire), the member key is deleted after a graceful stop, the
 // dispatcher is closed (nothing is owned any more) and the contexts are
-// released.
+// released. It never runs on the assigning goroutine, which it waits for:
+// that one gives back only the holds of its handoffs, while supervise still
+// holds (it waits for balanceStopped).
 func (c *Consumer[T]) end() {
 	c.mu.Lock()
 	assigning := c.assigning
