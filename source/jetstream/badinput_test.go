@@ -239,6 +239,9 @@ func TestLifecycleStates(t *testing.T) {
 	require.NoError(t, c.StopGracefully(ctx(t)))
 	require.Equal(t, dispatch.StateStopped, c.State())
 	require.ErrorIs(t, c.Start(), jetstream.ErrIllegalState, "no restart")
+	require.ErrorIs(t, c.Start(), dispatch.ErrIllegalState, "the refusals are the lifecycle's too")
+	_, err = c.Revoke(ctx(t), 0)
+	require.ErrorIs(t, err, dispatch.ErrIllegalState, "Revoke after the stop")
 
 	quiet := newTestConsumer(t, e, []int32{0})
 	quiet.Quiesce() // before Prepare: stopped at once
@@ -249,9 +252,19 @@ func TestLifecycleStates(t *testing.T) {
 	require.NoError(t, forced.Prepare(ctx(t)))
 	require.NoError(t, forced.Start())
 	forced.ForceStop()
+	require.Equal(t, dispatch.StateStopped, forced.State(), "stopped at once, before Done")
 	forced.ForceStop() // idempotent
 	<-forced.Done()
 	require.Equal(t, dispatch.StateStopped, forced.State())
+
+	// A stop while Start runs (here, before it): Start is refused, nothing
+	// was started, and Done closes.
+	early := newTestConsumer(t, e, []int32{0})
+	require.NoError(t, early.Prepare(ctx(t)))
+	early.Quiesce()
+	require.ErrorIs(t, early.Start(), dispatch.ErrIllegalState)
+	<-early.Done()
+	require.NoError(t, early.Err())
 }
 
 func TestForceStopAcknowledgesNothingMore(t *testing.T) {

@@ -78,24 +78,31 @@ func checkRuns(runs [][]handled, keys []string, perKey uint64) report {
 
 // readRun parses a child's file.
 func readRun(t testing.TB, path string) []handled {
+	var run []handled
+	readLines(t, path, 3, func(h handled, _ [][]byte) { run = append(run, h) })
+	return run
+}
+
+// readLines parses a file of records of n fields a line, the first three
+// an exchange as handled ("key seq attempt"), and calls each with it and the
+// line's fields. A missing file has no line.
+func readLines(t testing.TB, path string, n int, each func(handled, [][]byte)) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
-		return nil
+		return
 	}
 	require.NoError(t, err)
-	var run []handled
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		f := bytes.Fields(sc.Bytes())
-		require.Len(t, f, 3, "line %q", sc.Text())
+		require.Len(t, f, n, "line %q", sc.Text())
 		seq, err := strconv.ParseUint(string(f[1]), 10, 64)
 		require.NoError(t, err)
 		attempt, err := strconv.Atoi(string(f[2]))
 		require.NoError(t, err)
-		run = append(run, handled{key: string(f[0]), seq: seq, attempt: attempt})
+		each(handled{key: string(f[0]), seq: seq, attempt: attempt}, f)
 	}
-	return run
 }
 
 func TestCheckRunsFindsReorderingsGapsLossAndReplays(t *testing.T) {

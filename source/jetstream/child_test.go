@@ -3,6 +3,7 @@ package jetstream_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -30,6 +31,9 @@ const (
 	envOut        = "AGGFLOW_JETSTREAM_OUT"     // the file the child appends "key seq attempt" lines to
 	envControl    = "AGGFLOW_JETSTREAM_CONTROL" // set: resume without the reset
 	envBench      = "AGGFLOW_JETSTREAM_BENCH"   // "plain" or "aggflow": consume the owned partitions to their end, then exit
+	envMember     = "AGGFLOW_JETSTREAM_MEMBER"  // set: a dynamic assignment, this member's name; the records name their epoch
+	envTTL        = "AGGFLOW_JETSTREAM_TTL"     // the leases' TTL
+	envNoFence    = "AGGFLOW_JETSTREAM_NOFENCE" // set: the control of the fence
 )
 
 // childDurable is the durable prefix every child shares.
@@ -70,7 +74,15 @@ func childTopology() (jetstream.Topology, []int32, error) {
 }
 
 func child() error {
-	topo, own, err := childTopology()
+	member := os.Getenv(envMember)
+	var topo jetstream.Topology
+	var own []int32
+	var err error
+	if member == "" {
+		topo, own, err = childTopology()
+	} else {
+		topo, err = dynamicTopology()
+	}
 	if err != nil {
 		return err
 	}
@@ -92,16 +104,33 @@ func child() error {
 
 	var mu sync.Mutex
 	var line []byte
-	record := func(_ context.Context, d partition.Delivery[keyed]) error {
+	record := func(ctx context.Context, d partition.Delivery[keyed]) error {
 		mu.Lock()
 		defer mu.Unlock()
-		line = fmt.Appendf(line[:0], "%s %d %d\n", d.Exchange.Key, d.Exchange.Seq, d.Attempt)
+		if l, ok := jetstream.LeaseOf(ctx); ok {
+			// One write of one line to a file the members share (O_APPEND):
+			// the file's order is the order the handlers ran in.
+			line = fmt.Appendf(line[:0], "%s %d %d %d %s\n", d.Exchange.Key, d.Exchange.Seq, d.Attempt, l.Epoch, l.Member)
+		} else {
+			line = fmt.Appendf(line[:0], "%s %d %d\n", d.Exchange.Key, d.Exchange.Seq, d.Attempt)
+		}
 		_, err := out.Write(line)
 		return err
 	}
 	opts := []jetstream.Option[keyed]{jetstream.WithDurable[keyed](childDurable), jetstream.WithMaxPending[keyed](512)}
 	if os.Getenv(envControl) != "" {
 		opts = append(opts, jetstream.WithoutReset[keyed]())
+	}
+	if member != "" {
+		ttl, err := time.ParseDuration(os.Getenv(envTTL))
+		if err != nil {
+			return err
+		}
+		opts = append(opts, jetstream.WithDynamicAssignment[keyed](member, ttl),
+			jetstream.WithLogger[keyed](slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+		if os.Getenv(envNoFence) != "" {
+			opts = append(opts, jetstream.WithoutFence[keyed]())
+		}
 	}
 	c, err := jetstream.NewConsumer("child", js, topo, own, decodeKeyed, named, sched, keyOf, record, opts...)
 	if err != nil {
@@ -114,6 +143,12 @@ func child() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	return r.Run(ctx)
+}
+
+// dynamicTopology reads the topology of a dynamic assignment.
+func dynamicTopology() (jetstream.Topology, error) {
+	n, err := strconv.Atoi(os.Getenv(envPartitions))
+	return jetstream.Topology{Stream: "EX", Prefix: "ex", Partitions: n}, err
 }
 
 // benchChild consumes the owned partitions to their last message, the

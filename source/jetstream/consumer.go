@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
@@ -60,19 +61,31 @@ type Consumer[T any] struct {
 	fetched atomic.Int64
 	acks    atomic.Int64
 	reject  atomic.Int64
+	dups    atomic.Int64
 
-	mu       sync.Mutex
-	state    dispatch.State
-	err      error
-	parts    map[int32]*part[T]
-	opened   []*part[T]                // every partition opened, owned still or not: for Stats
-	cons     map[int32]natsjs.Consumer // made by Prepare
-	quit     chan struct{}             // closed when a stop begins
+	// life is the state, the first error, the force and Done: its holds are
+	// supervise, each Revoke, handoff and loss, and Prepare and Start while
+	// they run. Its finalizer (end) runs once the last is given back.
+	life dispatch.Lifecycle
+
+	mu     sync.Mutex
+	parts  map[int32]*part[T]
+	opened []*part[T]                // every partition opened, owned still or not: for Stats
+	cons   map[int32]natsjs.Consumer // made by Prepare
+	stream natsjs.Stream             // found by Prepare
+
+	// With a dynamic assignment: the bucket, the leases held (owned, or
+	// being released), and the assigning goroutine's signals.
+	lz             *leases
+	leased         map[int32]*lease
+	balanceStopped chan struct{} // closed once the assigning goroutine claims and releases no more
+	stopRenew      chan struct{} // closed by supervise once every partition is released
+	assignDone     chan struct{} // closed when the assigning goroutine ended
+	assigning      bool          // under mu: the assigning goroutine was started
+	renewed        int64         // the assigning goroutine's: the monotonic time its last renewals began
+
+	quit     chan struct{} // closed when a stop begins
 	quitOnce sync.Once
-	done     chan struct{}
-	doneOnce sync.Once
-	forced   atomic.Bool
-	calls    sync.WaitGroup // Revokes in progress, which Done waits for
 
 	// runCtx carries Prepare's values; it is cancelled by ForceStop and at
 	// the end. drainCtx bounds the drain of a graceful stop: ForceStop
@@ -84,7 +97,8 @@ type Consumer[T any] struct {
 }
 
 // NewConsumer returns a Consumer named name that reads the partitions owned
-// (static assignment: each in [0, N), once) of topo through js (borrowed:
+// (static assignment: each in [0, N), once; nil with WithDynamicAssignment,
+// whose consumer claims them) of topo through js (borrowed:
 // its connection is the caller's to close after Done), decodes each message
 // with decode, and hands it to handler, for the exchanges of named, on sched
 // (borrowed), grouping them inside their partition by partition.GroupKey of
@@ -93,10 +107,17 @@ type Consumer[T any] struct {
 func NewConsumer[T any](name string, js natsjs.JetStream, topo Topology, owned []int32, decode Decoder[T],
 	named aggregate.NamedAggregate, sched schedulers.Scheduler, idOf func(T) string,
 	handler dispatch.Handler[partition.Delivery[T]], opts ...Option[T]) (*Consumer[T], error) {
-	switch {
-	case name == "" || js == nil || decode == nil:
+	if name == "" || js == nil || decode == nil {
 		return nil, fmt.Errorf("%w: a consumer needs a name, a JetStream context and a decoder", ErrInvalidArgument)
-	case len(owned) == 0:
+	}
+	cfg, err := newConfig(name, opts)
+	if err != nil {
+		return nil, fmt.Errorf("consumer %q: %w", name, err)
+	}
+	switch {
+	case cfg.dynamic() && len(owned) != 0:
+		return nil, fmt.Errorf("%w: consumer %q: owned partitions with a dynamic assignment", ErrInvalidArgument, name)
+	case !cfg.dynamic() && len(owned) == 0:
 		return nil, fmt.Errorf("%w: consumer %q owns no partition", ErrInvalidArgument, name)
 	}
 	if err := topo.validate(); err != nil {
@@ -107,9 +128,8 @@ func NewConsumer[T any](name string, js natsjs.JetStream, topo Topology, owned [
 			return nil, fmt.Errorf("%w: consumer %q: partition %d out of [0, %d) or listed twice", ErrInvalidArgument, name, p, topo.Partitions)
 		}
 	}
-	cfg, err := newConfig(name, opts)
-	if err != nil {
-		return nil, fmt.Errorf("consumer %q: %w", name, err)
+	if cfg.dynamic() && handler != nil {
+		handler = gate(handler)
 	}
 	popts := append(slices.Clone(cfg.partition), partition.WithMaxPending[T](cfg.maxPending), partition.WithLogger[T](cfg.logger))
 	disp, err := partition.NewDispatcher(name, named, sched, idOf, handler, popts...)
@@ -117,10 +137,27 @@ func NewConsumer[T any](name string, js natsjs.JetStream, topo Topology, owned [
 		return nil, fmt.Errorf("%w: consumer %q: %w", ErrInvalidArgument, name, err)
 	}
 	c := &Consumer[T]{name: name, js: js, topo: topo, owned: slices.Clone(owned), decode: decode, cfg: cfg, disp: disp,
-		state: dispatch.StateNew, parts: map[int32]*part[T]{}, cons: map[int32]natsjs.Consumer{},
-		quit: make(chan struct{}), done: make(chan struct{})}
+		parts: map[int32]*part[T]{}, cons: map[int32]natsjs.Consumer{},
+		quit: make(chan struct{}), leased: map[int32]*lease{},
+		balanceStopped: make(chan struct{}), stopRenew: make(chan struct{}), assignDone: make(chan struct{})}
 	c.drainCtx, c.cancelDrain = context.WithCancel(context.Background())
+	c.life.Init("consumer", name, ErrIllegalState, c.end)
 	return c, nil
+}
+
+// gate lets an exchange through to handler only while its partition's
+// lease is valid. One whose lease passed is not handled: gate waits for the
+// loss that follows (the lease's death loses the partition, which forces
+// it) and returns ErrLeaseLost, so its outcome is cancelled and its position
+// is never acknowledged.
+func gate[T any](handler dispatch.Handler[partition.Delivery[T]]) dispatch.Handler[partition.Delivery[T]] {
+	return func(ctx context.Context, d partition.Delivery[T]) error {
+		if l, ok := ctx.Value(leaseCtxKey{}).(*lease); ok && !l.valid() {
+			<-ctx.Done()
+			return fmt.Errorf("%w: partition %d, epoch %d: %w", ErrLeaseLost, d.Partition, l.epoch, ctx.Err())
+		}
+		return handler(ctx, d)
+	}
 }
 
 // A Consumer is a dispatch.Component: a Runtime prepares, starts and stops it.
@@ -135,42 +172,36 @@ func (c *Consumer[T]) durable(p int32) string { return c.cfg.durable + "-" + str
 // Name returns the name given to NewConsumer.
 func (c *Consumer[T]) Name() string { return c.name }
 
-// State returns the lifecycle state.
-func (c *Consumer[T]) State() dispatch.State {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.state
-}
+// State returns the lifecycle state: StateStopped from ForceStop on (Done
+// still waits for the goroutines).
+func (c *Consumer[T]) State() dispatch.State { return c.life.State() }
 
 // Done is closed once the consumer stopped, every owned partition was
 // released (and, after a graceful stop, its prefix acknowledged and
 // confirmed) and every goroutine of it exited.
-func (c *Consumer[T]) Done() <-chan struct{} { return c.done }
+func (c *Consumer[T]) Done() <-chan struct{} { return c.life.Done() }
 
 // Err returns the first failure, meaningful once Done is closed: a failed
 // Start, a partition's failure (a rejected message, ErrRedelivered, the
 // server lost), a revocation that did not drain or whose acknowledgement was
 // not confirmed.
-func (c *Consumer[T]) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
-}
+func (c *Consumer[T]) Err() error { return c.life.Err() }
 
 // Stats counts what the consumer did: messages fetched, acknowledgements
 // sent (one per prefix move, cumulative), messages rejected and settled,
-// and the exchanges' outcomes, summed over the partitions' dispatchers
-// (those released included).
+// redeliveries dropped (of positions a partition received already since its
+// reset, in Fetched too), and the exchanges' outcomes, summed over the
+// partitions' dispatchers (those released included).
 type Stats struct {
-	Fetched, Acks, Rejected int64
-	Exchanges               dispatch.Stats
+	Fetched, Acks, Rejected, Duplicates int64
+	Exchanges                           dispatch.Stats
 }
 
-// Stats returns the counters: three atomic loads and one snapshot per
+// Stats returns the counters: four atomic loads and one snapshot per
 // partition opened, each consistent on its own (Received == Succeeded +
 // Failed + Discarded + InFlight holds in the sum).
 func (c *Consumer[T]) Stats() Stats {
-	s := Stats{Fetched: c.fetched.Load(), Acks: c.acks.Load(), Rejected: c.reject.Load()}
+	s := Stats{Fetched: c.fetched.Load(), Acks: c.acks.Load(), Rejected: c.reject.Load(), Duplicates: c.dups.Load()}
 	c.mu.Lock()
 	opened := slices.Clone(c.opened)
 	c.mu.Unlock()
@@ -198,16 +229,7 @@ func (c *Consumer[T]) Owned() []int32 {
 }
 
 // record keeps err as Err() unless one was kept before.
-func (c *Consumer[T]) record(err error) {
-	if err == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err == nil {
-		c.err = err
-	}
-}
+func (c *Consumer[T]) record(err error) { c.life.Record(err) }
 
 // fail records err and begins a graceful stop: a partition cannot go on, so
 // the consumer drains and acknowledges what was handled, and ends with err.
@@ -218,31 +240,55 @@ func (c *Consumer[T]) fail(err error) {
 }
 
 // Prepare checks the topology against the server and creates (or updates)
-// the durable consumer of every owned partition; it pulls nothing. ctx
+// the durable consumer of every owned partition (of every partition, and
+// the lease bucket, with a dynamic assignment); it pulls nothing. ctx
 // bounds the requests; its values are kept for the handlers. Errors wrap
-// ErrUnreachable, ErrStreamNotFound or ErrSubjectsMismatch; from a state
-// other than StateNew, ErrIllegalState.
+// ErrUnreachable, ErrStreamNotFound or ErrSubjectsMismatch, and the
+// consumer is stopped; from a state other than StateNew, or while another
+// Prepare runs, ErrIllegalState (dispatch.ErrIllegalState too).
 func (c *Consumer[T]) Prepare(ctx context.Context) error {
-	c.mu.Lock()
-	if c.state != dispatch.StateNew {
-		defer c.mu.Unlock()
-		return fmt.Errorf("%w: consumer %q cannot prepare from state %v", ErrIllegalState, c.name, c.state)
+	if err := c.life.Step("prepare", dispatch.StateNew); err != nil {
+		return err
 	}
+	defer c.life.Leave()
+	c.mu.Lock()
 	c.runCtx, c.cancelRun = context.WithCancel(context.WithoutCancel(ctx))
 	c.mu.Unlock()
 	cons, err := c.setUp(ctx)
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err != nil {
-		c.err = err
-		c.endLocked()
+		c.life.Record(err)
+		c.life.Stop()
 		return err
 	}
-	if c.state != dispatch.StateNew {
-		return fmt.Errorf("%w: consumer %q was stopped while preparing", ErrIllegalState, c.name)
+	c.mu.Lock()
+	c.cons = cons
+	c.mu.Unlock()
+	if !c.life.Advance(dispatch.StateNew, dispatch.StatePrepared) {
+		return c.life.Refuse("prepare") // a stop came first; the end cancels the contexts
 	}
-	c.cons, c.state = cons, dispatch.StatePrepared
 	return nil
+}
+
+// durableConfig is partition p's durable consumer: pinned to its owner's
+// pulls with a dynamic assignment. The pin's TTL is long, since the new
+// owner unpins when it claims; a pin that times out while its owner holds
+// the lease (no pull for that long: a handler blocked the partition) costs
+// a replay from the ack floor.
+func (c *Consumer[T]) durableConfig(p int32) natsjs.ConsumerConfig {
+	cfg := natsjs.ConsumerConfig{
+		Durable:       c.durable(p),
+		FilterSubject: c.topo.Subject(p),
+		AckPolicy:     natsjs.AckAllPolicy,
+		AckWait:       c.cfg.ackWait,
+		MaxAckPending: c.cfg.maxAckPending,
+		DeliverPolicy: natsjs.DeliverAllPolicy,
+	}
+	if c.cfg.dynamic() {
+		cfg.PriorityPolicy = natsjs.PriorityPolicyPinned
+		cfg.PriorityGroups = []string{pinGroup}
+		cfg.PinnedTTL = max(10*c.cfg.ttl, 30*time.Second)
+	}
+	return cfg
 }
 
 // setUp checks the stream and makes the durable consumers.
@@ -257,16 +303,27 @@ func (c *Consumer[T]) setUp(ctx context.Context) (map[int32]natsjs.Consumer, err
 		return nil, fmt.Errorf("%w: consumer %q: stream %q has subjects %v, %d partitions need %s.0 ... %s.%d",
 			ErrSubjectsMismatch, c.name, c.topo.Stream, got, c.topo.Partitions, c.topo.Prefix, c.topo.Prefix, c.topo.Partitions-1)
 	}
-	cons := make(map[int32]natsjs.Consumer, len(c.owned))
-	for _, p := range c.owned {
-		cn, err := stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
-			Durable:       c.durable(p),
-			FilterSubject: c.topo.Subject(p),
-			AckPolicy:     natsjs.AckAllPolicy,
-			AckWait:       c.cfg.ackWait,
-			MaxAckPending: c.cfg.maxAckPending,
-			DeliverPolicy: natsjs.DeliverAllPolicy,
-		})
+	owned := c.owned
+	if c.cfg.dynamic() {
+		owned = make([]int32, c.topo.Partitions) // any may be claimed
+		for p := range owned {
+			owned[p] = int32(p)
+		}
+		bucket := leaseBucket(c.cfg.durable)
+		kv, err := openBucket(ctx, c.js, bucket, c.cfg.ttl)
+		if err != nil {
+			if errors.Is(err, ErrLeaseBucket) {
+				return nil, fmt.Errorf("consumer %q: %w", c.name, err)
+			}
+			return nil, c.serverError("lease bucket "+strconv.Quote(bucket), err)
+		}
+		c.lz = &leases{kv: kv, member: c.cfg.member, ttl: c.cfg.ttl, margin: c.cfg.ttl / 5,
+			timeout: min(c.cfg.timeout, c.cfg.ttl/4), fence: !c.cfg.noFence, logger: c.cfg.logger, name: c.name}
+	}
+	c.stream = stream
+	cons := make(map[int32]natsjs.Consumer, len(owned))
+	for _, p := range owned {
+		cn, err := stream.CreateOrUpdateConsumer(ctx, c.durableConfig(p))
 		if err != nil {
 			return nil, c.serverError("durable consumer "+strconv.Quote(c.durable(p)), err)
 		}
@@ -301,25 +358,44 @@ func sameSet(a, b []string) bool {
 // Start resets every owned partition's durable consumer to its ack floor +
 // 1, assigns the partition to the dispatcher from there and starts pulling.
 // It makes one request per partition, each bounded by the request timeout.
+// With a dynamic assignment it writes the member key and claims in the
+// background instead (each claimed partition is reset the same way before
+// its first pull).
 // On a failure every partition started is lost (nothing acknowledged), the
 // consumer is stopped and the error returned. From a state other than
-// StatePrepared, ErrIllegalState.
+// StatePrepared, or while another Start runs, ErrIllegalState
+// (dispatch.ErrIllegalState too).
 func (c *Consumer[T]) Start() error {
-	c.mu.Lock()
-	if c.state != dispatch.StatePrepared {
-		defer c.mu.Unlock()
-		return fmt.Errorf("%w: consumer %q cannot start from state %v", ErrIllegalState, c.name, c.state)
+	if err := c.life.Step("start", dispatch.StatePrepared); err != nil {
+		return err
 	}
-	c.state = dispatch.StateRunning
+	defer c.life.Leave()
+	if !c.life.Advance(dispatch.StatePrepared, dispatch.StateRunning) {
+		return c.life.Refuse("start") // a stop came first: nothing was started
+	}
+	c.life.Hold() // cannot fail: the Step holds
 	started := make(chan struct{})
 	go c.supervise(started)
-	c.mu.Unlock()
 	defer close(started)
 
+	if c.cfg.dynamic() {
+		if err := c.lz.join(c.runCtx); err != nil {
+			err = c.serverError("member key "+strconv.Quote(memberKey(c.cfg.member)), err)
+			close(c.balanceStopped)
+			c.record(err)
+			c.ForceStop()
+			return err
+		}
+		c.mu.Lock()
+		c.assigning = true
+		c.mu.Unlock()
+		go c.assign()
+		return nil
+	}
 	var err error
 	for _, p := range c.owned {
 		var pt *part[T]
-		if pt, err = c.open(p); err != nil {
+		if pt, err = c.open(p, c.cons[p], nil); err != nil {
 			break
 		}
 		c.mu.Lock()
@@ -337,10 +413,14 @@ func (c *Consumer[T]) Start() error {
 
 // supervise waits for a stop and releases every partition still owned: by
 // revocation, acknowledging the settled prefixes, or, after ForceStop, by
-// loss. It is the last goroutine to end and closes Done.
+// loss; then it reaches the logical end and gives its hold back.
 func (c *Consumer[T]) supervise(started <-chan struct{}) {
 	<-started
 	<-c.quit
+	dynamic := c.cfg.dynamic()
+	if dynamic {
+		<-c.balanceStopped // no claim in progress, none to come
+	}
 	c.mu.Lock()
 	parts := make([]*part[T], 0, len(c.parts))
 	for _, pt := range c.parts {
@@ -356,37 +436,52 @@ func (c *Consumer[T]) supervise(started <-chan struct{}) {
 		})
 	}
 	wg.Wait()
-	c.calls.Wait()                  // a Revoke still running; none begins once the stop began
-	_, _ = c.disp.Close(c.drainCtx) // refuses assignments; nothing is owned any more
-	c.mu.Lock()
-	c.endLocked()
-	c.mu.Unlock()
+	c.life.Stop()
+	c.life.Release() // the end waits for the Revokes, handoffs and losses still running
 }
 
-// endLocked reaches the end: stopped, contexts released, Done closed. Called
-// with c.mu held once nothing of the consumer runs.
-func (c *Consumer[T]) endLocked() {
-	c.state = dispatch.StateStopped
+// end is the finalizer: it runs once nothing of the consumer runs but the
+// assigning goroutine (every hold given back: supervise's, each Revoke's,
+// handoff's and loss's). The renewals stop (every lease was released, or is
+// left to expire), the member key is deleted after a graceful stop, the
+// dispatcher is closed (nothing is owned any more) and the contexts are
+// released. It never runs on the assigning goroutine, which it waits for:
+// that one gives back only the holds of its handoffs, while supervise still
+// holds (it waits for balanceStopped).
+func (c *Consumer[T]) end() {
+	c.mu.Lock()
+	assigning := c.assigning
+	c.mu.Unlock()
+	if assigning {
+		close(c.stopRenew)
+		<-c.assignDone
+		if !c.life.Forced() {
+			if err := c.lz.leave(c.runCtx); err != nil {
+				c.cfg.logger.Warn("jetstream: member key not deleted", slog.String("consumer", c.name), slog.Any("error", err))
+			}
+		}
+	}
+	_, _ = c.disp.Close(c.drainCtx)
+	c.mu.Lock()
 	if c.cancelRun != nil {
 		c.cancelRun()
 	}
+	c.mu.Unlock()
 	c.cancelDrain()
-	c.doneOnce.Do(func() { close(c.done) })
 }
 
 // Quiesce begins a graceful stop, at once and without blocking: every
 // partition stops fetching and drains (until ForceStop), then its prefix is
 // acknowledged. Before Start it stops the consumer at once. Idempotent.
 func (c *Consumer[T]) Quiesce() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch c.state {
-	case dispatch.StateNew, dispatch.StatePrepared:
-		c.endLocked()
-	case dispatch.StateRunning:
-		c.state = dispatch.StateStopping
+	from, first := c.life.Quiesce()
+	if !first {
+		return
 	}
 	c.quitOnce.Do(func() { close(c.quit) })
+	if from < dispatch.StateRunning {
+		c.life.Stop() // nothing runs
+	}
 }
 
 // StopGracefully quiesces and waits for Done, then returns Err(); if ctx
@@ -394,30 +489,23 @@ func (c *Consumer[T]) Quiesce() {
 // (the drain goes on; ForceStop cuts it short).
 func (c *Consumer[T]) StopGracefully(ctx context.Context) error {
 	c.Quiesce()
-	select {
-	case <-c.done:
-		return c.Err()
-	case <-ctx.Done():
-	}
-	select {
-	case <-c.done:
-		return c.Err()
-	default:
-	}
-	return fmt.Errorf("jetstream: consumer %q not stopped: partitions %v draining: %w", c.name, c.disp.Owned(), ctx.Err())
+	return c.life.Await(ctx, func(err error) error {
+		return fmt.Errorf("jetstream: consumer %q not stopped: partitions %v draining: %w", c.name, c.disp.Owned(), err)
+	})
 }
 
 // ForceStop stops at once: the partitions stop fetching, what they
 // delivered and was not handled is discarded or cancelled, and nothing more
-// is acknowledged; Done says when the last handler returned. Idempotent,
-// safe at any time.
+// is acknowledged; the state is StateStopped at once, and Done says when
+// the last handler returned. Idempotent, safe at any time.
 func (c *Consumer[T]) ForceStop() {
-	c.forced.Store(true)
-	c.cancelDrain()
-	c.mu.Lock()
-	if c.cancelRun != nil {
-		c.cancelRun()
+	if _, first := c.life.Force(); first {
+		c.cancelDrain()
+		c.mu.Lock()
+		if c.cancelRun != nil {
+			c.cancelRun()
+		}
+		c.mu.Unlock()
+		c.quitOnce.Do(func() { close(c.quit) })
 	}
-	c.mu.Unlock()
-	c.Quiesce()
 }

@@ -34,14 +34,56 @@
 // The server never redelivers by itself: AckWait is long (an hour by
 // default) and MaxAckPending above the pending budget, since a redelivery by
 // timeout or nak would come after newer exchanges of the same aggregate.
-// Should one come anyway, the consumer stops with ErrRedelivered rather than
-// break the order.
+// One comes anyway when a delivery the server had queued for a pull request
+// given up (another owner's, or one from before the reset) fails: the server
+// queues the position again, though it was delivered since. The server
+// numbers its deliveries from 1 at the reset; while they come without a gap,
+// every delivery since the reset reached the partition, so a position at or
+// below the last one is a redelivery of one received: it is dropped (counted
+// in Stats.Duplicates). A gap (a delivery that went elsewhere) loses a
+// partition under a lease (its next owner replays from the ack floor); with a
+// static assignment a position behind the last one then stops the consumer
+// with ErrRedelivered rather than break the order.
 //
-// # Assignment and revocation
+// # Assignment
 //
-// Assignment is static: each process is told the partitions it owns
+// With a static assignment each process is told the partitions it owns
 // (NewConsumer's owned), and two processes must not own one partition at
-// once. A graceful stop (dispatch.Component's StopGracefully, or Quiesce)
+// once. With WithDynamicAssignment the processes claim them: a lease per
+// partition in a KV bucket (created if missing, with the lease TTL as the
+// bucket's TTL), claimed by creating its key, renewed by updating it on the
+// revision held every TTL/4, deleted on that revision once the partition
+// was revoked gracefully; a member key per process, rewritten as often. Each
+// member aims at ceil(N/members) partitions: above that it hands the
+// highest off (revoked gracefully, then its lease deleted), below it claims
+// the lowest free ones; so a joining member takes its share with no
+// duplicate, and a crashed one's partitions are claimed once its leases
+// expired. The handlers' ctx carries the lease (LeaseOf): its member and
+// its epoch, the claim's KV revision, which grows with every claim of the
+// partition, for a handler that fences its writes on it.
+//
+// # The fence
+//
+// A stalled owner (stopped, paused by a long GC) must not go on once its
+// lease passed. The owner keeps a local deadline: the monotonic time at
+// which it sent its last confirmed write of the lease, plus the TTL, minus
+// a margin of TTL/5. After it, it pulls nothing, hands nothing to a
+// handler and acknowledges nothing, and it loses the partition
+// (partition.Dispatcher.Lose). The server keeps the key for the TTL after
+// it stored that write, so after the deadline, and another member creates
+// the key only once it is gone. The claimer then unpins the partition's
+// durable consumer (pinned-client priority policy), resets it to its ack
+// floor + 1 and fetches: the old owner's next pull is refused
+// (jetstream.ErrPinIDMismatch from the client), and a refused pull loses
+// the partition too. What the fence cannot stop: a handler that had begun
+// before the stall finishes after it (fence its side effect on the epoch),
+// and an acknowledgement checked before the deadline may reach the server
+// late; it only covers positions the old owner finished, so it loses
+// nothing. docs/scale-out.md has the argument in full.
+//
+// # Revocation
+//
+// A graceful stop (dispatch.Component's StopGracefully, or Quiesce)
 // revokes every owned partition: fetching stops, what was delivered drains
 // until ForceStop, the rest is forced, the settled prefix is acknowledged
 // and the server's confirmation awaited; then a new owner starts right after

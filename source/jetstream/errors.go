@@ -34,11 +34,12 @@ var (
 	// ErrDecode is the reason given for a message the decoder refused (it
 	// wraps the decoder's error) or panicked on (a *PanicError).
 	ErrDecode = errors.New("jetstream: message cannot be decoded")
-	// ErrRedelivered is the failure of a partition whose server delivered a
-	// position at or below one delivered before: something redelivered
-	// behind the consumer's back (an ack wait shorter than a handler, a nak,
-	// another client resetting the consumer). The consumer stops rather
-	// than break the order of an aggregate.
+	// ErrRedelivered is the failure of a partition of a static assignment
+	// whose server delivered a position at or below one delivered before,
+	// after a delivery that did not reach it (another client reset the
+	// consumer, or pulled from it). The consumer stops rather than break the
+	// order of an aggregate. (A redelivery of a position received since the
+	// reset, with no delivery missed, is dropped instead.)
 	ErrRedelivered = errors.New("jetstream: server redelivered behind the consumer")
 	// ErrIllegalState is returned by Prepare, Start and Revoke called in a
 	// state that does not allow them.
@@ -46,9 +47,21 @@ var (
 	// ErrNotOwned is returned by Revoke for a partition the consumer does
 	// not own (any more).
 	ErrNotOwned = errors.New("jetstream: partition not owned")
+	// ErrLeaseBucket is returned by Prepare with a dynamic assignment when
+	// the lease bucket exists with another TTL than the consumer's: the
+	// members of one durable prefix must agree on it.
+	ErrLeaseBucket = errors.New("jetstream: lease bucket mismatch")
+	// ErrLeaseLost is the error of an exchange that was not handled because
+	// its partition's lease had passed (its outcome is cancelled: the next
+	// owner handles it).
+	ErrLeaseLost = errors.New("jetstream: lease lost")
 )
 
 // PanicError is a panic recovered from user code (a decoder, a reject hook):
 // the value and the stack. It is dispatch's, so one errors.As target matches
 // a panic from any layer of aggflow.
 type PanicError = dispatch.PanicError
+
+// errLeasePassed says a claim's lease passed before its partition was
+// opened: nothing was reset, and the partition is claimed again later.
+var errLeasePassed = errors.New("jetstream: the lease passed while claiming")

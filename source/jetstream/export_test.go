@@ -4,3 +4,20 @@ package jetstream
 // server redelivers (no reset to the ack floor on Start), and takes a
 // redelivered position below the last one as it comes.
 func WithoutReset[T any]() Option[T] { return func(c *config[T]) { c.noReset = true } }
+
+// WithoutFence is the control of the fence: the leases never lapse by the
+// owner's clock, a lease taken by another member and a refused pull are
+// ignored, so a stalled owner goes on handling and acknowledging.
+func WithoutFence[T any]() Option[T] { return func(c *config[T]) { c.noFence = true } }
+
+// LeaseBucket is the name of the lease bucket of a durable prefix.
+var LeaseBucket = leaseBucket
+
+// ParseLease reads a lease's value: its member and epoch.
+var ParseLease = parseLease
+
+// Plan and FairShare are the balance's pure functions.
+var (
+	Plan      = plan
+	FairShare = fairShare
+)

@@ -84,12 +84,18 @@ func (e *env) publishAll(ctx context.Context, keys, perKey int) error {
 // publishN publishes n exchanges round-robin over keys aggregates: the
 // i-th is sequence i/keys+1 of aggregate i%keys.
 func (e *env) publishN(ctx context.Context, keys, n int) error {
+	return e.publishFrom(ctx, keys, 0, n)
+}
+
+// publishFrom publishes exchanges from to from+n-1 of the round-robin
+// order of publishN.
+func (e *env) publishFrom(ctx context.Context, keys, from, n int) error {
 	s, err := e.js.Stream(ctx, e.topo.Stream)
 	if err != nil {
 		return err
 	}
 	before := s.CachedInfo().State.Msgs
-	for i := range n {
+	for i := from; i < from+n; i++ {
 		if err := e.nc.PublishMsg(e.topo.NewMsg(keyName(i%keys), encodeSeq(uint64(i/keys+1)))); err != nil {
 			return err
 		}

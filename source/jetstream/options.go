@@ -48,7 +48,14 @@ type config[T any] struct {
 	logger                           *slog.Logger
 	partition                        []partition.Option[T]
 	noReset                          bool // the control of the tests: resume as the server redelivers
+
+	member  string        // dynamic assignment: this process's member name
+	ttl     time.Duration // dynamic assignment: the leases' TTL; 0 for static
+	noFence bool          // the control of the tests: leases never lapse locally, refused pulls ignored
 }
+
+// dynamic reports whether the partitions are claimed through leases.
+func (c *config[T]) dynamic() bool { return c.ttl != 0 }
 
 // WithMaxPending sets each partition's pending budget: at most n exchanges
 // delivered and not finished (default dispatch.DefaultMaxPending). It also
@@ -62,8 +69,8 @@ func WithFetchBatch[T any](n int) Option[T] { return func(c *config[T]) { c.batc
 // WithAckWait sets the durable consumers' AckWait (default DefaultAckWait).
 // Keep it above the longest time an exchange may stay unacknowledged (its
 // handler's time plus every exchange before it in its partition): a server
-// that redelivers by timeout breaks the order, and the consumer stops with
-// ErrRedelivered when it sees it.
+// that redelivers by timeout sends again what is still being handled; the
+// consumer drops those redeliveries (Stats.Duplicates).
 func WithAckWait[T any](d time.Duration) Option[T] { return func(c *config[T]) { c.ackWait = d } }
 
 // WithMaxAckPending sets the durable consumers' MaxAckPending (default twice
@@ -100,6 +107,30 @@ func WithPartitionOptions[T any](opts ...partition.Option[T]) Option[T] {
 	return func(c *config[T]) { c.partition = append(c.partition, opts...) }
 }
 
+// WithDynamicAssignment makes the consumer claim its partitions instead of
+// being given them (NewConsumer's owned is then nil): every process of the
+// same durable prefix is a member named member (unique among them), and
+// the members share the N partitions through leases of TTL ttl (at least
+// MinLeaseTTL) in the KV bucket "<durable>-leases", created with that TTL
+// if missing (an existing one with another TTL is ErrLeaseBucket). Each
+// member aims at ceil(N/members) partitions: it releases what is above
+// (gracefully: drained, acknowledged, then the lease deleted) and claims
+// free ones; a crashed member's partitions are claimed once its leases
+// expired, about ttl after its last renewal. The durable consumers use the
+// pinned-client priority policy, and an owner stops handling and
+// acknowledging when its lease passes by its own clock (the fence: see the
+// package doc). Renewals are every ttl/4; the local lease ends ttl/5 before
+// the server's. Costs per member: a renewal per owned partition, a member
+// write and a listing of the bucket every ttl/4.
+func WithDynamicAssignment[T any](member string, ttl time.Duration) Option[T] {
+	return func(c *config[T]) {
+		c.member, c.ttl = member, ttl
+		if ttl == 0 {
+			c.ttl = -1 // invalid, not static
+		}
+	}
+}
+
 func newConfig[T any](name string, opts []Option[T]) (config[T], error) {
 	c := config[T]{maxPending: dispatch.DefaultMaxPending, batch: DefaultFetchBatch, ackWait: DefaultAckWait,
 		timeout: DefaultRequestTimeout, durable: name, logger: slog.Default()}
@@ -117,6 +148,16 @@ func newConfig[T any](name string, opts []Option[T]) (config[T], error) {
 		return c, fmt.Errorf("%w: nil logger", ErrInvalidArgument)
 	case c.durable == "" || !validName(c.durable):
 		return c, fmt.Errorf("%w: durable name %q", ErrInvalidArgument, c.durable)
+	}
+	if c.dynamic() {
+		switch {
+		case !memberName.MatchString(c.member):
+			return c, fmt.Errorf("%w: member name %q (letters, digits, '-', '_', '=')", ErrInvalidArgument, c.member)
+		case c.ttl < MinLeaseTTL:
+			return c, fmt.Errorf("%w: lease TTL %v below %v", ErrInvalidArgument, c.ttl, MinLeaseTTL)
+		case !bucketName.MatchString(leaseBucket(c.durable)):
+			return c, fmt.Errorf("%w: durable name %q makes no bucket name", ErrInvalidArgument, c.durable)
+		}
 	}
 	c.batch = min(c.batch, c.maxPending)
 	if c.maxAckPending == 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -37,23 +38,45 @@ type part[T any] struct {
 	// the reset: a reset restarts the server's delivery count, so a
 	// position at or below it is counted as a second attempt at least.
 	seen int64
+	from int64 // the first position expected, after the reset
+	// last is the highest position taken since the reset (from - 1 at
+	// first); next is the consumer sequence the next delivery must carry:
+	// the server numbers its deliveries 1, 2, ... from the reset, so while
+	// they come without a gap every delivery since the reset reached this
+	// partition (0: not checked, without a reset).
+	last int64
+	next uint64
+	// lease is the partition's claim with a dynamic assignment, else nil;
+	// lost says the partition is lost (its lease passed, was taken, or its
+	// pull was refused): it is released without acknowledging more.
+	lease *lease
+	lost  atomic.Bool
 }
+
+// valid reports whether the partition may still deliver and acknowledge:
+// always with a static assignment, while its lease is valid otherwise.
+func (pt *part[T]) valid() bool { return pt.lease == nil || pt.lease.valid() }
 
 // pullExpiry is how long one fetch waits on the server for its batch to
 // fill; what arrives meanwhile is delivered as it comes.
 const pullExpiry = 5 * time.Second
 
-// open resets partition p's durable consumer to its ack floor + 1, assigns
-// the partition from there.
-func (c *Consumer[T]) open(p int32) (*part[T], error) {
+// open resets partition p's durable consumer cons to its ack floor + 1,
+// assigns the partition from there, under lease l (nil with a static
+// assignment), which the handlers' ctx carries.
+func (c *Consumer[T]) open(p int32, cons natsjs.Consumer, l *lease) (*part[T], error) {
 	ctx, cancel := context.WithTimeout(c.runCtx, c.cfg.timeout)
 	defer cancel()
-	cons := c.cons[p]
 	info, err := cons.Info(ctx)
 	if err != nil {
 		return nil, c.serverError("durable consumer "+c.durable(p), err)
 	}
 	from := int64(info.AckFloor.Stream) + 1
+	if l != nil && !l.valid() {
+		// A reset sent once the lease passed (this member stalled while
+		// claiming) would move the next owner's delivery back under it.
+		return nil, errLeasePassed
+	}
 	if !c.cfg.noReset {
 		res, err := c.js.ResetConsumer(ctx, c.topo.Stream, c.durable(p))
 		if err != nil {
@@ -61,13 +84,22 @@ func (c *Consumer[T]) open(p int32) (*part[T], error) {
 		}
 		from = max(from, int64(res.ResetSeq))
 	}
-	in, err := c.disp.Assign(c.runCtx, p, from)
+	next := uint64(1) // the reset numbers the deliveries from 1 again
+	if c.cfg.noReset {
+		next = 0
+	}
+	actx := c.runCtx
+	if l != nil {
+		actx = context.WithValue(actx, leaseCtxKey{}, l)
+	}
+	in, err := c.disp.Assign(actx, p, from)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: consumer %q: %w", c.name, err)
 	}
 	stop, cancelStop := context.WithCancel(c.runCtx)
 	return &part[T]{c: c, p: p, cons: cons, stop: stop, cancelStop: cancelStop, in: in, poke: make(chan struct{}, 1), seen: int64(info.Delivered.Stream),
-		stopAck: make(chan struct{}), fetchDone: make(chan struct{}), ackDone: make(chan struct{})}, nil
+		stopAck: make(chan struct{}), fetchDone: make(chan struct{}), ackDone: make(chan struct{}), lease: l, from: from,
+		last: from - 1, next: next}, nil
 }
 
 // run starts the partition's goroutines; release joins them.
@@ -85,9 +117,17 @@ func (pt *part[T]) run() {
 func (pt *part[T]) fetch() {
 	defer close(pt.fetchDone)
 	c := pt.c
+	opts := []natsjs.FetchOpt(nil)
+	if pt.lease != nil {
+		opts = append(opts, natsjs.FetchPriorityGroup(pinGroup))
+	}
 	for pt.stop.Err() == nil {
+		if !pt.valid() {
+			c.lose(pt, "its lease passed")
+			return
+		}
 		ctx, cancel := context.WithTimeout(pt.stop, pullExpiry)
-		batch, err := pt.cons.Fetch(c.cfg.batch, natsjs.FetchContext(ctx))
+		batch, err := pt.cons.Fetch(c.cfg.batch, append(opts, natsjs.FetchContext(ctx))...)
 		if err != nil {
 			cancel()
 			if pt.stop.Err() == nil {
@@ -105,11 +145,29 @@ func (pt *part[T]) fetch() {
 		cancel()
 		for range batch.Messages() { // the fetch's goroutine ends once it closed them
 		}
-		if err := batch.Error(); ok && err != nil && pt.stop.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+		err = batch.Error()
+		if ok && errors.Is(err, natsjs.ErrPinIDMismatch) && pt.lease != nil {
+			if !c.cfg.noFence {
+				// The server unpinned this owner: another member claimed
+				// the partition (or the pin timed out). Nothing more of it
+				// is this process's to acknowledge.
+				c.lose(pt, "its pull was refused (pin id mismatch)")
+				return
+			}
+			err = nil // the control goes on, unpinned
+		}
+		if ok && err != nil && pt.stop.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
 			c.fail(fmt.Errorf("jetstream: consumer %q: partition %d: pulling: %w", c.name, pt.p, err))
 			return
 		}
 		if !ok {
+			return
+		}
+		if pt.stop.Err() == nil && !c.js.Conn().IsConnected() {
+			// The pull ended unanswered while the connection is down (the
+			// server shut down between two pulls): the next would wait in
+			// the reconnect buffer. A reconnect is not ridden out.
+			c.fail(fmt.Errorf("%w: consumer %q: partition %d: pulling: %w", ErrUnreachable, c.name, pt.p, nats.ErrDisconnected))
 			return
 		}
 	}
@@ -127,14 +185,36 @@ func (pt *part[T]) handle(msg natsjs.Msg) bool {
 	if pos <= pt.seen {
 		attempt = max(attempt, 2)
 	}
+	if !pt.valid() {
+		c.lose(pt, "its lease passed")
+		return false
+	}
+	if pt.next != 0 {
+		if seq := meta.Sequence.Consumer; seq != pt.next {
+			if !pt.missed(seq) {
+				return false
+			}
+		} else if pt.next++; pos <= pt.last {
+			// The server redelivers a position this partition received
+			// since the reset: a delivery it had queued for a pull request
+			// given up (another owner's, one before the reset) failed, or an
+			// ack wait passed. Handled (or handling) already, in order: drop it.
+			c.dups.Add(1)
+			return true
+		}
+	}
+	pt.last = max(pt.last, pos)
 	x, err := pt.decode(msg, pos)
 	if err != nil {
 		return pt.rejected(msg, pos, err)
 	}
 	pt.held.push(pos, msg)
 	err = pt.in.Deliver(c.runCtx, x, pos, attempt)
-	if c.cfg.noReset && errors.Is(err, partition.ErrOutOfOrder) {
-		pt.in.Tracker().Reset(pos) // the control: take the server's redelivery as it comes
+	if (c.cfg.noReset || c.cfg.noFence) && errors.Is(err, partition.ErrOutOfOrder) {
+		// The controls: take the server's redelivery as it comes (without
+		// the fence, a stalled member's late reset moves the owner's
+		// delivery back under it, and the control goes on).
+		pt.in.Tracker().Reset(pos)
 		err = pt.in.Deliver(c.runCtx, x, pos, attempt)
 	}
 	switch {
@@ -148,6 +228,26 @@ func (pt *part[T]) handle(msg natsjs.Msg) bool {
 		c.fail(fmt.Errorf("jetstream: consumer %q: %w", c.name, err))
 	}
 	return false
+}
+
+// missed handles a delivery whose consumer sequence seq is not the one
+// expected: a delivery since the reset did not reach the partition (it went
+// to a pull request already given up), or another client reset the
+// consumer. Acknowledging above the hole could acknowledge a position never
+// handled, so a partition under a lease is lost (its next owner replays from
+// the ack floor) and missed returns false; with a static assignment the
+// sequence is taken as it is, and a position behind the last one stops the
+// consumer (ErrRedelivered).
+func (pt *part[T]) missed(seq uint64) bool {
+	c := pt.c
+	if pt.lease != nil && !c.cfg.noFence {
+		c.lose(pt, fmt.Sprintf("a delivery missed it (consumer sequence %d, %d expected)", seq, pt.next))
+		return false
+	}
+	c.cfg.logger.Warn("jetstream: a delivery missed the partition", slog.String("consumer", c.name),
+		slog.Int("partition", int(pt.p)), slog.Uint64("sequence", seq), slog.Uint64("expected", pt.next))
+	pt.next = seq + 1
+	return true
 }
 
 // decode reads the key and decodes msg, recovering the decoder's panic.
@@ -213,15 +313,22 @@ func protect(f func() error) (err error) {
 // by the next, and release confirms the last), until release stops it.
 func (pt *part[T]) acknowledge() {
 	defer close(pt.ackDone)
+	var dead <-chan struct{} // the lease's death, with a dynamic assignment
+	if pt.lease != nil {
+		dead = pt.lease.alive.Done()
+	}
 	for {
 		select {
 		case <-pt.in.Advanced():
 		case <-pt.poke:
+		case <-dead:
+			dead = nil
+			pt.c.lose(pt, "its lease passed")
 		case <-pt.stopAck:
 			return
 		}
-		if pt.c.forced.Load() {
-			continue // a force acknowledges nothing more
+		if pt.c.life.Forced() || pt.lost.Load() || !pt.valid() {
+			continue // a force, or a lease passed, acknowledges nothing more
 		}
 		pos, ok := pt.in.Prefix()
 		if !ok {
@@ -242,12 +349,23 @@ func (pt *part[T]) acknowledge() {
 // revoked under ctx (or lost, after ForceStop), its goroutines are joined,
 // and, unless forced, the settled prefix is acknowledged and the server's
 // confirmation awaited.
+//
+// With a dynamic assignment the drain ends early if the lease dies
+// meanwhile (nothing is acknowledged then), the lease is renewed until the
+// end, and then deleted on its revision, unless forced: a ForceStop
+// releases nothing, its leases expire.
 func (pt *part[T]) release(ctx context.Context) (partition.Settled, error) {
 	c := pt.c
 	pt.cancelStop()
+	if pt.lease != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(pt.lease.alive, cancel)()
+	}
 	var s partition.Settled
 	var err error
-	if c.forced.Load() {
+	if c.life.Forced() || pt.lost.Load() {
 		s, err = c.disp.Lose(pt.p)
 	} else {
 		s, err = c.disp.Revoke(ctx, pt.p)
@@ -258,10 +376,13 @@ func (pt *part[T]) release(ctx context.Context) (partition.Settled, error) {
 	if err != nil {
 		err = fmt.Errorf("jetstream: consumer %q: %w", c.name, err)
 	}
-	if c.forced.Load() || !s.OK {
-		return s, err
+	if !c.life.Forced() && !pt.lost.Load() && s.OK && pt.valid() {
+		err = errors.Join(err, pt.confirm(s.Prefix))
 	}
-	return s, errors.Join(err, pt.confirm(s.Prefix))
+	if pt.lease != nil && !c.life.Forced() {
+		c.dropLease(pt.lease)
+	}
+	return s, err
 }
 
 // confirm acknowledges position pos and waits for the server's reply: the
@@ -273,6 +394,9 @@ func (pt *part[T]) confirm(pos int64) error {
 	ctx, cancel := context.WithTimeout(c.runCtx, c.cfg.timeout)
 	defer cancel()
 	var err error
+	if !pt.valid() {
+		return nil // the lease passed while draining: the next owner replays from the ack floor
+	}
 	if m := pt.held.popTo(pos); m != nil {
 		err = m.DoubleAck(ctx)
 		c.acks.Add(1)
@@ -294,19 +418,17 @@ func (pt *part[T]) confirm(pos int64) error {
 // starts right after it. A partition not owned returns ErrNotOwned; a
 // consumer not running, ErrIllegalState.
 func (c *Consumer[T]) Revoke(ctx context.Context, p int32) (partition.Settled, error) {
-	c.mu.Lock()
-	if c.state != dispatch.StateRunning {
-		defer c.mu.Unlock()
-		return partition.Settled{Partition: p}, fmt.Errorf("%w: consumer %q cannot revoke from state %v", ErrIllegalState, c.name, c.state)
+	if err := c.life.Enter("revoke", dispatch.StateRunning); err != nil {
+		return partition.Settled{Partition: p}, err
 	}
+	defer c.life.Release()
+	c.mu.Lock()
 	pt := c.parts[p]
 	if pt == nil {
 		c.mu.Unlock()
 		return partition.Settled{Partition: p}, fmt.Errorf("%w: consumer %q: partition %d", ErrNotOwned, c.name, p)
 	}
 	delete(c.parts, p)
-	c.calls.Add(1)
 	c.mu.Unlock()
-	defer c.calls.Done()
 	return pt.release(ctx)
 }

@@ -1,0 +1,101 @@
+package jetstream_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/aggflow/aggflow/partition"
+	"github.com/aggflow/aggflow/source/jetstream"
+)
+
+func TestDynamicAssignmentBadInput(t *testing.T) {
+	e := newEnv(t, 2)
+	for name, c := range map[string]struct {
+		owned []int32
+		opts  []jetstream.Option[keyed]
+	}{
+		"owned too":         {[]int32{0}, []jetstream.Option[keyed]{jetstream.WithDynamicAssignment[keyed]("a", time.Second)}},
+		"member with a dot": {nil, []jetstream.Option[keyed]{jetstream.WithDynamicAssignment[keyed]("a.b", time.Second)}},
+		"empty member":      {nil, []jetstream.Option[keyed]{jetstream.WithDynamicAssignment[keyed]("", time.Second)}},
+		"short ttl":         {nil, []jetstream.Option[keyed]{jetstream.WithDynamicAssignment[keyed]("a", time.Second-1)}},
+		"zero ttl":          {nil, []jetstream.Option[keyed]{jetstream.WithDynamicAssignment[keyed]("a", 0)}},
+		"durable no bucket": {nil, []jetstream.Option[keyed]{jetstream.WithDynamicAssignment[keyed]("a", time.Second),
+			jetstream.WithDurable[keyed]("x:y")}},
+	} {
+		_, err := jetstream.NewConsumer("c", e.js, e.topo, c.owned, decodeKeyed, named, newSched(t), keyOf, noop, c.opts...)
+		require.ErrorIs(t, err, jetstream.ErrInvalidArgument, name)
+	}
+}
+
+func TestDynamicAssignmentRefusesABucketOfAnotherTTL(t *testing.T) {
+	e := newEnv(t, 2)
+	a := newTestConsumer(t, e, nil, jetstream.WithDynamicAssignment[keyed]("a", time.Second))
+	require.NoError(t, a.Prepare(ctx(t)))
+	a.Quiesce()
+	<-a.Done()
+	b := newTestConsumer(t, e, nil, jetstream.WithDynamicAssignment[keyed]("b", 2*time.Second))
+	require.ErrorIs(t, b.Prepare(ctx(t)), jetstream.ErrLeaseBucket)
+	<-b.Done()
+}
+
+// One member alone claims every partition, its handlers see the leases'
+// epochs, and its graceful stop releases them at once: another member
+// claims them without waiting for the TTL.
+func TestDynamicAssignmentAloneThenReleased(t *testing.T) {
+	const keys, perKey = 20, 10
+	e := newEnv(t, 4)
+	e.publish(t, keys, perKey)
+	var mu sync.Mutex
+	epochs := map[int32]uint64{}
+	done := make(chan struct{})
+	n, wrong := 0, 0
+	handler := func(ctx context.Context, d partition.Delivery[keyed]) error {
+		l, ok := jetstream.LeaseOf(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		if !ok || l.Partition != d.Partition || !l.Valid() || l.Member != "a" {
+			wrong++
+		}
+		epochs[d.Partition] = l.Epoch
+		if n++; n == keys*perKey {
+			close(done)
+		}
+		return nil
+	}
+	ttl := 10 * time.Second // a release that waited for the TTL would fail the bound below
+	a, err := jetstream.NewConsumer("c", e.js, e.topo, nil, decodeKeyed, named, newSched(t), keyOf, handler,
+		jetstream.WithDynamicAssignment[keyed]("a", ttl))
+	require.NoError(t, err)
+	require.NoError(t, a.Prepare(ctx(t)))
+	require.NoError(t, a.Start())
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("not every exchange handled")
+	}
+	require.Equal(t, []int32{0, 1, 2, 3}, a.Owned())
+	require.Len(t, epochs, 4)
+	mu.Lock()
+	require.Zero(t, wrong, "deliveries without their partition's valid lease in their ctx")
+	mu.Unlock()
+	require.NoError(t, a.StopGracefully(ctx(t)))
+	for p := range int32(4) {
+		require.Equal(t, e.lastSeq(t, p), e.ackFloor(t, "c", p), "partition %d acknowledged to its end", p)
+	}
+
+	released := time.Now()
+	b := newTestConsumer(t, e, nil, jetstream.WithDynamicAssignment[keyed]("b", ttl))
+	require.NoError(t, b.Prepare(ctx(t)))
+	require.NoError(t, b.Start())
+	for len(b.Owned()) < 4 {
+		require.Less(t, time.Since(released), ttl/2, "b claimed %v only", b.Owned())
+		time.Sleep(10 * time.Millisecond) // polling the claims
+	}
+	require.NoError(t, b.StopGracefully(ctx(t)))
+	_, ok := jetstream.LeaseOf(context.Background())
+	require.False(t, ok)
+}
