@@ -192,25 +192,15 @@ func (s *engine) Goroutines() int {
 // goroutine is idle, starts one (while fewer than n exist). It returns
 // ErrNilTask for nil and an error wrapping ErrRejected, naming s, once
 // disposal began.
-func (s *engine) Schedule(task Task) error {
-	if task == nil {
-		return ErrNilTask
-	}
-	s.mu.Lock()
-	if s.state != running {
-		s.mu.Unlock()
-		return s.rejected
-	}
-	s.enqueue(entry{task: task})
-	s.wake()
-	s.mu.Unlock()
-	return nil
-}
+func (s *engine) Schedule(task Task) error { return s.submit(task, false) }
 
 // Yield is Schedule without a wake-up while a goroutine is running a task
 // (see Yielder): every goroutine that runs a task looks at the ready queue
 // before it parks, and idle spinners watch the pushes.
-func (s *engine) Yield(task Task) error {
+func (s *engine) Yield(task Task) error { return s.submit(task, true) }
+
+// submit is Schedule, and Yield when yield is set.
+func (s *engine) submit(task Task, yield bool) error {
 	if task == nil {
 		return ErrNilTask
 	}
@@ -220,7 +210,7 @@ func (s *engine) Yield(task Task) error {
 		return s.rejected
 	}
 	s.enqueue(entry{task: task})
-	if s.goroutines == len(s.parked) {
+	if !yield || s.goroutines == len(s.parked) {
 		s.wake()
 	}
 	s.mu.Unlock()
