@@ -397,6 +397,7 @@ func (r *Runtime) stop(busy <-chan struct{}) {
 	if len(errs) > 0 {
 		r.force(ErrForceStopped) // Wow's force pass after a failed or timed-out graceful pass
 	}
+	r.life.Stop() // before the result, so that a caller it releases sees StateStopped; this goroutine's hold keeps finish for later
 	r.mu.Lock()
 	r.publishLocked(errors.Join(errs...))
 	if r.disarm != nil {
@@ -404,7 +405,6 @@ func (r *Runtime) stop(busy <-chan struct{}) {
 	}
 	r.mu.Unlock()
 	r.cancelStop(nil) // the sequence ended: release what waits on its ctx
-	r.life.Stop()
 }
 
 // call runs f, the op of the component or resource (kind) name, on a
