@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,7 @@ type Dispatcher[T any] struct {
 
 	mu     sync.Mutex
 	owned  map[int32]*Intake[T]
+	going  map[int32]int // partitions revoked or lost and not yet released: how many times
 	closed bool
 }
 
@@ -101,7 +103,7 @@ func NewDispatcher[T any](name string, named aggregate.NamedAggregate, sched sch
 		return nil, fmt.Errorf("%w: partition dispatcher %q: groups %d, max pending %d, grace %v", ErrInvalidArgument, name, c.groups, c.maxPending, c.grace)
 	}
 	return &Dispatcher[T]{name: name, named: named, sched: sched, idOf: idOf, handler: handler, cfg: c,
-		owned: map[int32]*Intake[T]{}}, nil
+		owned: map[int32]*Intake[T]{}, going: map[int32]int{}}, nil
 }
 
 // Intake is one owned partition: its dispatcher and its tracker.
@@ -282,11 +284,19 @@ func (d *Dispatcher[T]) take(p int32) (*Intake[T], error) {
 		return nil, fmt.Errorf("%w: %q: partition %d", ErrNotAssigned, d.name, p)
 	}
 	delete(d.owned, p)
+	d.going[p]++
 	return in, nil
 }
 
 // release waits for the end of the partition's dispatcher, up to the grace.
 func (in *Intake[T]) release(d *Dispatcher[T], forced bool) (Settled, error) {
+	defer func() {
+		d.mu.Lock()
+		if d.going[in.p]--; d.going[in.p] == 0 {
+			delete(d.going, in.p)
+		}
+		d.mu.Unlock()
+	}()
 	var err error
 	timer := time.NewTimer(d.cfg.grace)
 	defer timer.Stop()
@@ -298,6 +308,25 @@ func (in *Intake[T]) release(d *Dispatcher[T], forced bool) (Settled, error) {
 	s := Settled{Partition: in.p, Forced: forced, Stats: in.d.Stats()}
 	s.Prefix, s.OK = in.t.Prefix()
 	return s, err
+}
+
+// Held returns, sorted, the partitions owned now and those being revoked
+// or lost (taken out of Owned, their handlers not yet ended or given up):
+// what a stop that times out is still waiting for.
+func (d *Dispatcher[T]) Held() []int32 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ps := make([]int32, 0, len(d.owned)+len(d.going))
+	for p := range d.owned {
+		ps = append(ps, p)
+	}
+	for p := range d.going {
+		if d.owned[p] == nil {
+			ps = append(ps, p)
+		}
+	}
+	slices.Sort(ps)
+	return ps
 }
 
 // Owned returns the partitions owned now, in no order.

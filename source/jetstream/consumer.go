@@ -490,7 +490,7 @@ func (c *Consumer[T]) Quiesce() {
 func (c *Consumer[T]) StopGracefully(ctx context.Context) error {
 	c.Quiesce()
 	return c.life.Await(ctx, func(err error) error {
-		return fmt.Errorf("jetstream: consumer %q not stopped: partitions %v draining: %w", c.name, c.disp.Owned(), err)
+		return fmt.Errorf("jetstream: consumer %q not stopped: partitions %v draining: %w", c.name, c.disp.Held(), err)
 	})
 }
 
@@ -509,3 +509,4 @@ func (c *Consumer[T]) ForceStop() {
 		c.quitOnce.Do(func() { close(c.quit) })
 	}
 }
+

@@ -260,7 +260,7 @@ func (c *Consumer[T]) Quiesce() {
 func (c *Consumer[T]) StopGracefully(ctx context.Context) error {
 	c.Quiesce()
 	return c.life.Await(ctx, func(err error) error {
-		return fmt.Errorf("kafka: consumer %q not stopped: partitions %v draining: %w", c.name, c.disp.Owned(), err)
+		return fmt.Errorf("kafka: consumer %q not stopped: partitions %v draining: %w", c.name, c.disp.Held(), err)
 	})
 }
 
@@ -327,3 +327,4 @@ func (c *Consumer[T]) nudge() {
 	default:
 	}
 }
+

@@ -231,5 +231,6 @@ func TestARuntimeReturnsTheFailedFinalCommit(t *testing.T) {
 	err = rt.StopGracefully(ctx)
 	require.ErrorIs(t, err, kafka.ErrCommit)
 	require.NotErrorIs(t, err, dispatch.ErrShutdownTimeout)
+	<-rt.Done() // Err is fixed at the Runtime's physical end
 	require.ErrorIs(t, rt.Err(), kafka.ErrCommit)
 }
