@@ -509,4 +509,3 @@ func (c *Consumer[T]) ForceStop() {
 		c.quitOnce.Do(func() { close(c.quit) })
 	}
 }
-

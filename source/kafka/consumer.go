@@ -327,4 +327,3 @@ func (c *Consumer[T]) nudge() {
 	default:
 	}
 }
-
