@@ -7,7 +7,9 @@ import "errors"
 var (
 	// ErrStopped is returned when work or a lifecycle step is refused because a
 	// stop has begun: Runtime.Start after a stop, Prepare of a composite that was
-	// force-stopped, a Mailbox push after Close.
+	// force-stopped, a Mailbox push after Close, Emit once the intake shut. It
+	// is also the reason given to the discard hook and the outcome hook for an
+	// exchange a source emitted after the intake shut.
 	ErrStopped = errors.New("dispatch: stopped")
 	// ErrForceStopped is the cause of the handler context's cancellation by
 	// ForceStop and the reason given to the discard hook and Observer.Discarded
