@@ -16,42 +16,42 @@ import (
 	"github.com/aggflow/aggflow/schedulers"
 )
 
-// brkDo is what one exchange of the batch property does.
-type brkDo int
+// edgeDo is what one exchange of the batch property does.
+type edgeDo int
 
 const (
-	brkOK         brkDo = iota // the handler returns nil
-	brkErr                     // the handler returns an error
-	brkPanic                   // the handler panics
-	brkGoexit                  // the handler calls runtime.Goexit
-	brkCtxNil                  // WithContextOf returns nil
-	brkCtxPanic                // WithContextOf panics
-	brkHookGoexit              // the handler returns nil, the outcome hook calls runtime.Goexit
-	brkDoCount
+	edgeOK         edgeDo = iota // the handler returns nil
+	edgeErr                     // the handler returns an error
+	edgePanic                   // the handler panics
+	edgeGoexit                  // the handler calls runtime.Goexit
+	edgeCtxNil                  // WithContextOf returns nil
+	edgeCtxPanic                // WithContextOf panics
+	edgeHookGoexit              // the handler returns nil, the outcome hook calls runtime.Goexit
+	edgeDoCount
 )
 
-type brkX struct {
+type edgeX struct {
 	id  aggregate.ID
 	seq int
-	do  brkDo
+	do  edgeDo
 }
 
-func (x brkX) AggregateID() aggregate.ID { return x.id }
+func (x edgeX) AggregateID() aggregate.ID { return x.id }
 
 // Every exchange of a lane's batch is accounted for once whatever its
 // neighbours do (return, fail, panic, Goexit in the handler or the hook, a
 // failing WithContextOf): the outcome hook once per exchange with the
 // expected outcome, the handlers of one id called in order, the ones after
 // a panic too, and the Stats exact at the end.
-func TestBreakBatchAccountsEveryExchangeOnce(t *testing.T) {
+func TestBatchAccountsEveryExchangeOnce(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ids := rapid.IntRange(1, 4).Draw(rt, "ids")
 		groups := rapid.IntRange(1, 3).Draw(rt, "groups")
 		goroutines := rapid.IntRange(1, 2).Draw(rt, "goroutines")
-		dos := rapid.SliceOfN(rapid.IntRange(0, int(brkDoCount)-1), 1, 150).Draw(rt, "dos")
+		dos := rapid.SliceOfN(rapid.IntRange(0, int(edgeDoCount)-1), 1, 150).Draw(rt, "dos")
 		var failure string
 		synctest.Test(t, func(t *testing.T) {
-			failure = brkBatchRun(t, ids, groups, goroutines, dos)
+			failure = edgeBatchRun(t, ids, groups, goroutines, dos)
 		})
 		if failure != "" {
 			rt.Fatal(failure)
@@ -59,8 +59,8 @@ func TestBreakBatchAccountsEveryExchangeOnce(t *testing.T) {
 	})
 }
 
-func brkBatchRun(t *testing.T, ids, groups, goroutines int, dos []int) string {
-	s, err := schedulers.NewParallel("brk", goroutines, schedulers.WithLogger(discardLogger))
+func edgeBatchRun(t *testing.T, ids, groups, goroutines int, dos []int) string {
+	s, err := schedulers.NewParallel("edge", goroutines, schedulers.WithLogger(discardLogger))
 	if err != nil {
 		return err.Error()
 	}
@@ -69,39 +69,39 @@ func brkBatchRun(t *testing.T, ids, groups, goroutines int, dos []int) string {
 	handled := map[string][]int{}
 	hooked := map[[2]int]int{} // (id, seq) -> calls
 	outcome := map[[2]int]dispatch.Outcome{}
-	idx := func(x brkX) [2]int { return [2]int{int(x.id.ID[0] - 'a'), x.seq} }
+	idx := func(x edgeX) [2]int { return [2]int{int(x.id.ID[0] - 'a'), x.seq} }
 	injected := errors.New("injected")
-	d, err := dispatch.New[brkX]("orders", orders, nil,
-		func(ctx context.Context, x brkX) error {
+	d, err := dispatch.New[edgeX]("orders", orders, nil,
+		func(ctx context.Context, x edgeX) error {
 			mu.Lock()
 			handled[x.id.ID] = append(handled[x.id.ID], x.seq)
 			mu.Unlock()
 			switch x.do {
-			case brkErr:
+			case edgeErr:
 				return injected
-			case brkPanic:
+			case edgePanic:
 				panic(injected)
-			case brkGoexit:
+			case edgeGoexit:
 				runtime.Goexit()
 			}
 			return nil
 		},
-		quietOf[brkX](), dispatch.WithScheduler[brkX](s), dispatch.WithParallelism[brkX](groups),
-		dispatch.WithContextOf(func(ctx context.Context, x brkX) context.Context {
+		quietOf[edgeX](), dispatch.WithScheduler[edgeX](s), dispatch.WithParallelism[edgeX](groups),
+		dispatch.WithContextOf(func(ctx context.Context, x edgeX) context.Context {
 			switch x.do {
-			case brkCtxNil:
+			case edgeCtxNil:
 				return nil
-			case brkCtxPanic:
+			case edgeCtxPanic:
 				panic(injected)
 			}
 			return ctx
 		}),
-		dispatch.WithOutcomeHook(func(_ context.Context, r dispatch.Result[brkX]) {
+		dispatch.WithOutcomeHook(func(_ context.Context, r dispatch.Result[edgeX]) {
 			mu.Lock()
 			hooked[idx(r.Exchange)]++
 			outcome[idx(r.Exchange)] = r.Outcome
 			mu.Unlock()
-			if r.Exchange.do == brkHookGoexit {
+			if r.Exchange.do == edgeHookGoexit {
 				runtime.Goexit()
 			}
 		}))
@@ -120,7 +120,7 @@ func brkBatchRun(t *testing.T, ids, groups, goroutines int, dos []int) string {
 	wantOutcome := map[[2]int]dispatch.Outcome{}
 	for i, do := range dos {
 		id := i % ids
-		x := brkX{id: aggregate.NewID(orders, string(rune('a'+id))), seq: seqs[id], do: brkDo(do)}
+		x := edgeX{id: aggregate.NewID(orders, string(rune('a'+id))), seq: seqs[id], do: edgeDo(do)}
 		seqs[id]++
 		if err := d.Emit(t.Context(), x); err != nil {
 			return err.Error()
@@ -128,21 +128,21 @@ func brkBatchRun(t *testing.T, ids, groups, goroutines int, dos []int) string {
 		want.Received++
 		o := dispatch.OutcomePanic
 		switch x.do {
-		case brkOK, brkHookGoexit:
+		case edgeOK, edgeHookGoexit:
 			o = dispatch.OutcomeSuccess
 			want.Succeeded++
-		case brkErr:
+		case edgeErr:
 			o = dispatch.OutcomeError
 			want.Failed++
 		default:
 			want.Failed++
 		}
-		if x.do != brkCtxNil && x.do != brkCtxPanic {
+		if x.do != edgeCtxNil && x.do != edgeCtxPanic {
 			wantHandled[x.id.ID] = append(wantHandled[x.id.ID], x.seq)
 		}
 		wantOutcome[idx(x)] = o
 	}
-	st, err := brkStop(t, d)
+	st, err := edgeStop(t, d)
 	if err != nil {
 		<-d.Done()
 		return fmt.Sprintf("stop: %v (stats %+v)", err, st)

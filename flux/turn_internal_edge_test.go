@@ -21,7 +21,7 @@ func (t *turn) waiting() int {
 // queue emptied by the waiter that left. give must not fail then, and the
 // lock must end free. The test holds the inner mutex so that the leaving
 // waiter and the giving holder both queue on it, in that order as a rule.
-func TestBreakTurnGiveRacesLeavingWaiter(t *testing.T) {
+func TestTurnGiveRacesLeavingWaiter(t *testing.T) {
 	for range 200 {
 		l := newTurn()
 		require.NoError(t, l.take(context.Background()))

@@ -11,7 +11,7 @@ import (
 // A key of interface type may hold a value the map cannot hash or == cannot
 // compare; the runtime's panic is then the key's failure, a *PanicError that
 // OnErrorContinue can resume, not a panic out of Subscribe.
-func TestBreakDistinctUnhashableKeyIsPanicError(t *testing.T) {
+func TestDistinctUnhashableKeyIsPanicError(t *testing.T) {
 	identity := func(v any) any { return v }
 	cases := []struct {
 		name      string

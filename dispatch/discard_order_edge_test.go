@@ -18,7 +18,7 @@ import (
 // exchange's hooks on a goroutine of their own: per id they still see the
 // exchanges in order, the outcome hook before the discard hook, each once,
 // and every exchange is handled or discarded exactly once.
-func TestBreakForceStopFromHandlerDiscardsInOrder(t *testing.T) {
+func TestForceStopFromHandlerDiscardsInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const ids, per = 5, 40
 		var mu sync.Mutex

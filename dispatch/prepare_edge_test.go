@@ -14,9 +14,9 @@ import (
 // Quiesce then ForceStop while Prepare is still in the supplier (the doc's
 // "graceful, then force"): the stops touch the contexts only once Prepare
 // published them (-race checks it).
-func TestBreakQuiesceThenForceDuringPrepare(t *testing.T) {
+func TestQuiesceThenForceDuringPrepare(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
-	sup, err := aggregate.NewSchedulerSupplier("brk", aggregate.WithSchedulerFactory(func(name string, n int) (schedulers.Scheduler, error) {
+	sup, err := aggregate.NewSchedulerSupplier("edge", aggregate.WithSchedulerFactory(func(name string, n int) (schedulers.Scheduler, error) {
 		close(entered)
 		<-release
 		return schedulers.NewParallel(name, n)
@@ -25,7 +25,7 @@ func TestBreakQuiesceThenForceDuringPrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { sup.ForceStop(); <-sup.Done() }()
-	d, err := dispatch.New("brk", orders, flux.FromSlice(exchanges(5, 1)), testkit.Perform, quiet,
+	d, err := dispatch.New("edge", orders, flux.FromSlice(exchanges(5, 1)), testkit.Perform, quiet,
 		dispatch.WithSchedulerSupplier[testkit.Exchange](sup))
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 // An error that Filter rejects is the error signal as it is, the same
 // value, on the last attempt as on any earlier one (backoff.Retry returns
 // its Permanent wrapper when the tries have run out).
-func TestBreakRetryWhenRejectedErrorAsItIs(t *testing.T) {
+func TestRetryWhenRejectedErrorAsItIs(t *testing.T) {
 	errFatal := errors.New("fatal")
 	for attempts := range 3 {
 		for failed := range attempts + 1 {
@@ -33,7 +33,7 @@ func TestBreakRetryWhenRejectedErrorAsItIs(t *testing.T) {
 }
 
 // The downstream's error on the last attempt is returned as it is too.
-func TestBreakRetryWhenDownstreamErrorAsItIs(t *testing.T) {
+func TestRetryWhenDownstreamErrorAsItIs(t *testing.T) {
 	errStop := errors.New("stop")
 	err := flux.Just(1).RetryWhen(flux.RetryMax(0)).Subscribe(context.Background(), func(int) error { return errStop })
 	require.Truef(t, err == errStop, "got %T %v", err, err)

@@ -11,7 +11,7 @@ import (
 
 // LimitRate(math.MaxInt) is Reactor's unbounded limitRate; no n, however
 // large, may make the combining operator's queue a make that panics.
-func TestBreakLimitRateHugeIsNoPanic(t *testing.T) {
+func TestLimitRateHugeIsNoPanic(t *testing.T) {
 	sum := func(a, b int) int { return a + b }
 	ops := map[string]flux.Flux[int]{
 		"Merge":           flux.Merge(flux.Just(1, 2), flux.Just(3)),

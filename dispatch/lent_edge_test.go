@@ -20,7 +20,7 @@ import (
 // with someone else's task that ignores its ctx: the dispatcher learns of it
 // from the scheduler's Context, discards the lanes whose tasks were dropped,
 // and stops with schedulers.ErrRejected, without waiting for that task.
-func TestBreakLentSchedulerDisposedWhileBusyIsNoticed(t *testing.T) {
+func TestLentSchedulerDisposedWhileBusyIsNoticed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sched, err := schedulers.NewParallel("busy", 1)
 		require.NoError(t, err)
@@ -48,9 +48,9 @@ func TestBreakLentSchedulerDisposedWhileBusyIsNoticed(t *testing.T) {
 // A running lane stops handling its batch as soon as its lent scheduler is
 // disposed by force: the rest of the batch is discarded, not handed to the
 // handler with a cancelled context.
-func TestBreakLaneBatchStopsAtForcedDisposal(t *testing.T) {
+func TestLaneBatchStopsAtForcedDisposal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sched, err := schedulers.NewParallel("brk", 1, schedulers.WithLogger(discardLogger))
+		sched, err := schedulers.NewParallel("edge", 1, schedulers.WithLogger(discardLogger))
 		require.NoError(t, err)
 		first, release := make(chan struct{}), make(chan struct{})
 		var calls, afterCancel atomic.Int64

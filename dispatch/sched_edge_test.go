@@ -11,8 +11,8 @@ import (
 
 // docs/lifecycle.md, rule 7: a task's context is done once its scheduler
 // terminated, after a graceful disposal too.
-func TestBreakTaskContextDoneAfterGracefulDisposal(t *testing.T) {
-	s, err := schedulers.NewParallel("brk", 1)
+func TestTaskContextDoneAfterGracefulDisposal(t *testing.T) {
+	s, err := schedulers.NewParallel("edge", 1)
 	require.NoError(t, err)
 	got := make(chan context.Context, 1)
 	require.NoError(t, s.Schedule(func(ctx context.Context) { got <- ctx }))

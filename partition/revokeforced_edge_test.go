@@ -15,7 +15,7 @@ import (
 // already (a rebalance callback past its deadline), needs no force: Settled
 // says so. It used to report Forced whenever the ctx had ended, because the
 // dispatcher's goroutines had not exited yet when StopGracefully looked.
-func TestBreakRevokeOfAnIdlePartitionIsNotForced(t *testing.T) {
+func TestRevokeOfAnIdlePartitionIsNotForced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sched := newParallel(t, 2)
 		d, err := partition.NewDispatcher("accounts", accounts, sched, func(x op) string { return x.id },

@@ -15,9 +15,9 @@ import (
 	"github.com/aggflow/aggflow/testkit"
 )
 
-// brkEmitAsync runs Emit on its own goroutine and returns where its result
+// edgeEmitAsync runs Emit on its own goroutine and returns where its result
 // arrives.
-func brkEmitAsync(d *dispatch.Dispatcher[testkit.Exchange], x testkit.Exchange) <-chan error {
+func edgeEmitAsync(d *dispatch.Dispatcher[testkit.Exchange], x testkit.Exchange) <-chan error {
 	res := make(chan error, 1)
 	go func() { res <- d.Emit(context.Background(), x) }()
 	return res
@@ -26,7 +26,7 @@ func brkEmitAsync(d *dispatch.Dispatcher[testkit.Exchange], x testkit.Exchange) 
 // A producer waiting in Emit for the pending budget is released by Quiesce
 // with ErrStopped, at once: it does not wait for a slow handler to free a
 // unit.
-func TestBreakEmitWaitingForBudgetIsReleasedByQuiesce(t *testing.T) {
+func TestEmitWaitingForBudgetIsReleasedByQuiesce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		d := started[testkit.Exchange](t, nil, func(ctx context.Context, x testkit.Exchange) error {
@@ -35,7 +35,7 @@ func TestBreakEmitWaitingForBudgetIsReleasedByQuiesce(t *testing.T) {
 		}, dispatch.WithMaxPending[testkit.Exchange](1))
 		id := aggregate.NewID(orders, "a")
 		require.NoError(t, d.Emit(context.Background(), testkit.Exchange{ID: id, Seq: 0}))
-		second := brkEmitAsync(d, testkit.Exchange{ID: id, Seq: 1})
+		second := edgeEmitAsync(d, testkit.Exchange{ID: id, Seq: 1})
 		synctest.Wait() // the second Emit waits for the budget
 		d.Quiesce()
 		synctest.Wait()
@@ -58,7 +58,7 @@ func TestBreakEmitWaitingForBudgetIsReleasedByQuiesce(t *testing.T) {
 // The same after ForceStop, with a handler that ignores its context: the
 // dispatcher is STOPPED and Emit returns ErrStopped, though the handler
 // still runs.
-func TestBreakEmitWaitingForBudgetIsReleasedByForceStop(t *testing.T) {
+func TestEmitWaitingForBudgetIsReleasedByForceStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		d := started[testkit.Exchange](t, nil, func(ctx context.Context, x testkit.Exchange) error {
@@ -67,7 +67,7 @@ func TestBreakEmitWaitingForBudgetIsReleasedByForceStop(t *testing.T) {
 		}, dispatch.WithMaxPending[testkit.Exchange](1))
 		id := aggregate.NewID(orders, "a")
 		require.NoError(t, d.Emit(context.Background(), testkit.Exchange{ID: id, Seq: 0}))
-		second := brkEmitAsync(d, testkit.Exchange{ID: id, Seq: 1})
+		second := edgeEmitAsync(d, testkit.Exchange{ID: id, Seq: 1})
 		synctest.Wait()
 		d.ForceStop()
 		synctest.Wait()
@@ -91,7 +91,7 @@ func TestBreakEmitWaitingForBudgetIsReleasedByForceStop(t *testing.T) {
 // A handler may feed a follow-up back with Emit on the Immediate scheduler,
 // where the lane runs inline on Emit's caller: Emit holds no lock while it
 // schedules, so the nested Emit neither deadlocks nor needs a force.
-func TestBreakEmitFromHandlerOnImmediate(t *testing.T) {
+func TestEmitFromHandlerOnImmediate(t *testing.T) {
 	var d *dispatch.Dispatcher[testkit.Exchange]
 	d, err := dispatch.New[testkit.Exchange]("orders", orders, nil, func(ctx context.Context, x testkit.Exchange) error {
 		if x.Seq == 0 {
@@ -103,7 +103,7 @@ func TestBreakEmitFromHandlerOnImmediate(t *testing.T) {
 	require.NoError(t, d.Prepare(t.Context()))
 	require.NoError(t, d.Start())
 	// no cleanup waiting for Done: if the defect is there, Done never closes
-	res := brkEmitAsync(d, testkit.Exchange{ID: aggregate.NewID(orders, "a"), Seq: 0})
+	res := edgeEmitAsync(d, testkit.Exchange{ID: aggregate.NewID(orders, "a"), Seq: 0})
 	select {
 	case err := <-res:
 		require.NoError(t, err)

@@ -15,8 +15,8 @@ import (
 	"github.com/aggflow/aggflow/testkit"
 )
 
-// brkAsideChild names the test the child process runs.
-const brkAsideChild = "AGGFLOW_BRK_ASIDE_CHILD"
+// edgeAsideChild names the test the child process runs.
+const edgeAsideChild = "AGGFLOW_BRK_ASIDE_CHILD"
 
 // A discard hook that panics (or calls runtime.Goexit), logged by a log handler that panics too: the
 // discarding goes on, the exchange is counted once, the dispatcher reaches
@@ -24,22 +24,22 @@ const brkAsideChild = "AGGFLOW_BRK_ASIDE_CHILD"
 // goroutine of their own, where nothing recovered the log handler's panic:
 // the process crashed. The scenario runs in a child process so that a crash
 // fails this test rather than the test binary.
-func TestBreakDiscardHookWithPanickingLogDoesNotCrash(t *testing.T) {
-	if how := os.Getenv(brkAsideChild); how != "" {
-		brkAsideScenario(t, how)
+func TestDiscardHookWithPanickingLogDoesNotCrash(t *testing.T) {
+	if how := os.Getenv(edgeAsideChild); how != "" {
+		edgeAsideScenario(t, how)
 		return
 	}
 	for _, how := range []string{"panic", "Goexit"} {
 		t.Run(how, func(t *testing.T) {
-			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestBreakDiscardHookWithPanickingLogDoesNotCrash$", "-test.count=1")
-			cmd.Env = append(os.Environ(), brkAsideChild+"="+how)
+			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestDiscardHookWithPanickingLogDoesNotCrash$", "-test.count=1")
+			cmd.Env = append(os.Environ(), edgeAsideChild+"="+how)
 			out, err := cmd.CombinedOutput()
 			require.NoError(t, err, "child process:\n%s", out)
 		})
 	}
 }
 
-func brkAsideScenario(t *testing.T, how string) {
+func edgeAsideScenario(t *testing.T, how string) {
 	release := make(chan struct{})
 	started := make(chan struct{})
 	d, err := dispatch.New[testkit.Exchange]("orders", orders, nil,

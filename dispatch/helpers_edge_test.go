@@ -10,8 +10,8 @@ import (
 	"github.com/aggflow/aggflow/testkit"
 )
 
-// brkLedger records every handler call and every discard, per aggregate id.
-type brkLedger struct {
+// edgeLedger records every handler call and every discard, per aggregate id.
+type edgeLedger struct {
 	mu        sync.Mutex
 	handled   map[string][]int
 	discarded map[string][]int
@@ -19,18 +19,18 @@ type brkLedger struct {
 	calls     atomic.Int64
 }
 
-func newBrkLedger() *brkLedger {
-	return &brkLedger{handled: map[string][]int{}, discarded: map[string][]int{}}
+func newBrkLedger() *edgeLedger {
+	return &edgeLedger{handled: map[string][]int{}, discarded: map[string][]int{}}
 }
 
-func (l *brkLedger) handle(x testkit.Exchange) {
+func (l *edgeLedger) handle(x testkit.Exchange) {
 	l.calls.Add(1)
 	l.mu.Lock()
 	l.handled[x.ID.ID] = append(l.handled[x.ID.ID], x.Seq)
 	l.mu.Unlock()
 }
 
-func (l *brkLedger) discard(x testkit.Exchange, _ error) {
+func (l *edgeLedger) discard(x testkit.Exchange, _ error) {
 	l.hook.Add(1)
 	l.mu.Lock()
 	l.discarded[x.ID.ID] = append(l.discarded[x.ID.ID], x.Seq)
@@ -42,7 +42,7 @@ func (l *brkLedger) discard(x testkit.Exchange, _ error) {
 // handled or discarded exactly once, the union a prefix of the id's
 // sequence, and nothing handled after something of the same id was
 // discarded.
-func (l *brkLedger) check(s dispatch.Stats, obs *countingObserver) error {
+func (l *edgeLedger) check(s dispatch.Stats, obs *countingObserver) error {
 	var errs []error
 	if s.Received != s.Succeeded+s.Failed+s.Discarded+s.InFlight || s.InFlight != 0 {
 		errs = append(errs, fmt.Errorf("stats %+v after Done", s))

@@ -14,7 +14,7 @@ import (
 	"github.com/aggflow/aggflow/flux"
 )
 
-var brkContextOfNamed = aggregate.MaterializedNamedAggregate{Context: "bank", Aggregate: "Ledger"}
+var edgeContextOfNamed = aggregate.MaterializedNamedAggregate{Context: "bank", Aggregate: "Ledger"}
 
 // nilCtxObserver counts the calls that got a nil ctx.
 type nilCtxObserver struct{ nils atomic.Int64 }
@@ -44,7 +44,7 @@ func TestContextOfReturningNilFailsTheExchangeAlone(t *testing.T) {
 	require.NoError(t, err)
 	obs := &nilCtxObserver{}
 	var nilHandled atomic.Int64
-	d, err := dispatch.NewKeyed("ledger", brkContextOfNamed, flux.FromSlice([]int{1, 2, 3, 4}),
+	d, err := dispatch.NewKeyed("ledger", edgeContextOfNamed, flux.FromSlice([]int{1, 2, 3, 4}),
 		func(int) int { return 0 },
 		func(ctx context.Context, x int) error {
 			if ctx == nil {

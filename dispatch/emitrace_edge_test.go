@@ -16,15 +16,15 @@ import (
 	"github.com/aggflow/aggflow/testkit"
 )
 
-// brkEmitRun hammers Emit from several goroutines and stops the dispatcher
+// edgeEmitRun hammers Emit from several goroutines and stops the dispatcher
 // at a random moment; it checks that Emit returned nil exactly for the
 // exchanges counted, the ledger, and it polls Stats once Done closed.
-func brkEmitRun(t *testing.T, seed uint64) (afterDone dispatch.Stats, bad bool) {
+func edgeEmitRun(t *testing.T, seed uint64) (afterDone dispatch.Stats, bad bool) {
 	r := rand.New(rand.NewPCG(seed, 3))
 	producers, ids, budget := 2+r.IntN(6), 1+r.IntN(20), 1+r.IntN(8)
 	stop := r.IntN(3)
 	led := newBrkLedger()
-	d, err := dispatch.New[testkit.Exchange]("brk", orders, nil, func(ctx context.Context, x testkit.Exchange) error {
+	d, err := dispatch.New[testkit.Exchange]("edge", orders, nil, func(ctx context.Context, x testkit.Exchange) error {
 		led.handle(x)
 		return nil
 	}, quiet, dispatch.WithParallelism[testkit.Exchange](1+r.IntN(8)), dispatch.WithMaxPending[testkit.Exchange](budget),
@@ -93,12 +93,12 @@ func brkEmitRun(t *testing.T, seed uint64) (afterDone dispatch.Stats, bad bool) 
 // An Emit racing a stop never shows in Stats after Done: it is counted in
 // Received only once it is past the gate (InFlight is 0 after Done, and
 // Received never goes down).
-func TestBreakEmitRacingStopNoInFlightAfterDone(t *testing.T) {
+func TestEmitRacingStopNoInFlightAfterDone(t *testing.T) {
 	base := uint64(time.Now().UnixNano())
 	seen := 0
 	var example dispatch.Stats
 	for i := range uint64(300) {
-		if s, bad := brkEmitRun(t, base+i); bad {
+		if s, bad := edgeEmitRun(t, base+i); bad {
 			seen++
 			example = s
 		}

@@ -19,7 +19,7 @@ import (
 // position must block the prefix like a cancelled one, so that the next
 // owner gets it again. It used to count as finished (OutcomePanic finishes a
 // position) and the prefix passed it.
-func TestBreakForcedPanicDoesNotFinishItsPosition(t *testing.T) {
+func TestForcedPanicDoesNotFinishItsPosition(t *testing.T) {
 	for name, fail := range map[string]func(error){
 		"panic":  func(err error) { panic(err) },
 		"goexit": func(error) { runtime.Goexit() },

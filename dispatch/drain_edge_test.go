@@ -29,10 +29,10 @@ func (l panicOnMsg) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-// brkStop stops d gracefully within a minute (of virtual time under
+// edgeStop stops d gracefully within a minute (of virtual time under
 // synctest) and returns its Stats then; a stop that did not end in time is
 // forced, and its error returned.
-func brkStop[T any](t *testing.T, d *dispatch.Dispatcher[T]) (dispatch.Stats, error) {
+func edgeStop[T any](t *testing.T, d *dispatch.Dispatcher[T]) (dispatch.Stats, error) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	err := d.StopGracefully(ctx)
@@ -48,11 +48,11 @@ func brkStop[T any](t *testing.T, d *dispatch.Dispatcher[T]) (dispatch.Stats, er
 // the next one of its group is handled, and the stop reaches its end. On
 // Goexit the exchange was popped but never counted: InFlight stayed 1 and
 // the dispatcher never reached Done.
-func TestBreakHandlerEndWithPanickingFailureLog(t *testing.T) {
+func TestHandlerEndWithPanickingFailureLog(t *testing.T) {
 	for _, how := range []string{"panic", "Goexit"} {
 		t.Run(how, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s, err := schedulers.NewParallel("brk", 2, schedulers.WithLogger(discardLogger))
+				s, err := schedulers.NewParallel("edge", 2, schedulers.WithLogger(discardLogger))
 				require.NoError(t, err)
 				defer s.Dispose()
 				id := aggregate.NewID(orders, "a")
@@ -73,7 +73,7 @@ func TestBreakHandlerEndWithPanickingFailureLog(t *testing.T) {
 				for seq := range 2 {
 					require.NoError(t, d.Emit(t.Context(), testkit.Exchange{ID: id, Seq: seq}))
 				}
-				st, err := brkStop(t, d)
+				st, err := edgeStop(t, d)
 				require.NoError(t, err, "stats %+v", st)
 				require.Equal(t, dispatch.Stats{Received: 2, Succeeded: 1, Failed: 1}, st)
 			})
@@ -85,7 +85,7 @@ func TestBreakHandlerEndWithPanickingFailureLog(t *testing.T) {
 // also when the failure log's handler panics: the panic reaches Emit's
 // caller, but the exchange is counted as failed and the stop reaches its
 // end. It used to stay in flight for ever.
-func TestBreakUnroutedWithPanickingFailureLog(t *testing.T) {
+func TestUnroutedWithPanickingFailureLog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d, err := dispatch.New[panickyID]("orders", orders, nil,
 			func(context.Context, panickyID) error { return nil },
@@ -100,7 +100,7 @@ func TestBreakUnroutedWithPanickingFailureLog(t *testing.T) {
 		}
 		require.NotNil(t, emit(panickyID{bad: true}), "the log handler's panic reaches the caller")
 		require.Nil(t, emit(panickyID{id: "a"}))
-		st, err := brkStop(t, d)
+		st, err := edgeStop(t, d)
 		require.NoError(t, err, "stats %+v", st)
 		require.Equal(t, dispatch.Stats{Received: 2, Succeeded: 1, Failed: 1}, st)
 	})
@@ -109,9 +109,9 @@ func TestBreakUnroutedWithPanickingFailureLog(t *testing.T) {
 // Under StopOnError a failed exchange stops the dispatcher, also when the
 // failure log's handler panics (the panic goes on up to the scheduler): the
 // policy was applied after the log, so the dispatcher kept running.
-func TestBreakStopOnErrorWithPanickingFailureLog(t *testing.T) {
+func TestStopOnErrorWithPanickingFailureLog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := schedulers.NewParallel("brk", 1, schedulers.WithLogger(discardLogger))
+		s, err := schedulers.NewParallel("edge", 1, schedulers.WithLogger(discardLogger))
 		require.NoError(t, err)
 		defer s.Dispose()
 		d, err := dispatch.New[testkit.Exchange]("orders", orders, nil,

@@ -12,13 +12,13 @@ import (
 	"github.com/aggflow/aggflow/flux"
 )
 
-// brkResultsOf starts a dispatcher of n exchanges in one group whose
+// edgeResultsOf starts a dispatcher of n exchanges in one group whose
 // Results, with room for buffer, it returns.
-func brkResultsOf(t *testing.T, n, buffer int) (*dispatch.Dispatcher[int], *dispatch.Results[int]) {
+func edgeResultsOf(t *testing.T, n, buffer int) (*dispatch.Dispatcher[int], *dispatch.Results[int]) {
 	t.Helper()
 	r, err := dispatch.NewResults[int](buffer)
 	require.NoError(t, err)
-	d, err := dispatch.NewKeyed("ledger", brkContextOfNamed, flux.FromSlice(make([]int, n)),
+	d, err := dispatch.NewKeyed("ledger", edgeContextOfNamed, flux.FromSlice(make([]int, n)),
 		func(int) int { return 0 }, func(context.Context, int) error { return nil },
 		quietOf[int](), dispatch.WithParallelism[int](1), dispatch.WithResults(r))
 	require.NoError(t, err)
@@ -33,9 +33,9 @@ func brkResultsOf(t *testing.T, n, buffer int) (*dispatch.Dispatcher[int], *disp
 // Dropped one short of Received): the stream's Flux counts only what its
 // downstream reports undelivered, and the rxgo bridge reported its ctx's
 // cause instead.
-func TestBreakResultsObservableStoppedReaderCountsTheResultInHand(t *testing.T) {
+func TestResultsObservableStoppedReaderCountsTheResultInHand(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d, r := brkResultsOf(t, 20, 2)
+		d, r := edgeResultsOf(t, 20, 2)
 		ctx, cancel := context.WithCancel(t.Context())
 		items := r.Observable(ctx).Observe()
 		read := 0
@@ -59,12 +59,12 @@ func TestBreakResultsObservableStoppedReaderCountsTheResultInHand(t *testing.T) 
 // then (once in a few hundred runs): the one its hand-over goroutine held
 // when the ctx ended, which it reported as the ctx's cause, not as
 // undelivered.
-func TestBreakResultsAllCancelledConcurrentlyCountsExactly(t *testing.T) {
+func TestResultsAllCancelledConcurrentlyCountsExactly(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		n := rapid.IntRange(1, 300).Draw(rt, "n")
 		buffer := rapid.IntRange(0, 8).Draw(rt, "buffer")
 		cancelAt := rapid.IntRange(1, 40).Draw(rt, "cancelAt")
-		d, r := brkResultsOf(t, n, buffer)
+		d, r := edgeResultsOf(t, n, buffer)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		read := 0

@@ -17,9 +17,9 @@ import (
 // direct Schedule and through workers: every task runs, none is left queued
 // with every goroutine parked. A lost wake-up hangs a round, which the
 // deadline turns into a failure.
-func TestBreakNoLostWakeUpAroundSpin(t *testing.T) {
+func TestNoLostWakeUpAroundSpin(t *testing.T) {
 	for _, n := range []int{1, 2, 3} {
-		s, err := schedulers.NewParallel("brk", n)
+		s, err := schedulers.NewParallel("edge", n)
 		require.NoError(t, err)
 		w, err := s.NewWorker()
 		require.NoError(t, err)
@@ -46,9 +46,9 @@ func TestBreakNoLostWakeUpAroundSpin(t *testing.T) {
 }
 
 // Disposal while the goroutines spin: every goroutine exits and Done closes.
-func TestBreakDisposeDuringSpin(t *testing.T) {
+func TestDisposeDuringSpin(t *testing.T) {
 	for range 200 {
-		s, err := schedulers.NewParallel("brk", 4)
+		s, err := schedulers.NewParallel("edge", 4)
 		require.NoError(t, err)
 		ran := make(chan struct{}, 4)
 		for range 4 {
