@@ -21,12 +21,12 @@ type edgeDo int
 
 const (
 	edgeOK         edgeDo = iota // the handler returns nil
-	edgeErr                     // the handler returns an error
-	edgePanic                   // the handler panics
-	edgeGoexit                  // the handler calls runtime.Goexit
-	edgeCtxNil                  // WithContextOf returns nil
-	edgeCtxPanic                // WithContextOf panics
-	edgeHookGoexit              // the handler returns nil, the outcome hook calls runtime.Goexit
+	edgeErr                      // the handler returns an error
+	edgePanic                    // the handler panics
+	edgeGoexit                   // the handler calls runtime.Goexit
+	edgeCtxNil                   // WithContextOf returns nil
+	edgeCtxPanic                 // WithContextOf panics
+	edgeHookGoexit               // the handler returns nil, the outcome hook calls runtime.Goexit
 	edgeDoCount
 )
 
