@@ -210,28 +210,34 @@ func (s *engine) submit(task Task, yield bool) error {
 		return s.rejected
 	}
 	s.enqueue(entry{task: task})
+	var woken *runner
 	if !yield || s.goroutines == len(s.parked) {
-		s.wake()
+		woken = s.wake()
 	}
 	s.mu.Unlock()
+	woken.unpark()
 	return nil
 }
 
 // wake makes sure a goroutine will pop the entry just pushed: it wakes the
 // goroutine parked last (so that the others stay idle and, with a TTL,
 // retire), or starts one if fewer than n exist; otherwise every goroutine is
-// busy and looks at the ready queue before it parks. Called with mu held.
-func (s *engine) wake() {
+// busy and looks at the ready queue before it parks. Called with mu held;
+// it returns the goroutine taken off the parked list, if any, for the
+// caller to unpark once it released mu, so that the woken goroutine does
+// not find mu held.
+func (s *engine) wake() (woken *runner) {
 	switch {
 	case len(s.parked) > 0:
 		last := len(s.parked) - 1
-		s.parked[last].unpark()
+		woken = s.parked[last]
 		s.parked[last] = nil
 		s.parked = s.parked[:last]
 	case s.goroutines < s.n:
 		s.goroutines++
 		go s.loop()
 	}
+	return woken
 }
 
 // enqueue puts e at the tail of the ready queue. Called with mu held.
@@ -382,9 +388,13 @@ func (s *engine) loop() {
 }
 
 // unpark wakes r, which the caller has just taken off the parked list. The
-// send never blocks: r is sent at most one wake-up per park. Called with mu
-// held.
-func (r *runner) unpark() { r.wakeup <- struct{}{} }
+// send never blocks: r is sent at most one wake-up per park. With or
+// without mu held; a nil r is no one to wake.
+func (r *runner) unpark() {
+	if r != nil {
+		r.wakeup <- struct{}{}
+	}
+}
 
 // park waits, with mu released, until r is woken or, with a TTL, until the
 // TTL has passed. It reports whether r retires: the TTL passed and no
@@ -415,7 +425,7 @@ func (r *runner) park() (retire bool) {
 		s.parked = slices.Delete(s.parked, i, i+1)
 		return true
 	}
-	<-r.wakeup // a waker took r off the list, and sent under mu, just before the TTL
+	<-r.wakeup // a waker took r off the list just before the TTL; its send follows, without mu
 	return false
 }
 
@@ -534,11 +544,13 @@ func (r *runner) abandon() {
 	}
 	s.mu.Lock()
 	s.goroutines--
+	var woken *runner
 	if s.ready.len() > 0 {
-		s.wake()
+		woken = s.wake()
 	}
 	s.closeIfDone()
 	s.mu.Unlock()
+	woken.unpark()
 }
 
 // run is small so that its deferred call is open-coded (no allocation).
@@ -581,12 +593,14 @@ func (w *worker) Schedule(task Task) error {
 		return workerRejected(s.name)
 	}
 	w.tasks.push(task)
+	var woken *runner
 	if w.state == idle {
 		w.state = ready
 		s.enqueue(entry{w: w})
-		s.wake()
+		woken = s.wake()
 	}
 	s.mu.Unlock()
+	woken.unpark()
 	return nil
 }
 
