@@ -133,8 +133,12 @@ func (e *engine[T]) submit(l *lane[T], yield bool) {
 		e.steal(l, ready)
 		return
 	}
+	var y schedulers.Yielder
+	if yield {
+		y, _ = e.sched.(schedulers.Yielder) // asked at a batch's end only, not at each kick
+	}
 	var err error
-	if y, ok := e.sched.(schedulers.Yielder); ok && yield {
+	if y != nil {
 		err = y.Yield(l.task)
 	} else {
 		err = e.sched.Schedule(l.task)

@@ -127,7 +127,7 @@ func (h *hooks[T]) endedAside(ctx context.Context, r *Result[T]) {
 			}
 			// Only the guardian's log handler panics out of ended: on this
 			// goroutine its panic would end the process, and it has no one
-			// else to be told to. Dropped, like one of its report on Goexit.
+			// else to be told to. Dropped, as is its report of a Goexit.
 			defer func() { _ = recover() }()
 			if recover() == nil {
 				h.g.report("discarded exchange's hook", schedulers.ErrGoexit)

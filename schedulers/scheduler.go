@@ -69,7 +69,9 @@ type Scheduler interface {
 // never lost: with no goroutine running a task, it wakes one. From outside
 // a task it is correct but may wait for a running task to end; use
 // Schedule there. The dispatchers yield a lane that still holds exchanges
-// at the end of its batch.
+// at the end of its batch. Reactor has no counterpart (its workers are
+// pinned to a thread, so a continuation never moves); the nearest is a
+// WorkerTask rescheduling itself on its own worker.
 type Yielder interface {
 	Yield(task Task) error
 }
