@@ -104,8 +104,8 @@ func consume(ctx context.Context, cfg config, url string, own []int32) (consumer
 		return nil
 	}
 	obs := &observer{}
-	c, err := jetstream.NewConsumer(dispatcherName, js, flightsTopology, own, decodeFlight, airportAggregate, sched,
-		func(d departure) string { return d.origin }, handle,
+	c, err := jetstream.NewConsumer(dispatcherName, jetstream.Subscription{JetStream: js, Topology: flightsTopology, Owned: own},
+		airportAggregate, sched, jetstream.Codec[departure]{Decode: decodeFlight, ID: func(d departure) string { return d.origin }}, handle,
 		jetstream.WithMaxPending[departure](cfg.maxPending),
 		jetstream.WithPartitionOptions(partition.WithGroups[departure](cfg.parallelism),
 			partition.WithDispatchOptions(dispatch.WithObserver[partition.Delivery[departure]](obs))))

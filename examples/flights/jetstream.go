@@ -60,7 +60,7 @@ func encodeFlight(f flightdata.Flight) []byte {
 	return binary.BigEndian.AppendUint16(b, uint16(f.Destination))
 }
 
-// decodeFlight is the consumers' decoder: the origin airport is the key.
+// decodeFlight is the consumers' Codec.Decode: the origin airport is the key.
 func decodeFlight(key string, msg natsjs.Msg) (departure, error) {
 	return decodeDeparture(key, msg.Data())
 }

@@ -12,8 +12,10 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/partition"
+	"github.com/aggflow/aggflow/schedulers"
 	"github.com/aggflow/aggflow/source/jetstream"
 )
 
@@ -21,7 +23,7 @@ func noop(context.Context, partition.Delivery[keyed]) error { return nil }
 
 func newTestConsumer(t *testing.T, e *env, owned []int32, opts ...jetstream.Option[keyed]) *jetstream.Consumer[keyed] {
 	t.Helper()
-	c, err := jetstream.NewConsumer("c", e.js, e.topo, owned, decodeKeyed, named, newSched(t), keyOf, noop, opts...)
+	c, err := jetstream.NewConsumer("c", e.sub(owned), named, newSched(t), keyedCodec, noop, opts...)
 	require.NoError(t, err)
 	return c
 }
@@ -117,7 +119,7 @@ func TestARejectHookSettlesTheMessage(t *testing.T) {
 		}
 		return nil
 	}
-	c, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0}, decodeKeyed, named, newSched(t), keyOf, count,
+	c, err := jetstream.NewConsumer("c", e.sub([]int32{0}), named, newSched(t), keyedCodec, count,
 		jetstream.WithRejected[keyed](parked))
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx(t)))
@@ -137,7 +139,7 @@ func TestADecoderPanicIsRejectedAsAPanicError(t *testing.T) {
 	e := newEnv(t, 1)
 	e.publish(t, 1, 1)
 	boom := func(string, natsjs.Msg) (keyed, error) { panic("boom") }
-	c, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0}, boom, named, newSched(t), keyOf, noop)
+	c, err := jetstream.NewConsumer("c", e.sub([]int32{0}), named, newSched(t), jetstream.Codec[keyed]{Decode: boom, ID: keyOf}, noop)
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx(t)))
 	require.NoError(t, c.Start())
@@ -165,63 +167,50 @@ func TestAFailingRejectHookStopsTheConsumer(t *testing.T) {
 func TestNewConsumerRefusesInvalidArguments(t *testing.T) {
 	e := newEnv(t, 4)
 	sched := newSched(t)
-	cases := map[string]func() error{
-		"no name": func() error {
-			_, err := jetstream.NewConsumer("", e.js, e.topo, []int32{0}, decodeKeyed, named, sched, keyOf, noop)
-			return err
-		},
-		"no JetStream": func() error {
-			_, err := jetstream.NewConsumer("c", nil, e.topo, []int32{0}, decodeKeyed, named, sched, keyOf, noop)
-			return err
-		},
-		"no decoder": func() error {
-			_, err := jetstream.NewConsumer[keyed]("c", e.js, e.topo, []int32{0}, nil, named, sched, keyOf, noop)
-			return err
-		},
-		"no handler": func() error {
-			_, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0}, decodeKeyed, named, sched, keyOf, nil)
-			return err
-		},
-		"no partition": func() error {
-			_, err := jetstream.NewConsumer("c", e.js, e.topo, nil, decodeKeyed, named, sched, keyOf, noop)
-			return err
-		},
-		"partition out of range": func() error {
-			_, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{4}, decodeKeyed, named, sched, keyOf, noop)
-			return err
-		},
-		"partition twice": func() error {
-			_, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{1, 1}, decodeKeyed, named, sched, keyOf, noop)
-			return err
-		},
-		"bad stream name": func() error {
-			topo := e.topo
-			topo.Stream = "a.b"
-			_, err := jetstream.NewConsumer("c", e.js, topo, []int32{0}, decodeKeyed, named, sched, keyOf, noop)
-			return err
-		},
-		"bad prefix": func() error {
-			topo := e.topo
-			topo.Prefix = "ex.*"
-			_, err := jetstream.NewConsumer("c", e.js, topo, []int32{0}, decodeKeyed, named, sched, keyOf, noop)
-			return err
-		},
-		"no budget": func() error {
-			_, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0}, decodeKeyed, named, sched, keyOf, noop, jetstream.WithMaxPending[keyed](0))
-			return err
-		},
-		"max ack pending below the budget": func() error {
-			_, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0}, decodeKeyed, named, sched, keyOf, noop,
-				jetstream.WithMaxPending[keyed](100), jetstream.WithMaxAckPending[keyed](10))
-			return err
-		},
-		"bad durable": func() error {
-			_, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0}, decodeKeyed, named, sched, keyOf, noop, jetstream.WithDurable[keyed]("a.b"))
-			return err
-		},
+	type arguments struct {
+		name    string
+		sub     jetstream.Subscription
+		named   aggregate.NamedAggregate
+		sched   schedulers.Scheduler
+		codec   jetstream.Codec[keyed]
+		handler dispatch.Handler[partition.Delivery[keyed]]
+		opts    []jetstream.Option[keyed]
 	}
-	for name, f := range cases {
-		require.ErrorIs(t, f(), jetstream.ErrInvalidArgument, name)
+	valid := func() arguments { return arguments{"c", e.sub([]int32{0}), named, sched, keyedCodec, noop, nil} }
+	newConsumer := func(a arguments) error {
+		_, err := jetstream.NewConsumer(a.name, a.sub, a.named, a.sched, a.codec, a.handler, a.opts...)
+		return err
+	}
+	require.NoError(t, newConsumer(valid()), "the arguments every case changes one of")
+	for name, c := range map[string]struct {
+		change func(*arguments)
+		says   string // the field at fault, as the error names it
+	}{
+		"no name":      {func(a *arguments) { a.name = "" }, "needs a name"},
+		"no JetStream": {func(a *arguments) { a.sub.JetStream = nil }, "Subscription.JetStream is nil"},
+		"no decoder":   {func(a *arguments) { a.codec.Decode = nil }, "Codec.Decode is nil"},
+		"no id":        {func(a *arguments) { a.codec.ID = nil }, "Codec.ID is nil"},
+		"no named":     {func(a *arguments) { a.named = nil }, "the named aggregate is nil"},
+		"no scheduler": {func(a *arguments) { a.sched = nil }, "the scheduler is nil"},
+		"no handler":   {func(a *arguments) { a.handler = nil }, "the handler is nil"},
+		"no partition": {func(a *arguments) { a.sub.Owned = nil }, "Subscription.Owned is empty"},
+		"partition out of range": {func(a *arguments) { a.sub.Owned = []int32{4} },
+			"Subscription.Owned: partition 4 out of [0, 4)"},
+		"partition twice": {func(a *arguments) { a.sub.Owned = []int32{1, 1} }, "Subscription.Owned: partition 1"},
+		"bad stream name": {func(a *arguments) { a.sub.Topology.Stream = "a.b" }, `Subscription.Topology: jetstream: invalid argument: stream name "a.b"`},
+		"bad prefix":      {func(a *arguments) { a.sub.Topology.Prefix = "ex.*" }, `Subscription.Topology: jetstream: invalid argument: subject prefix "ex.*"`},
+		"no partitions":   {func(a *arguments) { a.sub.Topology.Partitions = 0 }, "Subscription.Topology: jetstream: invalid argument: 0 partitions"},
+		"no budget":       {func(a *arguments) { a.opts = []jetstream.Option[keyed]{jetstream.WithMaxPending[keyed](0)} }, "pending budget 0"},
+		"bad durable":     {func(a *arguments) { a.opts = []jetstream.Option[keyed]{jetstream.WithDurable[keyed]("a.b")} }, `durable name "a.b"`},
+		"max ack pending below the budget": {func(a *arguments) {
+			a.opts = []jetstream.Option[keyed]{jetstream.WithMaxPending[keyed](100), jetstream.WithMaxAckPending[keyed](10)}
+		}, "max ack pending 10 below the pending budget 100"},
+	} {
+		a := valid()
+		c.change(&a)
+		err := newConsumer(a)
+		require.ErrorIs(t, err, jetstream.ErrInvalidArgument, name)
+		require.ErrorContains(t, err, c.says, name)
 	}
 }
 
@@ -282,7 +271,7 @@ func TestForceStopAcknowledgesNothingMore(t *testing.T) {
 		}
 		return nil
 	}
-	c, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0}, decodeKeyed, named, newSched(t), keyOf, block)
+	c, err := jetstream.NewConsumer("c", e.sub([]int32{0}), named, newSched(t), keyedCodec, block)
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx(t)))
 	require.NoError(t, c.Start())
@@ -306,7 +295,7 @@ func TestStopGracefullyTimesOutNamingThePartitions(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	c, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0, 1}, decodeKeyed, named, newSched(t), keyOf, block)
+	c, err := jetstream.NewConsumer("c", e.sub([]int32{0, 1}), named, newSched(t), keyedCodec, block)
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx(t)))
 	require.NoError(t, c.Start())

@@ -92,7 +92,7 @@ func consumeAll(b *testing.B, e *env, owned []int32, sched schedulers.Scheduler,
 		}
 		return nil
 	}
-	c, err := jetstream.NewConsumer("bench", e.js, e.topo, owned, decodeKeyed, named, sched, keyOf, handler, opts...)
+	c, err := jetstream.NewConsumer("bench", e.sub(owned), named, sched, keyedCodec, handler, opts...)
 	require.NoError(b, err)
 	b.ResetTimer()
 	require.NoError(b, c.Prepare(context.Background()))

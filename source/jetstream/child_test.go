@@ -132,7 +132,7 @@ func child() error {
 			opts = append(opts, jetstream.WithoutFence[keyed]())
 		}
 	}
-	c, err := jetstream.NewConsumer("child", js, topo, own, decodeKeyed, named, sched, keyOf, record, opts...)
+	c, err := jetstream.NewConsumer("child", jetstream.Subscription{JetStream: js, Topology: topo, Owned: own}, named, sched, keyedCodec, record, opts...)
 	if err != nil {
 		return err
 	}
@@ -207,7 +207,7 @@ func benchChild() error {
 		}
 		return nil
 	}
-	c, err := jetstream.NewConsumer("bench", js, topo, own, decodeKeyed, named, sched, keyOf, count)
+	c, err := jetstream.NewConsumer("bench", jetstream.Subscription{JetStream: js, Topology: topo, Owned: own}, named, sched, keyedCodec, count)
 	if err != nil {
 		return err
 	}

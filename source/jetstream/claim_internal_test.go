@@ -43,8 +43,9 @@ func TestClaimWhoseLeasePassedTouchesNothing(t *testing.T) {
 	defer sched.Dispose()
 	decode := func(key string, _ natsjs.Msg) (string, error) { return key, nil }
 	noop := func(context.Context, partition.Delivery[string]) error { return nil }
-	c, err := NewConsumer("c", js, topo, nil, decode, aggregate.MaterializedNamedAggregate{Context: "t", Aggregate: "A"},
-		sched, func(s string) string { return s }, noop, WithDynamicAssignment[string]("a", time.Second))
+	codec := Codec[string]{Decode: decode, ID: func(s string) string { return s }}
+	c, err := NewConsumer("c", Subscription{JetStream: js, Topology: topo}, aggregate.MaterializedNamedAggregate{Context: "t", Aggregate: "A"},
+		sched, codec, noop, WithDynamicAssignment[string]("a", time.Second))
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx))
 	defer func() {

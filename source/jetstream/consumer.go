@@ -20,11 +20,6 @@ import (
 	"github.com/aggflow/aggflow/schedulers"
 )
 
-// Decoder turns a message into an exchange. key is the message's KeyHeader,
-// never empty: the aggregate id, which the exchange's id function must give
-// back. A decoder's error (or panic) rejects the message (see WithRejected).
-type Decoder[T any] func(key string, msg natsjs.Msg) (T, error)
-
 // Consumer reads the partitions a process owns from JetStream and hands
 // their exchanges to one named aggregate's handler through a
 // partition.Dispatcher, acknowledging only each partition's finished prefix.
@@ -55,7 +50,7 @@ type Consumer[T any] struct {
 	js      natsjs.JetStream
 	topo    Topology
 	owned   []int32
-	decode  Decoder[T]
+	decode  func(key string, msg natsjs.Msg) (T, error)
 	cfg     config[T]
 	disp    *partition.Dispatcher[T]
 	fetched atomic.Int64
@@ -96,53 +91,82 @@ type Consumer[T any] struct {
 	cancelDrain context.CancelFunc
 }
 
-// NewConsumer returns a Consumer named name that reads the partitions owned
-// (static assignment: each in [0, N), once; nil with WithDynamicAssignment,
-// whose consumer claims them) of topo through js (borrowed:
-// its connection is the caller's to close after Done), decodes each message
-// with decode, and hands it to handler, for the exchanges of named, on sched
-// (borrowed), grouping them inside their partition by partition.GroupKey of
-// idOf. It starts nothing and sends nothing. Invalid arguments return
-// ErrInvalidArgument.
-func NewConsumer[T any](name string, js natsjs.JetStream, topo Topology, owned []int32, decode Decoder[T],
-	named aggregate.NamedAggregate, sched schedulers.Scheduler, idOf func(T) string,
-	handler dispatch.Handler[partition.Delivery[T]], opts ...Option[T]) (*Consumer[T], error) {
-	if name == "" || js == nil || decode == nil {
-		return nil, fmt.Errorf("%w: a consumer needs a name, a JetStream context and a decoder", ErrInvalidArgument)
+// NewConsumer returns a Consumer named name that reads the partitions
+// sub.Owned of sub.Topology through sub.JetStream and hands the messages,
+// decoded by codec, to handler, for the exchanges of named, on sched
+// (borrowed: its owner disposes it after the Consumer is done), grouped by
+// codec.ID inside each partition. It starts nothing and sends nothing:
+// Prepare checks the stream and makes the durable consumers, Start pulls.
+// Invalid arguments return an error wrapping ErrInvalidArgument that names
+// the field.
+func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggregate, sched schedulers.Scheduler,
+	codec Codec[T], handler dispatch.Handler[partition.Delivery[T]], opts ...Option[T]) (*Consumer[T], error) {
+	if err := checkArguments(name, sub, named, sched, codec, handler); err != nil {
+		return nil, err
 	}
 	cfg, err := newConfig(name, opts)
 	if err != nil {
 		return nil, fmt.Errorf("consumer %q: %w", name, err)
 	}
+	topo, owned := sub.Topology, sub.Owned
 	switch {
 	case cfg.dynamic() && len(owned) != 0:
-		return nil, fmt.Errorf("%w: consumer %q: owned partitions with a dynamic assignment", ErrInvalidArgument, name)
+		return nil, fmt.Errorf("%w: consumer %q: Subscription.Owned lists partitions with a dynamic assignment", ErrInvalidArgument, name)
 	case !cfg.dynamic() && len(owned) == 0:
-		return nil, fmt.Errorf("%w: consumer %q owns no partition", ErrInvalidArgument, name)
-	}
-	if err := topo.validate(); err != nil {
-		return nil, fmt.Errorf("consumer %q: %w", name, err)
+		return nil, fmt.Errorf("%w: consumer %q: Subscription.Owned is empty (a static assignment owns at least one partition)", ErrInvalidArgument, name)
 	}
 	for i, p := range owned {
 		if p < 0 || int(p) >= topo.Partitions || slices.Contains(owned[:i], p) {
-			return nil, fmt.Errorf("%w: consumer %q: partition %d out of [0, %d) or listed twice", ErrInvalidArgument, name, p, topo.Partitions)
+			return nil, fmt.Errorf("%w: consumer %q: Subscription.Owned: partition %d out of [0, %d) or listed twice",
+				ErrInvalidArgument, name, p, topo.Partitions)
 		}
 	}
-	if cfg.dynamic() && handler != nil {
+	if cfg.dynamic() {
 		handler = gate(handler)
 	}
 	popts := append(slices.Clone(cfg.partition), partition.WithMaxPending[T](cfg.maxPending), partition.WithLogger[T](cfg.logger))
-	disp, err := partition.NewDispatcher(name, named, sched, idOf, handler, popts...)
+	disp, err := partition.NewDispatcher(name, named, sched, codec.ID, handler, popts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: consumer %q: %w", ErrInvalidArgument, name, err)
 	}
-	c := &Consumer[T]{name: name, js: js, topo: topo, owned: slices.Clone(owned), decode: decode, cfg: cfg, disp: disp,
+	c := &Consumer[T]{name: name, js: sub.JetStream, topo: topo, owned: slices.Clone(owned), decode: codec.Decode, cfg: cfg, disp: disp,
 		parts: map[int32]*part[T]{}, cons: map[int32]natsjs.Consumer{},
 		quit: make(chan struct{}), leased: map[int32]*lease{},
 		balanceStopped: make(chan struct{}), stopRenew: make(chan struct{}), assignDone: make(chan struct{})}
 	c.drainCtx, c.cancelDrain = context.WithCancel(context.Background())
 	c.life.Init("consumer", name, ErrIllegalState, c.end)
 	return c, nil
+}
+
+// checkArguments checks NewConsumer's arguments but the options and
+// Subscription.Owned, which depend on the options. Each error names the
+// field (or argument) at fault.
+func checkArguments[T any](name string, sub Subscription, named aggregate.NamedAggregate, sched schedulers.Scheduler,
+	codec Codec[T], handler dispatch.Handler[partition.Delivery[T]]) error {
+	var missing string
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: a consumer needs a name", ErrInvalidArgument)
+	case sub.JetStream == nil:
+		missing = "Subscription.JetStream"
+	case codec.Decode == nil:
+		missing = "Codec.Decode"
+	case codec.ID == nil:
+		missing = "Codec.ID"
+	case named == nil:
+		missing = "the named aggregate"
+	case sched == nil:
+		missing = "the scheduler"
+	case handler == nil:
+		missing = "the handler"
+	}
+	if missing != "" {
+		return fmt.Errorf("%w: consumer %q: %s is nil", ErrInvalidArgument, name, missing)
+	}
+	if err := sub.Topology.validate(); err != nil {
+		return fmt.Errorf("consumer %q: Subscription.Topology: %w", name, err)
+	}
+	return nil
 }
 
 // gate lets an exchange through to handler only while its partition's

@@ -49,7 +49,7 @@ func TestConsumerHandlesEveryPartitionInOrderAndAcksThePrefix(t *testing.T) {
 	const keys, perKey = 50, 40
 	e.publish(t, keys, perKey)
 	log := newHandledLog(keys * perKey)
-	c, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0, 1, 2, 3}, decodeKeyed, named, newSched(t), keyOf, log.handle,
+	c, err := jetstream.NewConsumer("c", e.sub([]int32{0, 1, 2, 3}), named, newSched(t), keyedCodec, log.handle,
 		jetstream.WithMaxPending[keyed](64))
 	require.NoError(t, err)
 	r, err := dispatch.NewRuntime("rt", []dispatch.Component{c})

@@ -48,7 +48,7 @@
 // # Assignment
 //
 // With a static assignment each process is told the partitions it owns
-// (NewConsumer's owned), and two processes must not own one partition at
+// (Subscription.Owned), and two processes must not own one partition at
 // once. With WithDynamicAssignment the processes claim them: a lease per
 // partition in a KV bucket (created if missing, with the lease TTL as the
 // bucket's TTL), claimed by creating its key, renewed by updating it on the

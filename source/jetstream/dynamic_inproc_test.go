@@ -26,8 +26,11 @@ func TestDynamicAssignmentBadInput(t *testing.T) {
 		"durable no bucket": {nil, []jetstream.Option[keyed]{jetstream.WithDynamicAssignment[keyed]("a", time.Second),
 			jetstream.WithDurable[keyed]("x:y")}},
 	} {
-		_, err := jetstream.NewConsumer("c", e.js, e.topo, c.owned, decodeKeyed, named, newSched(t), keyOf, noop, c.opts...)
+		_, err := jetstream.NewConsumer("c", e.sub(c.owned), named, newSched(t), keyedCodec, noop, c.opts...)
 		require.ErrorIs(t, err, jetstream.ErrInvalidArgument, name)
+		if c.owned != nil {
+			require.ErrorContains(t, err, "Subscription.Owned lists partitions with a dynamic assignment", name)
+		}
 	}
 }
 
@@ -67,7 +70,7 @@ func TestDynamicAssignmentAloneThenReleased(t *testing.T) {
 		return nil
 	}
 	ttl := 10 * time.Second // a release that waited for the TTL would fail the bound below
-	a, err := jetstream.NewConsumer("c", e.js, e.topo, nil, decodeKeyed, named, newSched(t), keyOf, handler,
+	a, err := jetstream.NewConsumer("c", e.sub(nil), named, newSched(t), keyedCodec, handler,
 		jetstream.WithDynamicAssignment[keyed]("a", ttl))
 	require.NoError(t, err)
 	require.NoError(t, a.Prepare(ctx(t)))

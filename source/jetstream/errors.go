@@ -11,10 +11,11 @@ import (
 // callers compare with errors.Is.
 var (
 	// ErrInvalidArgument is returned by NewConsumer and the topology helpers
-	// for an empty name, a nil connection, decoder, id function, named
-	// aggregate, scheduler or handler, a topology without stream, prefix or
-	// partitions, an owned partition out of range or listed twice, or an
-	// option out of range.
+	// for an empty name; a nil Subscription.JetStream, Codec.Decode,
+	// Codec.ID, named aggregate, scheduler or handler; a topology without
+	// stream, prefix or partitions; a Subscription.Owned partition out of
+	// range or listed twice, none with a static assignment, or some with a
+	// dynamic one; or an option out of range.
 	ErrInvalidArgument = errors.New("jetstream: invalid argument")
 	// ErrUnreachable is returned by Connect and Prepare when no server
 	// answers, or the server has no JetStream: it wraps the client's error.

@@ -27,9 +27,14 @@ type deposit struct {
 	Amount  int
 }
 
-func decodeDeposit(key string, msg natsjs.Msg) (deposit, error) {
-	amount, err := strconv.Atoi(string(msg.Data()))
-	return deposit{Account: key, Amount: amount}, err
+// depositCodec decodes a deposit: the account is the message's KeyHeader, the
+// amount its payload.
+var depositCodec = jetstream.Codec[deposit]{
+	Decode: func(key string, msg natsjs.Msg) (deposit, error) {
+		amount, err := strconv.Atoi(string(msg.Data()))
+		return deposit{Account: key, Amount: amount}, err
+	},
+	ID: func(d deposit) string { return d.Account },
 }
 
 // ledger is the handler's store: each account's balance and the position
@@ -73,8 +78,8 @@ func (l *ledger) run(js natsjs.JetStream, topo jetstream.Topology, n int) {
 	}
 	defer sched.Dispose()
 	accounts := aggregate.MaterializedNamedAggregate{Context: "bank", Aggregate: "Account"}
-	c, err := jetstream.NewConsumer("ledger", js, topo, []int32{0, 1}, decodeDeposit, accounts, sched,
-		func(d deposit) string { return d.Account }, l.apply)
+	c, err := jetstream.NewConsumer("ledger", jetstream.Subscription{JetStream: js, Topology: topo, Owned: []int32{0, 1}},
+		accounts, sched, depositCodec, l.apply)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -187,8 +192,8 @@ func ExampleConsumer_Revoke() {
 	defer sched.Dispose()
 	accounts := aggregate.MaterializedNamedAggregate{Context: "bank", Aggregate: "Account"}
 	handled := make(chan struct{}, 3)
-	c, err := jetstream.NewConsumer("ledger", js, topo, []int32{0, 1}, decodeDeposit, accounts, sched,
-		func(d deposit) string { return d.Account },
+	c, err := jetstream.NewConsumer("ledger", jetstream.Subscription{JetStream: js, Topology: topo, Owned: []int32{0, 1}},
+		accounts, sched, depositCodec,
 		func(context.Context, partition.Delivery[deposit]) error { handled <- struct{}{}; return nil })
 	if err != nil {
 		log.Fatal(err)

@@ -34,6 +34,9 @@ func decodeKeyed(key string, msg natsjs.Msg) (keyed, error) {
 	return keyed{Key: key, Seq: binary.BigEndian.Uint64(msg.Data())}, nil
 }
 
+// keyedCodec decodes the exchanges of the tests and groups them by key.
+var keyedCodec = jetstream.Codec[keyed]{Decode: decodeKeyed, ID: keyOf}
+
 func encodeSeq(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
 
 // env is a server, a connection and a stream of the tests.
@@ -59,6 +62,12 @@ func newEnv(t testing.TB, partitions int) *env {
 	_, err = js.CreateStream(ctx(t), cfg)
 	require.NoError(t, err)
 	return e
+}
+
+// sub returns the subscription of e's stream owning owned (nil for a
+// dynamic assignment).
+func (e *env) sub(owned []int32) jetstream.Subscription {
+	return jetstream.Subscription{JetStream: e.js, Topology: e.topo, Owned: owned}
 }
 
 func ctx(t testing.TB) context.Context {

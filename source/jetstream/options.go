@@ -12,6 +12,33 @@ import (
 	"github.com/aggflow/aggflow/partition"
 )
 
+// Subscription is what a Consumer reads: the partitions Owned of the
+// stream Topology describes, through JetStream.
+type Subscription struct {
+	// JetStream is borrowed: its connection is the caller's to close after
+	// Done (Connect makes both).
+	JetStream natsjs.JetStream
+	// Topology is the stream and its N partition subjects; Prepare checks
+	// them against the server.
+	Topology Topology
+	// Owned is the static assignment: the partitions this process reads,
+	// each in [0, N), once. It is nil with WithDynamicAssignment, whose
+	// members claim the partitions.
+	Owned []int32
+}
+
+// Codec turns messages into exchanges. Decode gets a message's KeyHeader,
+// never empty (the aggregate id, which ID must give back for the exchange),
+// and the message; an error or a panic of Decode rejects the message (see
+// WithRejected). ID returns an exchange's aggregate id, which picks its
+// group inside the partition (partition.GroupKey). Both are called from the
+// partition's fetching goroutine, one message at a time, so a slow decoder
+// slows its partition.
+type Codec[T any] struct {
+	Decode func(key string, msg natsjs.Msg) (T, error)
+	ID     func(T) string
+}
+
 // Defaults of the options.
 const (
 	// DefaultFetchBatch is the most messages a partition pulls ahead of its
@@ -108,7 +135,7 @@ func WithPartitionOptions[T any](opts ...partition.Option[T]) Option[T] {
 }
 
 // WithDynamicAssignment makes the consumer claim its partitions instead of
-// being given them (NewConsumer's owned is then nil): every process of the
+// being given them (Subscription.Owned is then nil): every process of the
 // same durable prefix is a member named member (unique among them), and
 // the members share the N partitions through leases of TTL ttl (at least
 // MinLeaseTTL) in the KV bucket "<durable>-leases", created with that TTL

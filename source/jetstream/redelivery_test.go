@@ -49,7 +49,7 @@ func TestRedeliveryOfAPositionReceivedIsDropped(t *testing.T) {
 			if name == "dynamic" {
 				owned = nil
 			}
-			c, err := jetstream.NewConsumer("c", e.js, e.topo, owned, decodeKeyed, named, newSched(t), keyOf, handler, opts...)
+			c, err := jetstream.NewConsumer("c", e.sub(owned), named, newSched(t), keyedCodec, handler, opts...)
 			require.NoError(t, err)
 			require.NoError(t, c.Prepare(ctx(t)))
 

@@ -87,7 +87,7 @@ func TestRevokeUnderLoadAcksThePrefixBeforeRelease(t *testing.T) {
 	at0, reached := signalAt(0, 500)
 	at1, done1 := signalAt(1, len(keysOf(e.topo, keys, 1))*perKey)
 	rec.counted = func(p int32, n int) { at0(p, n); at1(p, n) }
-	c, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0, 1}, decodeKeyed, named, newSched(t), keyOf, rec.handle,
+	c, err := jetstream.NewConsumer("c", e.sub([]int32{0, 1}), named, newSched(t), keyedCodec, rec.handle,
 		jetstream.WithMaxPending[keyed](64))
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx(t)))
@@ -110,7 +110,7 @@ func TestRevokeUnderLoadAcksThePrefixBeforeRelease(t *testing.T) {
 	require.Less(t, len(first), len(keysOf(e.topo, keys, 0))*perKey, "revoked before the partition's end")
 
 	// The next owner starts right after the prefix: no duplicate, no loss.
-	c2, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0}, decodeKeyed, named, newSched(t), keyOf, rec.handle)
+	c2, err := jetstream.NewConsumer("c", e.sub([]int32{0}), named, newSched(t), keyedCodec, rec.handle)
 	require.NoError(t, err)
 	rec.released[0].Store(false)
 	rec.counted, reached = signalAt(0, len(keysOf(e.topo, keys, 0))*perKey-len(first))
@@ -137,7 +137,7 @@ func TestRevokeForcedAcksOnlyTheFinishedPrefix(t *testing.T) {
 			<-ctx.Done() // a handler that would never end but for the force
 		}
 	}
-	c, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0}, decodeKeyed, named, newSched(t), keyOf, rec.handle,
+	c, err := jetstream.NewConsumer("c", e.sub([]int32{0}), named, newSched(t), keyedCodec, rec.handle,
 		jetstream.WithMaxPending[keyed](32))
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx(t)))
@@ -155,7 +155,7 @@ func TestRevokeForcedAcksOnlyTheFinishedPrefix(t *testing.T) {
 	require.NoError(t, c.StopGracefully(ctx(t)))
 	first := rec.take(0)
 
-	c2, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{0}, decodeKeyed, named, newSched(t), keyOf, rec.handle)
+	c2, err := jetstream.NewConsumer("c", e.sub([]int32{0}), named, newSched(t), keyedCodec, rec.handle)
 	require.NoError(t, err)
 	var reached <-chan struct{}
 	rec.counted, reached = signalAt(0, keys*perKey-int(settled.Prefix))

@@ -27,7 +27,7 @@ func TestAStopThatTimesOutNamesThePartitionStillDraining(t *testing.T) {
 		<-release // ignores its ctx: the drain cannot end before the stop's deadline
 		return nil
 	}
-	c, err := jetstream.NewConsumer("c", e.js, e.topo, []int32{p}, decodeKeyed, named, newSched(t), keyOf, handler)
+	c, err := jetstream.NewConsumer("c", e.sub([]int32{p}), named, newSched(t), keyedCodec, handler)
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx(t)))
 	require.NoError(t, c.Start())
