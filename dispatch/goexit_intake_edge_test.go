@@ -44,6 +44,15 @@ func (x goexitID) AggregateID() aggregate.ID {
 	return x.id
 }
 
+// edgeStoppable is what the cases below look at of a Dispatcher or a
+// MainDispatcher.
+type edgeStoppable interface {
+	Done() <-chan struct{}
+	ForceStop()
+	Stats() dispatch.Stats
+	Err() error
+}
+
 // edgeWaitDone waits for c's Done within a minute of the bubble's time; it
 // reports whether Done closed.
 func edgeWaitDone(t *testing.T, c interface{ Done() <-chan struct{} }, what string) bool {
@@ -63,18 +72,8 @@ func edgeWaitDone(t *testing.T, c interface{ Done() <-chan struct{} }, what stri
 // ends once (Received == Succeeded + Failed + Discarded) and Done closes.
 func TestIntakeGoexitOnTheSourceGoroutineEndsTheExchange(t *testing.T) {
 	xs := exchanges(5, 5)
-	cases := map[string]func(t *testing.T) interface {
-		Done() <-chan struct{}
-		ForceStop()
-		Stats() dispatch.Stats
-		Err() error
-	}{
-		"Admitted": func(t *testing.T) interface {
-			Done() <-chan struct{}
-			ForceStop()
-			Stats() dispatch.Stats
-			Err() error
-		} {
+	cases := map[string]func(t *testing.T) edgeStoppable{
+		"Admitted": func(t *testing.T) edgeStoppable {
 			obs := &goexitOnAdmitted{countingObserver: &countingObserver{}, n: 3}
 			d, err := dispatch.New("orders", orders, flux.FromSlice(xs), testkit.Perform, quiet,
 				dispatch.WithObserver[testkit.Exchange](obs), dispatch.WithScheduler[testkit.Exchange](schedulers.Immediate()))
@@ -83,12 +82,7 @@ func TestIntakeGoexitOnTheSourceGoroutineEndsTheExchange(t *testing.T) {
 			require.NoError(t, d.Start())
 			return d
 		},
-		"key function": func(t *testing.T) interface {
-			Done() <-chan struct{}
-			ForceStop()
-			Stats() dispatch.Stats
-			Err() error
-		} {
+		"key function": func(t *testing.T) edgeStoppable {
 			d, err := dispatch.NewKeyed("orders", orders, flux.FromSlice(xs), func(x testkit.Exchange) int {
 				if x.ID.ID == xs[2].ID.ID {
 					runtime.Goexit()
@@ -100,12 +94,7 @@ func TestIntakeGoexitOnTheSourceGoroutineEndsTheExchange(t *testing.T) {
 			require.NoError(t, d.Start())
 			return d
 		},
-		"AggregateID on a MainDispatcher": func(t *testing.T) interface {
-			Done() <-chan struct{}
-			ForceStop()
-			Stats() dispatch.Stats
-			Err() error
-		} {
+		"AggregateID on a MainDispatcher": func(t *testing.T) edgeStoppable {
 			sup, err := aggregate.NewSchedulerSupplier("main", aggregate.WithParallelism(2))
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, sup.StopGracefully(context.Background())) })
