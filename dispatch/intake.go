@@ -11,6 +11,7 @@ import (
 
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/internal/lifecycle"
+	"github.com/aggflow/aggflow/internal/panics"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
@@ -224,23 +225,46 @@ func (in *intake[T]) emit(x T) error {
 		f.check()
 		return errIntakeClosed
 	}
+	cut := true // until x is in its lane or accounted for: user code runs meanwhile
+	defer in.cutShort(&cut, &x)
 	e, g, err := in.route(x)
 	if err != nil {
+		cut = false
 		in.unrouted(x, err)
 		return nil
 	}
 	if in.credit == 0 {
 		n, err := f.budget.acquireUpTo(in.srcCtx, f.shutCh, creditBatch)
 		if err != nil {
+			cut = false
 			in.report.dropped(x, 0, -1, in.refusal())
 			f.check()
 			return err
 		}
 		in.credit = n
 	}
+	e.admitted()
+	l, kick := e.enqueue(g, &x)
+	cut = false
 	in.credit--
-	e.push(g, &x)
+	if kick {
+		e.schedule(l)
+	}
 	return nil
+}
+
+// cutShort, deferred by emit, fails x when user code that emit calls before
+// x is in its lane (the route's AggregateID or key function, the Observer's
+// Admitted) ended the source's goroutine with runtime.Goexit, which no
+// recover stops: x was received, so it must end. Its budget unit was not
+// taken from the credit, which the source's end gives back.
+func (in *intake[T]) cutShort(cut *bool, x *T) {
+	if !*cut {
+		return
+	}
+	defer in.f.failed.Add(1) // after the report, even when it panics or exits too
+	in.report.failure(in.report.ctx, *x, 0, -1, OutcomePanic, 0,
+		fmt.Errorf("dispatch: %s %q: intake: %w", in.life.Kind(), in.Name(), panics.New(schedulers.ErrGoexit)))
 }
 
 // creditBatch is how many budget units the source's goroutine takes at a
@@ -299,8 +323,11 @@ func (in *intake[T]) Emit(ctx context.Context, x T) error {
 		f.check()
 		return in.emitRefused()
 	}
+	cut := true // until x is counted: user code runs meanwhile
+	defer in.emitCutShort(&cut)
 	e, g, err := in.route(x) // user code (AggregateID): outside the lock
 	if err != nil {
+		cut = false
 		f.received.Add(1)
 		f.emitting.Add(-1)
 		f.budget.release(1)
@@ -308,6 +335,7 @@ func (in *intake[T]) Emit(ctx context.Context, x T) error {
 		return nil
 	}
 	e.admitted()
+	cut = false
 	in.emitMu.Lock() // held only for the queue write: no user code under it
 	f.received.Add(1)
 	f.emitting.Add(-1)
@@ -317,6 +345,19 @@ func (in *intake[T]) Emit(ctx context.Context, x T) error {
 		e.schedule(l) // outside the lock: on Immediate the handler runs here
 	}
 	return nil
+}
+
+// emitCutShort, deferred by Emit, undoes Emit's count and budget unit when
+// user code it calls before x is counted (the route's AggregateID or key
+// function, the Observer's Admitted) ended the caller's goroutine with
+// runtime.Goexit: x was not admitted, and a stop must not wait for it.
+func (in *intake[T]) emitCutShort(cut *bool) {
+	if !*cut {
+		return
+	}
+	in.f.emitting.Add(-1)
+	in.f.budget.release(1)
+	in.f.check()
 }
 
 // emitRefused is Emit's error once the intake shut.

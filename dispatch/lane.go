@@ -92,15 +92,6 @@ func (e *engine[T]) lane(g int) *lane[T] {
 	return l
 }
 
-// push appends an admitted exchange to group g and makes the lane ready if
-// it was idle. Producer only.
-func (e *engine[T]) push(g int, x *T) {
-	e.admitted()
-	if l, kick := e.enqueue(g, x); kick {
-		e.schedule(l)
-	}
-}
-
 // admitted tells the Observer an exchange is about to be enqueued.
 func (e *engine[T]) admitted() {
 	if e.obs != nil {
@@ -108,9 +99,10 @@ func (e *engine[T]) admitted() {
 	}
 }
 
-// enqueue is push without the scheduling: kick says the caller made the
-// lane ready and must schedule it (after releasing any lock: on Immediate
-// the drain runs right there). Producer only.
+// enqueue appends an admitted exchange to group g, without the scheduling:
+// kick says the caller made the lane ready and must schedule it (after
+// releasing any lock: on Immediate the drain runs right there). Producer
+// only.
 func (e *engine[T]) enqueue(g int, x *T) (l *lane[T], kick bool) {
 	l = e.lane(g)
 	it := l.q.Next() // written in place: an exchange is copied once
