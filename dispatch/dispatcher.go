@@ -80,13 +80,10 @@ func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, sou
 	e := d.engines[0]
 	e.idOf = func(x T) aggregate.ID { return x.AggregateID() }
 	groups := len(e.lanes)
-	d.route = func(x T) (_ *engine[T], g int, err error) { // no call in between: the per-exchange path
-		returned := false
-		defer keyPanicked(name, "AggregateID", &returned, &err)
-		g = aggregate.GroupKey(x.AggregateID().ID, groups)
-		returned = true
-		return e, g, nil
+	d.route = func(x T) (*engine[T], int, error) { // no call in between: the per-exchange path
+		return e, aggregate.GroupKey(x.AggregateID().ID, groups), nil
 	}
+	d.keyFn = "AggregateID"
 	return d, nil
 }
 
@@ -120,6 +117,7 @@ func build[T any](name string, named aggregate.NamedAggregate, source Source[T],
 	e := newEngine(name, named, handler, &d.cfg).withLanes(cfg.groups)
 	d.init("dispatcher", name, source, &d.cfg, []*engine[T]{e}, e)
 	if key != nil {
+		d.keyFn = "key function"
 		d.route = func(x T) (*engine[T], int, error) {
 			g, err := groupKey(name, key, len(e.lanes), x)
 			return e, g, err
@@ -151,29 +149,14 @@ func (e *engine[T]) withLanes(groups int) *engine[T] {
 	return e
 }
 
-// groupKey returns x's group, failing it with ErrInvalidGroupKey when the key
-// function panics or returns a key outside [0, groups).
-func groupKey[T any](name string, key func(T) int, groups int, x T) (g int, err error) {
-	returned := false
-	defer keyPanicked(name, "key function", &returned, &err)
-	g = key(x)
-	returned = true
+// groupKey returns x's group, failing it with ErrInvalidGroupKey when the
+// key function returns a key outside [0, groups). Its panic is the intake's.
+func groupKey[T any](name string, key func(T) int, groups int, x T) (int, error) {
+	g := key(x)
 	if g < 0 || g >= groups {
 		return 0, fmt.Errorf("%w: dispatcher %q: key %d not in [0, %d)", ErrInvalidGroupKey, name, g, groups)
 	}
 	return g, nil
-}
-
-// keyPanicked, deferred, turns a panic of what computes a key into an
-// error wrapping ErrInvalidGroupKey. recover is not free: it is only called
-// on the way out of a panic.
-func keyPanicked(name, what string, returned *bool, err *error) {
-	if *returned {
-		return
-	}
-	if v := recover(); v != nil {
-		*err = fmt.Errorf("%w: dispatcher %q: %s panicked: %w", ErrInvalidGroupKey, name, what, panics.New(v))
-	}
 }
 
 // naming adds the component (kind and name) to one of this package's

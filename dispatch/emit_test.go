@@ -184,6 +184,26 @@ func TestEmitUnroutable(t *testing.T) {
 	assert.Equal(t, dispatch.Stats{Received: 4, Succeeded: 2, Failed: 2}, d.Stats())
 	assert.True(t, every(obs.errs, dispatch.ErrInvalidGroupKey))
 
+	// A key function that panics fails its exchange alone; Emit returns nil
+	// and the next exchange is admitted.
+	obs = &countingObserver{}
+	d = startedKeyed(t, nil, func(i int) int {
+		if i == 1 {
+			panic("bad key")
+		}
+		return i
+	}, func(context.Context, int) error { return nil }, dispatch.WithParallelism[int](4), dispatch.WithObserver[int](obs))
+	for _, i := range []int{0, 1, 2} {
+		require.NoError(t, d.Emit(t.Context(), i))
+	}
+	require.NoError(t, d.StopGracefully(t.Context()))
+	assert.Equal(t, dispatch.Stats{Received: 3, Succeeded: 2, Failed: 1}, d.Stats())
+	require.Len(t, obs.errs, 1)
+	assert.ErrorIs(t, obs.errs[0], dispatch.ErrInvalidGroupKey)
+	var pe *dispatch.PanicError
+	assert.ErrorAs(t, obs.errs[0], &pe)
+	assert.ErrorContains(t, obs.errs[0], "key function panicked")
+
 	sup, _ := countingSupplier(t)
 	var unknown atomic.Int64
 	m := newMain(t, nil, testkit.Perform, sup, dispatch.WithDiscardHook(func(_ testkit.Exchange, reason error) {

@@ -23,9 +23,10 @@ type intake[T any] struct {
 	life    lifecycle.Core // a named field: its transitions are not the user's
 	f       *flow
 	engines []*engine[T]
-	report  *engine[T] // reports what fails or is refused before a lane
-	route   func(T) (e *engine[T], group int, err error)
-	source  Source[T] // nil: Emit feeds the intake
+	report  *engine[T]                                   // reports what fails or is refused before a lane
+	route   func(T) (e *engine[T], group int, err error) // runs user code: its panics are emit's and Emit's to recover
+	keyFn   string                                       // what computes the key, for errors: "AggregateID" or "key function"
+	source  Source[T]                                    // nil: Emit feeds the intake
 	emitMu  sync.Mutex
 	timeout time.Duration
 	ends    []func() // WithResults' completions
@@ -217,7 +218,7 @@ func (in *intake[T]) runSource() error {
 // emit is the intake on the source's goroutine. Every exchange the source
 // emits is accounted for: admitted, failed (no route) or discarded (after
 // the intake shut, or for an unknown aggregate).
-func (in *intake[T]) emit(x T) error {
+func (in *intake[T]) emit(x T) (err error) {
 	f := in.f
 	f.received.Add(1)
 	if f.shut.Load() {
@@ -225,18 +226,19 @@ func (in *intake[T]) emit(x T) error {
 		f.check()
 		return errIntakeClosed
 	}
-	cut := true // until x is in its lane or accounted for: user code runs meanwhile
-	defer in.cutShort(&cut, &x)
-	e, g, err := in.route(x)
-	if err != nil {
-		cut = false
-		in.unrouted(x, err)
+	stage := keying
+	defer in.unwound(&stage, &x, &err) // the one deferred call of the path
+	e, g, rerr := in.route(x)
+	if rerr != nil {
+		stage = settled
+		in.unrouted(x, rerr)
 		return nil
 	}
+	stage = admitting
 	if in.credit == 0 {
 		n, err := f.budget.acquireUpTo(in.srcCtx, f.shutCh, creditBatch)
 		if err != nil {
-			cut = false
+			stage = settled
 			in.report.dropped(x, 0, -1, in.refusal())
 			f.check()
 			return err
@@ -245,7 +247,7 @@ func (in *intake[T]) emit(x T) error {
 	}
 	e.admitted()
 	l, kick := e.enqueue(g, &x)
-	cut = false
+	stage = settled
 	in.credit--
 	if kick {
 		e.schedule(l)
@@ -253,18 +255,43 @@ func (in *intake[T]) emit(x T) error {
 	return nil
 }
 
-// cutShort, deferred by emit, fails x when user code that emit calls before
-// x is in its lane (the route's AggregateID or key function, the Observer's
-// Admitted) ended the source's goroutine with runtime.Goexit, which no
-// recover stops: x was received, so it must end. Its budget unit was not
-// taken from the credit, which the source's end gives back.
-func (in *intake[T]) cutShort(cut *bool, x *T) {
-	if !*cut {
+// intakeStage is how far the intake got with an exchange, for the deferred
+// call that ends it when user code on the way does not return.
+type intakeStage uint8
+
+const (
+	keying    intakeStage = iota // the route's user code runs (AggregateID, the key function)
+	admitting                    // routed; Observer.Admitted may run
+	settled                      // in its lane, or accounted for
+)
+
+// unwound, deferred by emit, ends x when what emit calls before x is in its
+// lane did not return. A panic of the route's user code fails x alone with
+// ErrInvalidGroupKey, and emit returns nil to the source, which goes on.
+// runtime.Goexit (which no recover stops), there or in Observer.Admitted,
+// fails x as OutcomePanic before the goroutine unwinds: x was received, so
+// it must end; its budget unit was not taken from the credit, which the
+// source's end gives back. recover runs only on these ways out.
+func (in *intake[T]) unwound(stage *intakeStage, x *T, err *error) {
+	switch *stage {
+	case settled:
 		return
+	case keying:
+		if v := recover(); v != nil {
+			*err = nil
+			in.unrouted(*x, in.keyPanicked(v))
+			return
+		}
 	}
 	defer in.f.failed.Add(1) // after the report, even when it panics or exits too
 	in.report.failure(in.report.ctx, *x, 0, -1, OutcomePanic, 0,
 		fmt.Errorf("dispatch: %s %q: intake: %w", in.life.Kind(), in.Name(), panics.New(schedulers.ErrGoexit)))
+}
+
+// keyPanicked is the error of an exchange whose route's user code panicked
+// with v.
+func (in *intake[T]) keyPanicked(v any) error {
+	return fmt.Errorf("%w: %s %q: %s panicked: %w", ErrInvalidGroupKey, in.life.Kind(), in.Name(), in.keyFn, panics.New(v))
 }
 
 // creditBatch is how many budget units the source's goroutine takes at a
@@ -302,7 +329,7 @@ func (in *intake[T]) refusal() error {
 // unknown aggregate), and Emit returns nil. Safe for concurrent use:
 // concurrent calls are admitted one at a time, so one group's order is the
 // order of admission. With a source it returns ErrIllegalState.
-func (in *intake[T]) Emit(ctx context.Context, x T) error {
+func (in *intake[T]) Emit(ctx context.Context, x T) (err error) {
 	if in.source != nil {
 		return fmt.Errorf("%w: %s %q has a source: Emit is for a nil source", ErrIllegalState, in.life.Kind(), in.Name())
 	}
@@ -323,19 +350,17 @@ func (in *intake[T]) Emit(ctx context.Context, x T) error {
 		f.check()
 		return in.emitRefused()
 	}
-	cut := true // until x is counted: user code runs meanwhile
-	defer in.emitCutShort(&cut)
-	e, g, err := in.route(x) // user code (AggregateID): outside the lock
-	if err != nil {
-		cut = false
-		f.received.Add(1)
-		f.emitting.Add(-1)
-		f.budget.release(1)
-		in.unrouted(x, err)
+	stage := keying
+	defer in.emitUnwound(&stage, &x, &err)
+	e, g, rerr := in.route(x) // user code (AggregateID): outside the lock
+	if rerr != nil {
+		stage = settled
+		in.emitUnrouted(x, rerr)
 		return nil
 	}
+	stage = admitting
 	e.admitted()
-	cut = false
+	stage = settled
 	in.emitMu.Lock() // held only for the queue write: no user code under it
 	f.received.Add(1)
 	f.emitting.Add(-1)
@@ -347,13 +372,29 @@ func (in *intake[T]) Emit(ctx context.Context, x T) error {
 	return nil
 }
 
-// emitCutShort, deferred by Emit, undoes Emit's count and budget unit when
-// user code it calls before x is counted (the route's AggregateID or key
-// function, the Observer's Admitted) ended the caller's goroutine with
-// runtime.Goexit: x was not admitted, and a stop must not wait for it.
-func (in *intake[T]) emitCutShort(cut *bool) {
-	if !*cut {
+// emitUnrouted counts and accounts for an exchange Emit could not route.
+func (in *intake[T]) emitUnrouted(x T, err error) {
+	f := in.f
+	f.received.Add(1)
+	f.emitting.Add(-1)
+	f.budget.release(1)
+	in.unrouted(x, err)
+}
+
+// emitUnwound, deferred by Emit, is unwound's counterpart: a panic of the
+// route's user code fails x alone and Emit returns nil; runtime.Goexit
+// there or in Observer.Admitted undoes Emit's count and budget unit, since
+// x was not admitted, and a stop must not wait for it.
+func (in *intake[T]) emitUnwound(stage *intakeStage, x *T, err *error) {
+	switch *stage {
+	case settled:
 		return
+	case keying:
+		if v := recover(); v != nil {
+			*err = nil
+			in.emitUnrouted(*x, in.keyPanicked(v))
+			return
+		}
 	}
 	in.f.emitting.Add(-1)
 	in.f.budget.release(1)

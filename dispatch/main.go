@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/aggflow/aggflow/aggregate"
-	"github.com/aggflow/aggflow/internal/panics"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
@@ -74,18 +73,9 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 	report := newEngine(name, aggregate.MaterializedNamedAggregate{}, handler, &m.cfg)
 	m.init("main dispatcher", name, source, &m.cfg, engines, report)
 	groups := m.cfg.groups
-	m.route = func(x T) (e *engine[T], g int, err error) {
-		returned := false
-		defer func() {
-			if returned {
-				return
-			}
-			if v := recover(); v != nil {
-				err = fmt.Errorf("%w: main dispatcher %q: AggregateID panicked: %w", ErrInvalidGroupKey, name, panics.New(v))
-			}
-		}()
+	m.keyFn = "AggregateID"
+	m.route = func(x T) (*engine[T], int, error) {
 		id := x.AggregateID()
-		returned = true
 		e, ok := routes[aggregate.Materialize(id)]
 		if !ok {
 			return nil, 0, fmt.Errorf("%w: %v", ErrUnknownAggregate, aggregate.Materialize(id))
