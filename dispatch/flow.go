@@ -55,10 +55,17 @@ func (f *flow) stats() Stats {
 
 // close shuts the intake: nothing is admitted from now on.
 func (f *flow) close() {
+	f.gate()
+	f.check()
+}
+
+// gate is close without looking for the end: a force shuts the intake
+// before it cancels the handlers, so that the room their ends free in the
+// budget is not taken by the intake meanwhile, and looks after.
+func (f *flow) gate() {
 	if !f.shut.Swap(true) {
 		close(f.shutCh)
 	}
-	f.check()
 }
 
 // check closes drained once the intake is shut and nothing is in flight.

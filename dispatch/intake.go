@@ -195,7 +195,7 @@ func (in *intake[T]) finish() {
 func (in *intake[T]) subscribe() {
 	in.sourceRunning.Store(true)
 	err := in.runSource()
-	if err != nil && in.srcCtx.Err() == nil {
+	if err != nil && in.srcCtx.Err() == nil && !in.f.shut.Load() { // after a stop, the source's end is completion
 		in.life.Record(fmt.Errorf("dispatch: %s %q: source failed: %w", in.life.Kind(), in.Name(), err))
 	}
 	in.sourceDone()
@@ -508,6 +508,7 @@ func (in *intake[T]) ForceStop() {
 	for _, e := range in.engines {
 		e.halt.Store(true)
 	}
+	in.f.gate() // before the cancel: no exchange is admitted into the room the cancelled handlers free
 	if in.prepared.Load() {
 		for _, e := range in.all() {
 			e.cancel(ErrForceStopped)
