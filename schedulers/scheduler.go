@@ -64,11 +64,13 @@ type Scheduler interface {
 // continuation back cheaply (NewParallel's, NewSingle's,
 // NewBoundedElastic's). Yield queues task as Schedule does, with the same
 // errors, but wakes no idle goroutine while one is running a task: called by
-// a task as its last act, the goroutine running it takes the ready queue
-// next, so no other goroutine is woken only to find the work taken. It is
-// never lost: with no goroutine running a task, it wakes one. From outside
-// a task it is correct but may wait for a running task to end; use
-// Schedule there. The dispatchers yield a lane that still holds exchanges
+// a direct task (one given to Schedule) as its last act, the goroutine
+// running it takes the ready queue next, so no other goroutine is woken only
+// to find the work taken. It is never lost: with no goroutine running a
+// task, it wakes one. From outside a task it is correct but may wait for a
+// running task to end; use Schedule there. From a Worker's task likewise:
+// its goroutine runs the rest of the Worker's batch (up to 64 tasks) first,
+// so no later task of that batch may wait for the yielded one. The dispatchers yield a lane that still holds exchanges
 // at the end of its batch. Reactor has no counterpart (its workers are
 // pinned to a thread, so a continuation never moves); the nearest is a
 // WorkerTask rescheduling itself on its own worker.
