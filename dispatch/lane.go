@@ -458,13 +458,10 @@ func (e *engine[T]) aggregateID(x T) (id string, ok bool) {
 // -1 and admitted 0 when refused at the intake). It counts last, so that
 // once the count shows nothing in flight no hook of the exchange still runs.
 func (e *engine[T]) dropped(x T, admitted int64, group int, reason error) {
-	if e.obs != nil {
-		e.obs.Discarded(e.ctx, e.labels, reason)
-	}
-	if len(e.hooks.outcomes) > 0 || len(e.hooks.discards) > 0 {
+	if e.obs != nil || len(e.hooks.outcomes) > 0 || len(e.hooks.discards) > 0 {
 		r := Result[T]{Exchange: x, Labels: e.labels, Group: group, Outcome: OutcomeDiscarded, Err: reason,
 			QueueWait: waited(admitted, e.now())}
-		e.hooks.endedAside(e.ctx, &r)
+		e.hooks.endedAside(e.ctx, &r, e.obs)
 	}
 	e.f.discarded.Add(1)
 }

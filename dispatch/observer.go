@@ -80,6 +80,9 @@ type Labels struct {
 // called concurrently from many goroutines, inline on the hot path: they
 // must be fast and must not block. A panic of a method is recovered and
 // logged; the exchange is accounted for as if the method had returned.
+// Discarded runs on a goroutine of its own that the discarding waits for
+// (with the outcome and discard hooks), so that even a runtime.Goexit in it
+// leaves the rest of a stop's discarding to go on.
 // Several observers compose: WithObserver may be given more than once.
 type Observer interface {
 	// Admitted is called once per exchange accepted into a group.

@@ -108,15 +108,16 @@ func (h *hooks[T]) ended(ctx context.Context, r *Result[T]) {
 	}
 }
 
-// endedAside is ended for a discarded exchange, on a goroutine of its own,
-// waited for: the discarding goroutine (a stop's, the source's, a
-// scheduler's) goes on with the rest even when a hook ends its goroutine
-// with runtime.Goexit, which would otherwise cut the discarding short and
-// keep the dispatcher from its end. The remaining hooks of that exchange
-// are skipped, and the Goexit is logged as a hook's panic. Discards happen
-// at stops and refusals, at most the pending budget at a time: the
-// goroutine is not on the path of a handled exchange.
-func (h *hooks[T]) endedAside(ctx context.Context, r *Result[T]) {
+// endedAside tells obs (if not nil) and the hooks of a discarded exchange,
+// on a goroutine of its own, waited for: the discarding goroutine (a
+// stop's, the source's, a scheduler's) goes on with the rest even when the
+// Observer's Discarded or a hook ends its goroutine with runtime.Goexit,
+// which would otherwise cut the discarding short and keep the dispatcher
+// from its end. What remains to be told of that exchange is skipped, and
+// the Goexit is logged as a hook's panic. Discards happen at stops and
+// refusals, at most the pending budget at a time: the goroutine is not on
+// the path of a handled exchange.
+func (h *hooks[T]) endedAside(ctx context.Context, r *Result[T], obs Observer) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -130,9 +131,12 @@ func (h *hooks[T]) endedAside(ctx context.Context, r *Result[T]) {
 			// else to be told to. Dropped, as is its report of a Goexit.
 			defer func() { _ = recover() }()
 			if recover() == nil {
-				h.g.report("discarded exchange's hook", schedulers.ErrGoexit)
+				h.g.report("discarded exchange's observer or hook", schedulers.ErrGoexit)
 			}
 		}()
+		if obs != nil {
+			obs.Discarded(ctx, r.Labels, r.Err)
+		}
 		h.ended(ctx, r)
 		returned = true
 	}()
