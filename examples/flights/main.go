@@ -166,7 +166,7 @@ func execute(cfg config, e env, metrics *metricsServer) (status int, complete bo
 		return exitFailed, false
 	}
 	s.stoppedBy(res.signal, res.forced)
-	s.account(res.counts, res.elapsed)
+	s.account(res.counts, res.replays, res.elapsed)
 	s.readBack(res.readBack, res.err)
 	if res.err != nil {
 		s.Error = res.err.Error()
