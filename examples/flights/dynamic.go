@@ -57,7 +57,9 @@ const (
 // its half (each holding N/2), publishes the second half, so that b folds
 // flights of airports whose first flights a folded, and waits until every
 // partition is acknowledged to its last message; then it stops the members
-// gracefully (SIGTERM), as it does after a failure. It follows the lease
+// gracefully (SIGTERM), as it does after a failure. The handoff is done
+// when b renewed the leases of its half: it renews them in the round after
+// it claimed and opened them. It follows the lease
 // keys of the bucket all along (see leaseView).
 type conductor struct {
 	js      natsjs.JetStream
@@ -106,7 +108,11 @@ func (c *conductor) conduct(ctx context.Context) error {
 		return err
 	}
 	share := (n + 1) / 2
-	if err := c.until(ctx, w, func() bool { return c.view.held(second) == share && c.view.held(first) == n-share }); err != nil {
+	// renewed: a member renews a lease in the round after the claim, once
+	// it reset the durable consumer and fetches; a publication before that
+	// could reach a pull request the old owner gave up, and come to the new
+	// one as a redelivery.
+	if err := c.until(ctx, w, func() bool { return c.view.renewed(second) == share && c.view.held(first) == n-share }); err != nil {
 		return fmt.Errorf("flights: waiting for member %s to take %d partitions from %s: %w", second, share, first, err)
 	}
 	c.handoff = time.Since(start)
@@ -200,11 +206,13 @@ func (c *conductor) leaseBucket(ctx context.Context) (natsjs.KeyValue, error) {
 type leaseView struct {
 	holder           map[string]string // by key
 	epoch            map[string]uint64 // by key
+	renewal          map[string]bool   // by key: the value has the epoch
 	claims, releases map[string]int    // by member
 }
 
 func newLeaseView() *leaseView {
-	return &leaseView{holder: map[string]string{}, epoch: map[string]uint64{}, claims: map[string]int{}, releases: map[string]int{}}
+	return &leaseView{holder: map[string]string{}, epoch: map[string]uint64{}, renewal: map[string]bool{},
+		claims: map[string]int{}, releases: map[string]int{}}
 }
 
 // see takes one entry of the watcher (nil marks the end of the initial
@@ -216,12 +224,13 @@ func (v *leaseView) see(e natsjs.KeyValueEntry) {
 	k := e.Key()
 	switch e.Operation() {
 	case natsjs.KeyValuePut:
-		member, epoch := string(e.Value()), e.Revision()
+		member, epoch, renewed := string(e.Value()), e.Revision(), false
 		if m, ep, ok := strings.Cut(member, " "); ok {
 			if n, err := strconv.ParseUint(ep, 10, 64); err == nil {
-				member, epoch = m, n
+				member, epoch, renewed = m, n, true
 			}
 		}
+		v.renewal[k] = renewed
 		if v.epoch[k] != epoch {
 			v.claims[member]++
 			v.epoch[k] = epoch
@@ -233,6 +242,7 @@ func (v *leaseView) see(e natsjs.KeyValueEntry) {
 		}
 		delete(v.holder, k)
 		delete(v.epoch, k)
+		delete(v.renewal, k)
 	}
 }
 
@@ -247,10 +257,21 @@ func (v *leaseView) held(member string) int {
 	return n
 }
 
+// renewed counts the partitions member holds and renewed since its claim.
+func (v *leaseView) renewed(member string) int {
+	n := 0
+	for k, m := range v.holder {
+		if m == member && v.renewal[k] {
+			n++
+		}
+	}
+	return n
+}
+
 func (v *leaseView) String() string {
 	var b strings.Builder
 	for _, m := range consumerMembers {
-		fmt.Fprintf(&b, "%s holds %d, ", m, v.held(m))
+		fmt.Fprintf(&b, "%s holds %d (%d renewed), ", m, v.held(m), v.renewed(m))
 	}
 	return strings.TrimSuffix(b.String(), ", ")
 }

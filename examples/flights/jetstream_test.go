@@ -72,7 +72,12 @@ func TestJetStreamDynamic(t *testing.T) {
 	assert.Positive(t, mb.Adopted, "of airports whose first flights a folded")
 	assert.Zero(t, ma.Adopted, "nobody held a state before a")
 	for _, m := range b.Members {
-		assert.Zero(t, m.Replayed+m.Redelivered+m.Duplicates, "%s received nothing twice", m.Name)
+		// Redelivered may not be 0: a position the server first sent to a
+		// pull request the old owner had given up comes again with
+		// Attempt 2, though no handler had it (counted, never applied
+		// twice: Replayed is 0).
+		assert.Zero(t, m.Replayed+m.Duplicates, "%s applied nothing twice", m.Name)
+		assert.LessOrEqual(t, m.Redelivered, m.Applied)
 	}
 }
 
