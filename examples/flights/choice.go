@@ -6,7 +6,7 @@ import (
 )
 
 // choice is a flag.Value that sets *v to the index of its name in names:
-// the flags whose value is one of a few words (-progress, -source).
+// the flags whose value is one of a few words (-progress, -source, -assign).
 type choice[E ~int] struct {
 	v     *E
 	names []string

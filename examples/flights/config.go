@@ -23,6 +23,7 @@ type config struct {
 	strict      bool          // an unknown JSON field fails the run
 	progress    progressMode  // when to draw progress bars
 	source      sourceKind    // how the flights reach the dispatcher
+	assign      assignMode    // -source jetstream: how the consumer processes share the partitions
 	metrics     string        // host:port to serve /metrics on; "" for none
 	metricsHold time.Duration // how long /metrics stays served after the summary
 }
@@ -49,6 +50,7 @@ second signal stops it by force.`)
 	fs.BoolVar(&c.strict, "strict", false, "fail on a JSON record with a field other than date, delay, distance, origin and destination (by default such fields are skipped)")
 	fs.Var(choice[progressMode]{&c.progress, progressModes}, "progress", "progress bars on stderr while decoding and dispatching: `auto` (when stderr is a terminal and the input large), always or never")
 	fs.Var(choice[sourceKind]{&c.source, sourceKinds}, "source", "how the flights reach the dispatcher: `flux` (flux.FromSeq) rxgo (an rxgo.Observable through flux.FromObservable, the outcomes read back as an rxgo.Observable and checked against the dispatcher's Stats) or jetstream (published to an embedded NATS JetStream server of 8 partitions, consumed by two consumer processes, this program re-executed)")
+	fs.Var(choice[assignMode]{&c.assign, assignModes}, "assign", "with -source jetstream, how the two consumer processes share the partitions: `static` (4 each, told) or dynamic (members a and b claim them through leases of "+leaseTTL.String()+"; b joins once a holds all 8 and takes its half by a graceful handoff, the airports' states following their partitions)")
 	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics on http://`host:port`/metrics during the run (port 0 picks one; the address is printed on stderr)")
 	fs.DurationVar(&c.metricsHold, "metrics-hold", 0, "with -metrics, keep serving for this `duration` after the summary; SIGINT or SIGTERM ends the hold early")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
@@ -56,6 +58,8 @@ second signal stops it by force.`)
 	} else if err != nil {
 		return c, errUsage
 	}
+	assignSet := false
+	fs.Visit(func(f *flag.Flag) { assignSet = assignSet || f.Name == "assign" })
 	var problem string
 	switch {
 	case fs.NArg() > 0:
@@ -72,6 +76,8 @@ second signal stops it by force.`)
 		problem = "-metrics-hold must not be negative"
 	case c.metricsHold > 0 && c.metrics == "":
 		problem = "-metrics-hold needs -metrics"
+	case assignSet && c.source != sourceJetstream:
+		problem = "-assign shares the partitions of -source jetstream: not with -source " + sourceKinds[c.source]
 	case c.source == sourceJetstream && c.metrics != "":
 		problem = "-metrics serves one process's dispatcher: not with -source jetstream"
 	default:

@@ -24,23 +24,50 @@ import (
 // consumerStopTimeout bounds a consumer process's graceful stop.
 const consumerStopTimeout = 30 * time.Second
 
-// consumerMain is a consumer process of -source jetstream: it consumes
-// its partitions (ownEnv) from the server at url until it handled all
-// they held when it started, or SIGTERM stops it gracefully, and writes
-// its report on stdout. It returns the exit status.
+// assignment is a consumer process's share of the partitions: those it
+// owns (static), or the member it is (dynamic, member not empty).
+type assignment struct {
+	own    []int32
+	member string
+}
+
+// assignmentFromEnv reads memberEnv, or else ownEnv.
+func assignmentFromEnv() (assignment, error) {
+	if m := os.Getenv(memberEnv); m != "" {
+		return assignment{member: m}, nil
+	}
+	own, err := ownedPartitions(os.Getenv(ownEnv))
+	return assignment{own: own}, err
+}
+
+// consumerMain is a consumer process of -source jetstream: with a static
+// assignment it consumes its partitions (ownEnv) until it handled all they
+// held when it started; as a member of a dynamic one (memberEnv) it starts
+// once its standard input is closed (the parent's go-ahead) and consumes
+// what it claims until SIGTERM. SIGTERM stops either gracefully. It writes
+// its report on stdout and returns the exit status.
 func consumerMain(url string, args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		return exitUsage
 	}
-	own, err := ownedPartitions(os.Getenv(ownEnv))
+	as, err := assignmentFromEnv()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
+	goAhead := make(chan struct{})
+	if as.member == "" {
+		close(goAhead)
+	} else {
+		go func() { // ends with the process, or at the go-ahead
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			close(goAhead)
+		}()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	r, err := consume(ctx, cfg, url, own)
+	r, err := consume(ctx, cfg, url, as, goAhead)
 	if err != nil {
 		r.Error = err.Error()
 	}
@@ -54,37 +81,103 @@ func consumerMain(url string, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// airports holds a consumer process's states by airport code. An
-// airport's flights are applied one at a time (they are one aggregate),
-// so only the map needs the lock.
-type airports struct {
-	mu     sync.Mutex
-	states map[string]*airport.State
+// heldAirport is an airport's state in a consumer process, with the
+// stream position of the last flight applied to it. Its handler and the
+// state requests of another member (see serveStates) take the lock.
+type heldAirport struct {
+	mu sync.Mutex
+	airportState
 }
 
-func (a *airports) of(code string) *airport.State {
+// airportState is an airport's state and the position of the last flight
+// it applied, as a member reports and hands it over.
+type airportState struct {
+	State    airport.State `json:"state"`
+	Position int64         `json:"position"`
+}
+
+// airports holds a consumer process's states by airport code.
+type airports struct {
+	mu     sync.Mutex
+	states map[string]*heldAirport
+}
+
+func (a *airports) of(code string) *heldAirport {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.states[code]
 	if st == nil {
-		st = new(airport.State)
+		st = new(heldAirport)
 		a.states[code] = st
 	}
 	return st
 }
 
-// consume runs the consumer until its partitions' flights are handled or
-// ctx ends, and reports.
-func consume(ctx context.Context, cfg config, url string, own []int32) (consumerReport, error) {
-	report := consumerReport{States: map[string]airport.State{}}
+// apply folds d's flight into its airport's state, unless d is at or
+// below the last position applied (an in-order replay, after a loss): it
+// says whether it applied it.
+func (a *airports) apply(d partition.Delivery[departure]) bool {
+	st := a.of(d.Exchange.origin)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if d.Position <= st.Position {
+		return false
+	}
+	st.State.Apply(d.Exchange.Flight)
+	st.Position = d.Position
+	return true
+}
+
+// adopt takes s as code's state if it is further on (a higher position)
+// than the one held, and says whether it did.
+func (a *airports) adopt(code string, s airportState) bool {
+	st := a.of(code)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if s.Position <= st.Position {
+		return false
+	}
+	st.airportState = s
+	return true
+}
+
+// snapshot copies the states of the airports keep selects (every airport
+// for a nil keep) that have applied a flight.
+func (a *airports) snapshot(keep func(code string) bool) map[string]airportState {
+	a.mu.Lock()
+	held := make(map[string]*heldAirport, len(a.states))
+	for code, st := range a.states {
+		if keep == nil || keep(code) {
+			held[code] = st
+		}
+	}
+	a.mu.Unlock()
+	out := make(map[string]airportState, len(held))
+	for code, st := range held {
+		st.mu.Lock()
+		if st.Position > 0 {
+			out[code] = st.airportState
+		}
+		st.mu.Unlock()
+	}
+	return out
+}
+
+// consume runs the consumer until its partitions' flights are handled
+// (static), or ctx ends, and reports. A member starts once goAhead is
+// closed.
+func consume(ctx context.Context, cfg config, url string, as assignment, goAhead <-chan struct{}) (consumerReport, error) {
+	report := consumerReport{Member: as.member, States: map[string]airportState{}}
 	nc, js, err := jetstream.Connect(url)
 	if err != nil {
 		return report, err
 	}
 	defer nc.Close()
-	total, err := flightsIn(ctx, js, own)
-	if err != nil {
-		return report, err
+	total := int64(-1) // a member runs until SIGTERM
+	if as.member == "" {
+		if total, err = flightsIn(ctx, js, as.own); err != nil {
+			return report, err
+		}
 	}
 	sched, err := schedulers.NewParallel("flights", cfg.pool)
 	if err != nil {
@@ -92,31 +185,60 @@ func consume(ctx context.Context, cfg config, url string, own []int32) (consumer
 	}
 	defer sched.Dispose()
 
-	held := airports{states: map[string]*airport.State{}}
-	var handled atomic.Int64
+	held := &airports{states: map[string]*heldAirport{}}
+	take := newTakeovers(nc, as.member, held)
+	var applied, replayed, redelivered atomic.Int64
 	all := make(chan struct{})
 	handle := func(ctx context.Context, d partition.Delivery[departure]) error {
+		if l, ok := jetstream.LeaseOf(ctx); ok {
+			if err := take.ensure(ctx, l); err != nil {
+				return err
+			}
+		}
 		burn(ctx, cfg.handlerCost)
-		held.of(d.Exchange.origin).Apply(d.Exchange.Flight)
-		if handled.Add(1) == total {
+		if d.Redelivered() {
+			redelivered.Add(1)
+		}
+		if !held.apply(d) {
+			replayed.Add(1)
+			return nil
+		}
+		if applied.Add(1) == total {
 			close(all)
 		}
 		return nil
 	}
 	obs := &observer{}
-	c, err := jetstream.NewConsumer(dispatcherName, jetstream.Subscription{JetStream: js, Topology: flightsTopology, Owned: own},
-		airportAggregate, sched, jetstream.Codec[departure]{Decode: decodeFlight, ID: func(d departure) string { return d.origin }}, handle,
+	opts := []jetstream.Option[departure]{
 		jetstream.WithMaxPending[departure](cfg.maxPending),
 		jetstream.WithPartitionOptions(partition.WithGroups[departure](cfg.parallelism),
-			partition.WithDispatchOptions(dispatch.WithObserver[partition.Delivery[departure]](obs))))
+			partition.WithDispatchOptions(dispatch.WithObserver[partition.Delivery[departure]](obs))),
+	}
+	if as.member != "" {
+		opts = append(opts, jetstream.WithDynamicAssignment[departure](as.member, leaseTTL))
+		sub, err := serveStates(nc, as.member, held)
+		if err != nil {
+			return report, err
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	c, err := jetstream.NewConsumer(dispatcherName, jetstream.Subscription{JetStream: js, Topology: flightsTopology, Owned: as.own},
+		airportAggregate, sched, jetstream.Codec[departure]{Decode: decodeFlight, ID: func(d departure) string { return d.origin }}, handle,
+		opts...)
 	if err != nil {
 		return report, err
 	}
 	if err := c.Prepare(ctx); err != nil {
 		return report, err
 	}
-	if err := c.Start(); err != nil {
-		return report, err
+	select {
+	case <-goAhead:
+	case <-ctx.Done(): // stopped before it joined: the stop below ends it at once
+	}
+	if ctx.Err() == nil {
+		if err := c.Start(); err != nil {
+			return report, err
+		}
 	}
 	if total == 0 {
 		close(all)
@@ -126,6 +248,7 @@ func consume(ctx context.Context, cfg config, url string, own []int32) (consumer
 	case <-ctx.Done():
 	case <-c.Done():
 	}
+	report.Partitions = c.Owned()
 	stopCtx, cancel := context.WithTimeout(context.Background(), consumerStopTimeout)
 	defer cancel()
 	if err = c.StopGracefully(stopCtx); stopCtx.Err() != nil {
@@ -135,14 +258,12 @@ func consume(ctx context.Context, cfg config, url string, own []int32) (consumer
 	st := c.Stats()
 	x := st.Exchanges
 	report.Exchanges = counts{Received: x.Received, Succeeded: x.Succeeded, Failed: x.Failed, Discarded: x.Discarded, InFlight: x.InFlight}
-	report.Acks = st.Acks
+	report.Acks, report.Duplicates = st.Acks, st.Duplicates
+	report.Applied, report.Replayed, report.Redelivered = applied.Load(), replayed.Load(), redelivered.Load()
+	report.Adopted = take.adopted.Load()
 	report.QueueWait = percentiles{P50: obs.queueWait.Quantile(0.50), P99: obs.queueWait.Quantile(0.99)}
 	report.Handling = percentiles{P50: obs.handling.Quantile(0.50), P99: obs.handling.Quantile(0.99)}
-	held.mu.Lock()
-	for code, s := range held.states {
-		report.States[code] = *s
-	}
-	held.mu.Unlock()
+	report.States = held.snapshot(nil)
 	return report, err
 }
 

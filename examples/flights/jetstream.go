@@ -17,7 +17,6 @@ import (
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/aggflow/aggflow/examples/flights/internal/airport"
 	"github.com/aggflow/aggflow/examples/flights/internal/flightdata"
 	"github.com/aggflow/aggflow/source/jetstream"
 	"github.com/aggflow/aggflow/source/jetstream/jstest"
@@ -27,9 +26,11 @@ import (
 // starts an embedded server, publishes every flight in file order on the
 // partition of its origin airport (the airport's code in the key header),
 // and runs two consumer processes, itself re-executed, each owning half of
-// the partitions; each folds its airports' states and reports them, with
-// its counters, on its standard output. The parent merges the reports and
-// verifies them as for the in-process run.
+// the partitions (-assign static) or claiming them as a member of a dynamic
+// assignment (-assign dynamic, see conductor); each folds its airports'
+// states and reports them, with its counters, on its standard output. The
+// parent merges the reports (an airport's state is the one furthest on,
+// after a handoff) and verifies them as for the in-process run.
 
 // flightsTopology is the stream of the -source jetstream run.
 var flightsTopology = jetstream.Topology{Stream: "FLIGHTS", Prefix: "flights", Partitions: 8}
@@ -80,27 +81,70 @@ func decodeDeparture(key string, b []byte) (departure, error) {
 
 // consumerReport is what a consumer process writes on its standard output.
 type consumerReport struct {
-	States    map[string]airport.State `json:"states"`
-	Exchanges counts                   `json:"exchanges"`
-	Acks      int64                    `json:"acks"`
-	QueueWait percentiles              `json:"queue_wait"`
-	Handling  percentiles              `json:"handling"`
-	Error     string                   `json:"error,omitempty"`
+	Member string `json:"member,omitempty"` // -assign dynamic's member name
+	// States are the airports' states, each with the position of the last
+	// flight applied to it: after a handoff the old owner's is behind.
+	States    map[string]airportState `json:"states"`
+	Exchanges counts                  `json:"exchanges"`
+	Acks      int64                   `json:"acks"`
+	// Partitions are those owned when the stop began.
+	Partitions []int32 `json:"partitions"`
+	// Applied counts the flights folded; Replayed those skipped, at or
+	// below their airport's last position; Redelivered the deliveries of
+	// Attempt 2 or more; Duplicates the redeliveries the consumer dropped
+	// (Stats.Duplicates); Adopted the airport states taken over from
+	// another member.
+	Applied     int64       `json:"applied"`
+	Replayed    int64       `json:"replayed"`
+	Redelivered int64       `json:"redelivered"`
+	Duplicates  int64       `json:"duplicates"`
+	Adopted     int64       `json:"adopted"`
+	QueueWait   percentiles `json:"queue_wait"`
+	Handling    percentiles `json:"handling"`
+	Error       string      `json:"error,omitempty"`
 }
 
 // brokerSummary is what the summary says of a -source jetstream run.
 type brokerSummary struct {
 	Partitions int           `json:"partitions"`
 	Consumers  int           `json:"consumer_processes"`
-	Publish    time.Duration `json:"publish_ns"`
+	Assignment string        `json:"assignment"` // static or dynamic (-assign)
+	Publish    time.Duration `json:"publish_ns"` // both halves under -assign dynamic
 	Acks       int64         `json:"acks"`
+	// Replayed and Duplicates sum the members'.
+	Replayed   int64 `json:"replayed"`
+	Duplicates int64 `json:"duplicates"`
+	// -assign dynamic: the lease TTL; the time from the second member's
+	// go-ahead until it held its share; the members.
+	LeaseTTL time.Duration   `json:"lease_ttl_ns,omitempty"`
+	Handoff  time.Duration   `json:"handoff_ns,omitempty"`
+	Members  []memberSummary `json:"members,omitempty"`
+}
+
+// memberSummary is one member of -assign dynamic: the partitions it held
+// when the stop began, its claims and releases seen in the lease bucket
+// (the consumer's Stats do not count them), and its consumerReport's
+// counters.
+type memberSummary struct {
+	Name        string  `json:"name"`
+	Partitions  []int32 `json:"partitions"`
+	Claims      int     `json:"claims"`
+	Releases    int     `json:"releases"`
+	Applied     int64   `json:"applied"`
+	Adopted     int64   `json:"adopted"`
+	Replayed    int64   `json:"replayed"`
+	Redelivered int64   `json:"redelivered"`
+	Duplicates  int64   `json:"duplicates"`
 }
 
 // replayJetStream is replay through JetStream: publish, then consume in two
-// processes until each has handled its partitions to their end. A first
-// value on e.interrupt stops the consumers gracefully (SIGTERM), a second by
-// force (SIGKILL). It returns once both processes exited and the server
-// shut down.
+// processes until each has handled its partitions to their end (static),
+// or, under -assign dynamic, as the conductor leads the members: the first
+// half of the flights published before they start, the second once the
+// handoff is done, and the members stopped once every partition is
+// acknowledged to its end. A first value on e.interrupt stops the
+// consumers gracefully (SIGTERM), a second by force (SIGKILL). It returns
+// once both processes exited and the server shut down.
 func replayJetStream(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (replayed, error) {
 	srv, err := jstest.Start()
 	if err != nil {
@@ -121,23 +165,41 @@ func replayJetStream(cfg config, data *flightdata.Dataset, states []stateSlot, e
 	if _, err := js.CreateStream(ctx, streamCfg); err != nil {
 		return replayed{}, err
 	}
+	dynamic := cfg.assign == assignDynamic
+	first := data.Flights
+	if dynamic {
+		first = data.Flights[:len(data.Flights)/2]
+	}
 	start := time.Now()
-	if err := publishFlights(js, data); err != nil {
+	if err := publishFlights(js, data, first); err != nil {
 		return replayed{}, err
 	}
-	res := replayed{broker: &brokerSummary{Partitions: flightsTopology.Partitions, Consumers: len(consumerOwns), Publish: time.Since(start)}}
+	res := replayed{broker: &brokerSummary{Partitions: flightsTopology.Partitions, Consumers: len(consumerOwns),
+		Assignment: assignModes[cfg.assign], Publish: time.Since(start)}}
 
 	start = time.Now()
-	procs, err := startConsumers(cfg, srv.URL(), e)
+	procs, goAhead, err := startConsumers(cfg, srv.URL(), e)
 	if err != nil {
 		return res, err
 	}
-	res.signal, res.forced = awaitConsumers(procs, e.interrupt)
+	var cond *conductor
+	if dynamic {
+		cond = &conductor{js: js, data: data, flights: data.Flights[len(first):], procs: procs, goAhead: goAhead}
+		condCtx, stopCond := context.WithCancel(context.Background())
+		var conducting sync.WaitGroup
+		conducting.Go(func() { cond.run(condCtx) })
+		res.signal, res.forced = awaitConsumers(procs, e.interrupt)
+		stopCond()
+		conducting.Wait()
+	} else {
+		res.signal, res.forced = awaitConsumers(procs, e.interrupt)
+	}
 	res.elapsed = time.Since(start)
 	code := make(map[string]int, len(data.Airports))
 	for i, c := range data.Airports {
 		code[c] = i
 	}
+	positions := make([]int64, len(data.Airports)) // of the state kept: the furthest on
 	var errs []error
 	for _, p := range procs {
 		r, err := p.report()
@@ -146,27 +208,46 @@ func replayJetStream(cfg config, data *flightdata.Dataset, states []stateSlot, e
 			continue
 		}
 		for c, st := range r.States {
-			states[code[c]].State = st
+			if i := code[c]; st.Position > positions[i] {
+				states[i].State, positions[i] = st.State, st.Position
+			}
 		}
 		res.counts = res.counts.plus(r.Exchanges)
+		res.replays += r.Replayed
 		res.broker.Acks += r.Acks
+		res.broker.Replayed += r.Replayed
+		res.broker.Duplicates += r.Duplicates
 		res.queueWait, res.handling = slowest(res.queueWait, r.QueueWait), slowest(res.handling, r.Handling)
 		if r.Error != "" {
 			errs = append(errs, errors.New(r.Error))
+		}
+		if dynamic {
+			res.broker.Members = append(res.broker.Members, memberSummary{Name: r.Member, Partitions: r.Partitions,
+				Claims: cond.view.claims[r.Member], Releases: cond.view.releases[r.Member], Applied: r.Applied,
+				Adopted: r.Adopted, Replayed: r.Replayed, Redelivered: r.Redelivered, Duplicates: r.Duplicates})
+		}
+	}
+	if dynamic {
+		res.broker.LeaseTTL, res.broker.Handoff = leaseTTL, cond.handoff
+		res.broker.Publish += cond.publish
+		if cond.err != nil {
+			errs = append(errs, cond.err)
+		} else if !cond.finished && res.signal == nil {
+			errs = append(errs, fmt.Errorf("%w: the members stopped before every partition was acknowledged", errStalled))
 		}
 	}
 	res.err = errors.Join(errs...)
 	return res, nil
 }
 
-// publishFlights publishes every flight of data in file order, a window at
-// a time, and waits for the server's acknowledgement of each.
-func publishFlights(js natsjs.JetStream, data *flightdata.Dataset) error {
-	for i, f := range data.Flights {
+// publishFlights publishes flights, of data, in order, a window at a time,
+// and waits for the server's acknowledgement of each.
+func publishFlights(js natsjs.JetStream, data *flightdata.Dataset, flights []flightdata.Flight) error {
+	for i, f := range flights {
 		if _, err := js.PublishMsgAsync(flightsTopology.NewMsg(data.Airports[f.Origin], encodeFlight(f))); err != nil {
 			return fmt.Errorf("flights: publishing flight %d: %w", i, err)
 		}
-		if (i+1)%publishWindow == 0 || i == len(data.Flights)-1 {
+		if (i+1)%publishWindow == 0 || i == len(flights)-1 {
 			select {
 			case <-js.PublishAsyncComplete():
 			case <-time.After(time.Minute):
@@ -184,30 +265,44 @@ type consumerProc struct {
 	err    error // Wait's
 }
 
-// startConsumers starts one consumer process per consumerOwns, the
-// program re-executed with the dispatcher's flags.
-func startConsumers(cfg config, url string, e env) ([]*consumerProc, error) {
+// startConsumers starts the two consumer processes, the program
+// re-executed with the dispatcher's flags: one per consumerOwns, or, under
+// -assign dynamic, one per consumerMembers, the first starting at once,
+// the second once goAhead is closed (its standard input).
+func startConsumers(cfg config, url string, e env) (procs []*consumerProc, goAhead io.Closer, err error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	stderr := &lockedWriter{w: e.stderr} // the processes' error output, a line at a time from each
-	var procs []*consumerProc
-	for _, own := range consumerOwns {
+	kill := func() {
+		for _, q := range procs {
+			_ = q.cmd.Process.Kill()
+			q.err = q.cmd.Wait()
+		}
+	}
+	for i := range consumerOwns {
 		p := &consumerProc{cmd: exec.Command(exe, "-parallelism", fmt.Sprint(cfg.parallelism), "-pool", fmt.Sprint(cfg.pool),
 			"-max-pending", fmt.Sprint(cfg.maxPending), "-handler-cost", cfg.handlerCost.String())}
-		p.cmd.Env = append(os.Environ(), consumerEnv+"="+url, ownEnv+"="+own)
+		share := ownEnv + "=" + consumerOwns[i]
+		if cfg.assign == assignDynamic {
+			share = memberEnv + "=" + consumerMembers[i]
+			if i > 0 { // the first one's standard input is empty: it starts at once
+				if goAhead, err = p.cmd.StdinPipe(); err != nil {
+					kill()
+					return nil, nil, err
+				}
+			}
+		}
+		p.cmd.Env = append(os.Environ(), consumerEnv+"="+url, share)
 		p.cmd.Stdout, p.cmd.Stderr = &p.stdout, stderr
 		if err := p.cmd.Start(); err != nil {
-			for _, q := range procs {
-				_ = q.cmd.Process.Kill()
-				q.err = q.cmd.Wait()
-			}
-			return nil, err
+			kill()
+			return nil, nil, err
 		}
 		procs = append(procs, p)
 	}
-	return procs, nil
+	return procs, goAhead, nil
 }
 
 // awaitConsumers waits for the processes' exit: a first signal sends them

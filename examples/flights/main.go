@@ -8,14 +8,18 @@
 //
 // Usage:
 //
-//	go run ./examples/flights [-input FILE.json|FILE.json.gz|FILE.parquet] [-strict] [-source flux|rxgo|jetstream] [-parallelism N] [-pool N] [-max-pending N] [-handler-cost 2us] [-progress auto|always|never] [-metrics HOST:PORT [-metrics-hold 1m]] [-json]
+//	go run ./examples/flights [-input FILE.json|FILE.json.gz|FILE.parquet] [-strict] [-source flux|rxgo|jetstream [-assign static|dynamic]] [-parallelism N] [-pool N] [-max-pending N] [-handler-cost 2us] [-progress auto|always|never] [-metrics HOST:PORT [-metrics-hold 1m]] [-json]
 //
 // Without -input it replays a 20,000-flight sample embedded in the binary;
 // examples/flights/data/flights-3m.parquet holds 3 million. -source
 // jetstream publishes the flights to an embedded NATS JetStream server,
 // keyed by origin airport on 8 partitions, and consumes them in two
 // consumer processes (the program re-executed), 4 partitions each, whose
-// airport states are merged and verified the same way. -source rxgo
+// airport states are merged and verified the same way; with -assign
+// dynamic the two are members a and b of a dynamic assignment (leases in a
+// KV bucket): a claims all 8 partitions and folds the first half of the
+// flights, b joins and takes 4 by a graceful handoff, each airport's state
+// following its partition, and the second half is published then. -source rxgo
 // feeds the dispatcher through an rxgo Observable and counts the outcomes
 // read back as one, checked against the dispatcher's Stats. -metrics serves
 // the dispatcher's Prometheus metrics (observe/prommetrics) on
@@ -166,7 +170,7 @@ func execute(cfg config, e env, metrics *metricsServer) (status int, complete bo
 		return exitFailed, false
 	}
 	s.stoppedBy(res.signal, res.forced)
-	s.account(res.counts, res.elapsed)
+	s.account(res.counts, res.replays, res.elapsed)
 	s.readBack(res.readBack, res.err)
 	if res.err != nil {
 		s.Error = res.err.Error()

@@ -71,6 +71,9 @@ type replayed struct {
 	// is nil then).
 	broker              *brokerSummary
 	queueWait, handling percentiles
+	// replays counts the exchanges received again and skipped (at or below
+	// their airport's last position): in counts, not flights lost.
+	replays int64
 }
 
 // percentiles returns the queue wait's and the handling's.

@@ -124,14 +124,14 @@ func (s *summary) stoppedBy(sig os.Signal, forced bool) {
 // account fills the derived counters from the dispatcher's counts: lost is
 // what the accounting invariant misses (received = handled + failed +
 // discarded + in flight), plus, for a run that was not stopped, the rows the
-// dispatcher never received.
-func (s *summary) account(c counts, elapsed time.Duration) {
+// dispatcher never received; replays, received twice, count once.
+func (s *summary) account(c counts, replays int64, elapsed time.Duration) {
 	s.Exchanges, s.Dispatch = c, elapsed
 	s.Lost = c.Received - c.Succeeded - c.Failed - c.Discarded - c.InFlight
 	if s.Partial {
-		s.Undelivered = s.Rows - c.Received
+		s.Undelivered = s.Rows - (c.Received - replays)
 	} else {
-		s.Lost += s.Rows - c.Received
+		s.Lost += s.Rows - (c.Received - replays)
 	}
 	if elapsed > 0 {
 		s.PerSecond = float64(c.Succeeded+c.Failed) / elapsed.Seconds()
@@ -196,6 +196,12 @@ func (s *summary) writeText(w io.Writer) error {
 	p("dispatcher\t%s, %s, handler cost %v", count(int64(s.Parallelism), "group"),
 		count(int64(s.Pool), "scheduler goroutine"), s.HandlerCost)
 	p("source\t%s", s.sourceLine())
+	if b := s.Broker; b != nil {
+		p("assignment\t%s", b.assignmentLine())
+		for _, m := range b.Members {
+			p("member %s\t%s", m.Name, m.line())
+		}
+	}
 	p("decode\t%.3f s", s.Decode.Seconds())
 	p("dispatch\t%.3f s\t%s exchanges/s", s.Dispatch.Seconds(), thousands(int64(s.PerSecond)))
 	if s.Verification != skipped {
@@ -263,6 +269,36 @@ func (s *summary) sourceLine() string {
 		return line + ", agreeing with Stats"
 	}
 	return line + ", DISAGREEING with Stats"
+}
+
+// assignmentLine says how the consumer processes shared the partitions,
+// and what they received twice.
+func (b *brokerSummary) assignmentLine() string {
+	twice := fmt.Sprintf("%s skipped, %s dropped", count(b.Replayed, "replay"), count(b.Duplicates, "duplicate"))
+	if len(b.Members) == 0 {
+		return fmt.Sprintf("%s: each process told its partitions (%s); %s", b.Assignment, strings.Join(consumerOwns, " and "), twice)
+	}
+	names := make([]string, len(b.Members))
+	for i, m := range b.Members {
+		names[i] = m.Name
+	}
+	return fmt.Sprintf("%s: members %s, leases of %v; the second started once the first held all %d partitions, and held its share %.3f s later; "+
+		"half the flights published before, half after; %s", b.Assignment, strings.Join(names, " and "), b.LeaseTTL, b.Partitions, b.Handoff.Seconds(), twice)
+}
+
+// line says what member m held and did.
+func (m memberSummary) line() string {
+	ps := make([]string, len(m.Partitions))
+	for i, p := range m.Partitions {
+		ps[i] = strconv.Itoa(int(p))
+	}
+	held := "no partition"
+	if len(ps) > 0 {
+		held = "partitions " + strings.Join(ps, ",")
+	}
+	return fmt.Sprintf("%s at the end; %s, %s (lease bucket); %s applied, %s taken over; %s skipped, %s redelivered, %s dropped",
+		held, count(int64(m.Claims), "claim"), count(int64(m.Releases), "release"), count(m.Applied, "flight"),
+		count(m.Adopted, "airport state"), count(m.Replayed, "replay"), thousands(m.Redelivered), count(m.Duplicates, "duplicate"))
 }
 
 // count says n things: count(1, "flight") is "1 flight", count(3000000,
