@@ -82,9 +82,15 @@ func FlatMap[T, R any](f Flux[T], fn func(T) Flux[R], concurrency int) Flux[R] {
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
-				if err := runCaught(inner, ictx, out); err != nil {
-					fail(err)
-				}
+				// A runtime.Goexit in the inner skips the assignment: the
+				// flow fails instead of completing without the inner's items.
+				err := goexitError("FlatMap")
+				defer func() {
+					if err != nil {
+						fail(err)
+					}
+				}()
+				err = runCaught(inner, ictx, out)
 			}()
 			return nil
 		})

@@ -86,10 +86,14 @@ type connection[T any] struct {
 	done    chan struct{} // closed when the upstream goroutine exits
 }
 
-func (r *refCount[T]) subscribe(ctx context.Context, emit func(T) error) error {
+func (r *refCount[T]) subscribe(ctx context.Context, emit func(T) error) (err error) {
 	c, sub := r.join(ctx)
-	err := c.hub.drain(ctx, sub, emit)
-	r.leave(c, sub, err)
+	// Left on every exit, a runtime.Goexit of the downstream included (err
+	// is then still the Goexit's error), so that the upstream is cancelled
+	// and joined once the last subscriber is gone.
+	err = goexitError("RefCount")
+	defer func() { r.leave(c, sub, err) }()
+	err = c.hub.drain(ctx, sub, emit)
 	return err
 }
 

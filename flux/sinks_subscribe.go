@@ -32,13 +32,17 @@ func discardOverflow[T any](drops []sinkDrop[T]) {
 
 // subscribe is the Flux of AsFlux: attach, deliver, detach. A unicast
 // subscriber that leaves early cancels the sink.
-func (s *ManySink[T]) subscribe(ctx context.Context, emit func(T) error) error {
+func (s *ManySink[T]) subscribe(ctx context.Context, emit func(T) error) (err error) {
 	sub, err := s.attach(ctx)
 	if err != nil {
 		return err
 	}
+	// Detached on every exit, a runtime.Goexit of the downstream included
+	// (err is then still the Goexit's error): a subscriber left attached
+	// would hold the sink's emitters for ever.
+	err = goexitError(sinkNames[s.kind])
+	defer func() { s.detach(sub, err, s.kind == unicastKind) }()
 	err = s.drain(ctx, sub, emit)
-	s.detach(sub, err, s.kind == unicastKind)
 	return err
 }
 

@@ -82,7 +82,9 @@ func window[T any](op string, f Flux[T], n int, d time.Duration) Flux[Flux[T]] {
 		router.Add(1)
 		go func() {
 			defer router.Done()
-			res <- w.route(f)
+			err := goexitError(op) // unless route returns: a runtime.Goexit in the upstream
+			defer func() { res <- err }()
+			err = w.route(f)
 		}()
 		return w.hand(ctx, emit, res)
 	}}
@@ -199,8 +201,18 @@ func (w *windower[T]) flux(p *pipe[T]) Flux[T] {
 
 // route runs the upstream on the router goroutine and ends the window
 // open with its end.
-func (w *windower[T]) route(f Flux[T]) error {
-	uerr := runCaught(f, w.uctx, w.next)
+func (w *windower[T]) route(f Flux[T]) (uerr error) {
+	// The window open is ended on every exit, a runtime.Goexit in the
+	// upstream included (uerr keeps the Goexit's error then).
+	uerr = goexitError(w.op)
+	defer w.closeOpen(&uerr)
+	uerr = runCaught(f, w.uctx, w.next)
+	return uerr
+}
+
+// closeOpen ends the window open with the upstream's end, *uerr.
+func (w *windower[T]) closeOpen(uerrp *error) {
+	uerr := *uerrp
 	w.alarm.disarm()
 	w.alarm.wait()
 	w.mu.Lock()
@@ -216,7 +228,6 @@ func (w *windower[T]) route(f Flux[T]) error {
 	default:
 		p.terminate(uerr)
 	}
-	return uerr
 }
 
 // next pushes v into its window, opening one with it if none is open.
