@@ -69,7 +69,13 @@ func WithGroupBuffer(n int) GroupOption {
 // main flux. The groups not yet handed downstream when the upstream ends are
 // handed out first, whatever the end (Reactor drops them on an error).
 // When a group's subscriber cancels, its queued items are discarded and the
-// next item of that key opens a new group (Reactor does the same).
+// next item of that key opens a new group (Reactor does the same). Under
+// FlatMap, whose inners run on goroutines of their own, the router goes on
+// while an inner decides to cancel, so a group that takes n items may hold
+// more by then, and those are discarded: FlatMap(GroupBy(Range(0, 10), v%2),
+// g -> g.Take(1)) delivers 0 and 1 and discards 2 to 9, where Reactor, all on
+// one thread, opens a new group for each item. Use ConcatMap (inline) when
+// every item must reach a group after such a cancel.
 //
 // Cancellation of the main flux, as in Reactor's FluxGroupBy: when its
 // downstream stops early (Take or TakeUntil satisfied), the groups already

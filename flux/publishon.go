@@ -28,6 +28,15 @@ import (
 // per item and a group holds at most its buffer, the item being handled
 // included; prefetch then only bounds the batch per run.
 //
+// The drain blocks its goroutine while the downstream blocks, and a
+// downstream PublishOn blocks while its queue is full. So two PublishOn
+// stages on one scheduler (directly or through synchronous operators) can
+// take every goroutine of it with drains waiting for a later stage whose
+// drain then has none to run on: PublishOn(s, 4).PublishOn(s, 1) on a pool
+// of one hangs. Reactor's publishOn never blocks a worker (its requests
+// bound what the earlier stage sends); here, give each stage a scheduler of
+// its own, or more goroutines than stages that may wait at once.
+//
 // If the worker rejects (the scheduler is disposed) or the scheduler
 // terminates while the subscription waits (for the drain, or in the upstream
 // for room in the queue), the queued items go to the discard hook and the
