@@ -14,6 +14,7 @@ import (
 
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/partition"
+	"github.com/aggflow/aggflow/schedulers"
 )
 
 // part is one owned partition: its durable consumer,
@@ -116,6 +117,22 @@ func (pt *part[T]) run() {
 // partition then stalls until the pull expires.)
 func (pt *part[T]) fetch() {
 	defer close(pt.fetchDone)
+	returned := false
+	defer func() {
+		if !returned {
+			// User code on this goroutine (the decoder, the id function,
+			// the reject hook) ended it with runtime.Goexit: the partition
+			// no longer fetches, so the consumer fails, as on a panic.
+			pt.c.fail(fmt.Errorf("jetstream: consumer %q: partition %d: %w", pt.c.name, pt.p,
+				&PanicError{Value: schedulers.ErrGoexit, Stack: debug.Stack()}))
+		}
+	}()
+	pt.pull()
+	returned = true
+}
+
+// pull is fetch's loop.
+func (pt *part[T]) pull() {
 	c := pt.c
 	opts := []natsjs.FetchOpt(nil)
 	if pt.lease != nil {

@@ -297,12 +297,28 @@ func (c *Consumer[T]) fail(err error) {
 
 // run is the poll loop, then the shutdown: every partition released (drained
 // and committed, or forced when the stop was forced), the group left, the
-// other goroutines joined.
+// other goroutines joined. User code on the loop's goroutine (the decoder,
+// the id function, the hooks) that ends it with runtime.Goexit fails the
+// consumer as a poll error would, and the shutdown runs on the way out.
 func (c *Consumer[T]) run() {
 	defer c.life.Release()
+	returned := false
+	defer func() {
+		if !returned {
+			c.fail(fmt.Errorf("kafka: consumer %q: poll loop: %w", c.name, recovered(schedulers.ErrGoexit)))
+			c.cl.AllowRebalance() // the batch being delivered blocked rebalances: leaving the group needs one
+			c.shutdown()
+		}
+	}()
 	if err := c.poll(c.pollCtx); err != nil {
 		c.fail(err)
 	}
+	returned = true
+	c.shutdown()
+}
+
+// shutdown is run's end: see run.
+func (c *Consumer[T]) shutdown() {
 	c.mu.Lock()
 	c.closing = true
 	ps := make([]int32, 0, len(c.owned))
