@@ -405,13 +405,13 @@ func waited(admitted, t int64) time.Duration {
 // with start 0) to the Observer and the outcome hooks.
 func (e *engine[T]) finished(ctx context.Context, x T, admitted int64, group int, o Outcome, start int64, err error) {
 	took := e.since(start)
-	if e.obs != nil {
-		e.obs.Finished(ctx, e.labels, o, took, err)
-	}
 	if e.hooks.handled() {
 		r := Result[T]{Exchange: x, Labels: e.labels, Group: group, Outcome: o, Err: err,
 			QueueWait: waited(admitted, start), Handling: took}
-		e.hooks.ended(ctx, &r)
+		defer e.hooks.ended(ctx, &r) // after the Observer, even when it ends the goroutine
+	}
+	if e.obs != nil {
+		e.obs.Finished(ctx, e.labels, o, took, err)
 	}
 }
 

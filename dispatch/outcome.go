@@ -96,15 +96,27 @@ type hooks[T any] struct {
 // handled says whether a hook wants handled exchanges too.
 func (h *hooks[T]) handled() bool { return len(h.outcomes) > 0 }
 
-// ended calls the hooks for one exchange that ended.
-func (h *hooks[T]) ended(ctx context.Context, r *Result[T]) {
-	for _, hook := range h.outcomes {
-		h.callOutcome(hook, ctx, r)
-	}
+// ended calls the hooks for one exchange that ended: the outcome hooks,
+// then, for a discarded exchange, the discard hooks, in order.
+func (h *hooks[T]) ended(ctx context.Context, r *Result[T]) { h.endedFrom(0, ctx, r) }
+
+// endedFrom calls the hooks from the i-th on. Each next call is deferred by
+// the one before, and deferred calls run while runtime.Goexit unwinds the
+// goroutine: a hook that ends its goroutine costs no other hook its call.
+// (Panics are recovered by callOutcome and callDiscard.)
+func (h *hooks[T]) endedFrom(i int, ctx context.Context, r *Result[T]) {
+	n := len(h.outcomes)
 	if r.Outcome == OutcomeDiscarded {
-		for _, hook := range h.discards {
-			h.callDiscard(hook, r)
-		}
+		n += len(h.discards)
+	}
+	if i >= n {
+		return
+	}
+	defer h.endedFrom(i+1, ctx, r)
+	if i < len(h.outcomes) {
+		h.callOutcome(h.outcomes[i], ctx, r)
+	} else {
+		h.callDiscard(h.discards[i-len(h.outcomes)], r)
 	}
 }
 
@@ -113,7 +125,8 @@ func (h *hooks[T]) ended(ctx context.Context, r *Result[T]) {
 // stop's, the source's, a scheduler's) goes on with the rest even when the
 // Observer's Discarded or a hook ends its goroutine with runtime.Goexit,
 // which would otherwise cut the discarding short and keep the dispatcher
-// from its end. What remains to be told of that exchange is skipped, and
+// from its end. The hooks are told even when the Observer's Discarded ends
+// the goroutine, each hook even when one before it does (see endedFrom), and
 // the Goexit is logged as a hook's panic. Discards happen at stops and
 // refusals, at most the pending budget at a time: the goroutine is not on
 // the path of a handled exchange.
@@ -134,10 +147,12 @@ func (h *hooks[T]) endedAside(ctx context.Context, r *Result[T], obs Observer) {
 				h.g.report("discarded exchange's observer or hook", schedulers.ErrGoexit)
 			}
 		}()
-		if obs != nil {
-			obs.Discarded(ctx, r.Labels, r.Err)
-		}
-		h.ended(ctx, r)
+		func() {
+			defer h.ended(ctx, r) // even when Discarded ends the goroutine
+			if obs != nil {
+				obs.Discarded(ctx, r.Labels, r.Err)
+			}
+		}()
 		returned = true
 	}()
 	<-done

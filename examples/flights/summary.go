@@ -282,8 +282,13 @@ func (b *brokerSummary) assignmentLine() string {
 	for i, m := range b.Members {
 		names[i] = m.Name
 	}
-	return fmt.Sprintf("%s: members %s, leases of %v; the second started once the first held all %d partitions, and held its share %.3f s later; "+
-		"half the flights published before, half after; %s", b.Assignment, strings.Join(names, " and "), b.LeaseTTL, b.Partitions, b.Handoff.Seconds(), twice)
+	members := fmt.Sprintf("%s: members %s, leases of %v", b.Assignment, strings.Join(names, " and "), b.LeaseTTL)
+	if b.Handoff == 0 { // stopped (a signal, a failure) before the second member held its share
+		return fmt.Sprintf("%s; stopped before the handoff: the second never held its share, and only the first half of the flights was published; %s",
+			members, twice)
+	}
+	return fmt.Sprintf("%s; the second started once the first held all %d partitions, and held its share %.3f s later; "+
+		"half the flights published before, half after; %s", members, b.Partitions, b.Handoff.Seconds(), twice)
 }
 
 // line says what member m held and did.

@@ -197,9 +197,9 @@ func TestNewConsumerRefusesInvalidArguments(t *testing.T) {
 		"partition out of range": {func(a *arguments) { a.sub.Owned = []int32{4} },
 			"Subscription.Owned: partition 4 out of [0, 4)"},
 		"partition twice": {func(a *arguments) { a.sub.Owned = []int32{1, 1} }, "Subscription.Owned: partition 1"},
-		"bad stream name": {func(a *arguments) { a.sub.Topology.Stream = "a.b" }, `Subscription.Topology: jetstream: invalid argument: stream name "a.b"`},
-		"bad prefix":      {func(a *arguments) { a.sub.Topology.Prefix = "ex.*" }, `Subscription.Topology: jetstream: invalid argument: subject prefix "ex.*"`},
-		"no partitions":   {func(a *arguments) { a.sub.Topology.Partitions = 0 }, "Subscription.Topology: jetstream: invalid argument: 0 partitions"},
+		"bad stream name": {func(a *arguments) { a.sub.Topology.Stream = "a.b" }, `jetstream: invalid argument: stream name "a.b" (consumer "c", Subscription.Topology)`},
+		"bad prefix":      {func(a *arguments) { a.sub.Topology.Prefix = "ex.*" }, `jetstream: invalid argument: subject prefix "ex.*" (consumer "c", Subscription.Topology)`},
+		"no partitions":   {func(a *arguments) { a.sub.Topology.Partitions = 0 }, `jetstream: invalid argument: 0 partitions (consumer "c", Subscription.Topology)`},
 		"no budget":       {func(a *arguments) { a.opts = []jetstream.Option[keyed]{jetstream.WithMaxPending[keyed](0)} }, "pending budget 0"},
 		"bad durable":     {func(a *arguments) { a.opts = []jetstream.Option[keyed]{jetstream.WithDurable[keyed]("a.b")} }, `durable name "a.b"`},
 		"max ack pending below the budget": {func(a *arguments) {

@@ -106,7 +106,7 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 	}
 	cfg, err := newConfig(name, opts)
 	if err != nil {
-		return nil, fmt.Errorf("consumer %q: %w", name, err)
+		return nil, fmt.Errorf("%w (consumer %q)", err, name) // the sentinel's text first, as in every refusal
 	}
 	topo, owned := sub.Topology, sub.Owned
 	switch {
@@ -164,7 +164,7 @@ func checkArguments[T any](name string, sub Subscription, named aggregate.NamedA
 		return fmt.Errorf("%w: consumer %q: %s is nil", ErrInvalidArgument, name, missing)
 	}
 	if err := sub.Topology.validate(); err != nil {
-		return fmt.Errorf("consumer %q: Subscription.Topology: %w", name, err)
+		return fmt.Errorf("%w (consumer %q, Subscription.Topology)", err, name)
 	}
 	return nil
 }
@@ -337,7 +337,7 @@ func (c *Consumer[T]) setUp(ctx context.Context) (map[int32]natsjs.Consumer, err
 		kv, err := openBucket(ctx, c.js, bucket, c.cfg.ttl)
 		if err != nil {
 			if errors.Is(err, ErrLeaseBucket) {
-				return nil, fmt.Errorf("consumer %q: %w", c.name, err)
+				return nil, fmt.Errorf("%w (consumer %q)", err, c.name)
 			}
 			return nil, c.serverError("lease bucket "+strconv.Quote(bucket), err)
 		}

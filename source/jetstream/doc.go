@@ -121,5 +121,7 @@
 // examples. In production, Connect to the cluster's URLs (nats-server 2.15
 // or later, for the consumer reset API), create the stream from
 // Topology.StreamConfig with the replicas and limits the deployment needs,
-// and start one consumer process per set of owned partitions.
+// and start one consumer process per set of owned partitions (static), or
+// any number of processes of one durable prefix, each a member of its own
+// name (WithDynamicAssignment).
 package jetstream

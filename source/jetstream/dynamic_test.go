@@ -153,6 +153,13 @@ func stalled(t *testing.T, noFence bool) (epochReport, int) {
 	waitFor(t, deadline, "b to own every partition", func() bool { return e.ownsAll(t, "b") }, a, b)
 	claimed := time.Since(stopped)
 	before := handledBy(t, out, "a")
+	// b handles some of its new partitions first (from their ack floors:
+	// the keys of a's backlog), so that what a hands its handlers after it
+	// goes on is of an epoch below one seen before for its key: stale, which
+	// is what the checks look for; otherwise, on a loaded machine, a could
+	// get through its backlog before b reached those keys.
+	bBefore := handledBy(t, out, "b")
+	waitFor(t, deadline, "b to handle some of its new partitions", func() bool { return handledBy(t, out, "b") >= bBefore+2*keys }, a, b)
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGCONT))
 	require.NoError(t, <-published)
 	if noFence {
