@@ -41,8 +41,10 @@ type Result[T any] struct {
 // logged, and the exchange is accounted for as if it had returned; so is a
 // runtime.Goexit (a test's t.FailNow), which ends the goroutine it runs on:
 // for a discarded exchange the hooks run on a goroutine of their own, which
-// the discarding waits for. It must be quick: it delays its group's next exchange. Given more than once, every
-// hook is called, in order. nil is invalid. Cost: timing each exchange
+// the discarding waits for. It must be quick: it delays its group's next
+// exchange. Given more than once, every hook is called, in order, even when
+// one before it (or the Observer's Finished or Discarded) ends the goroutine
+// with runtime.Goexit. nil is invalid. Cost: timing each exchange
 // (three clock reads) and one call. Wow: the exchange's finally hooks
 // (TrackedExchange, ExchangeAck); Reactor: doOnEach with doOnDiscard.
 func WithOutcomeHook[T any](hook func(ctx context.Context, r Result[T])) Option[T] {
