@@ -416,9 +416,10 @@ func (e *engine[T]) finished(ctx context.Context, x T, admitted int64, group int
 }
 
 // failure reports a failed exchange (counted after this returns) and
-// applies the error policy.
+// applies the error policy. The log and the policy are deferred before the
+// Observer and the hooks are told, so that one of them ending the goroutine
+// with runtime.Goexit costs the exchange neither.
 func (e *engine[T]) failure(ctx context.Context, x T, admitted int64, group int, o Outcome, start int64, err error) {
-	e.finished(ctx, x, admitted, group, o, start, err)
 	if e.policy == StopOnError && o != OutcomeCancelled && e.onFail != nil {
 		// After the log, and even when it panics (a log handler's bug).
 		defer func() {
@@ -426,6 +427,13 @@ func (e *engine[T]) failure(ctx context.Context, x T, admitted int64, group int,
 			e.onFail(fmt.Errorf("dispatch: dispatcher %q: %s %q: exchange failed (StopOnError): %w", e.name, e.named, id, err))
 		}()
 	}
+	defer e.logFailure(ctx, x, o, err)
+	e.finished(ctx, x, admitted, group, o, start, err)
+}
+
+// logFailure logs a failed exchange at the failure level (a panic at
+// error level).
+func (e *engine[T]) logFailure(ctx context.Context, x T, o Outcome, err error) {
 	level := e.failLevel
 	if o == OutcomePanic {
 		level = slog.LevelError // a bug, not a refusal

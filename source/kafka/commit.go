@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/aggflow/aggflow/schedulers"
 )
 
 // manage is the committing goroutine: on every wake-up it resumes the
@@ -163,13 +165,27 @@ func (c *Consumer[T]) acknowledged(acked map[int32]int64) {
 	}
 }
 
+// callCommitHook calls the hook on a goroutine of its own, waited for: the
+// committing goroutine and the shutdown's (the final commit) go on even when
+// the hook ends its goroutine with runtime.Goexit, which is logged as its
+// panic is. One goroutine per partition committed, not per record.
 func (c *Consumer[T]) callCommitHook(p int32, off int64) {
-	defer func() {
-		if v := recover(); v != nil {
-			c.cfg.logger.Error("kafka: commit hook panicked", slog.String("consumer", c.name), slog.Any("error", recovered(v)))
-		}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		returned := false
+		defer func() {
+			if v := recover(); v != nil || !returned {
+				if v == nil {
+					v = schedulers.ErrGoexit
+				}
+				c.cfg.logger.Error("kafka: commit hook panicked", slog.String("consumer", c.name), slog.Any("error", recovered(v)))
+			}
+		}()
+		c.cfg.onCommit(p, off)
+		returned = true
 	}()
-	c.cfg.onCommit(p, off)
+	<-done
 }
 
 // errorf wraps sentinel with a message prefixed by the package name.

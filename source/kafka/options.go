@@ -127,7 +127,9 @@ func WithBadRecordHook[T any](h BadRecordHook) Option[T] { return func(c *config
 
 // WithCommitHook sets a function called after the broker acknowledged a
 // commit, once per partition, with the offset committed (the finished
-// prefix + 1). It runs on the committing goroutine; keep it short.
+// prefix + 1). The committing goroutine waits for it (it runs on a
+// goroutine of its own, so that a runtime.Goexit in it is logged as its
+// panic is and costs no later commit); keep it short.
 func WithCommitHook[T any](h func(p int32, offset int64)) Option[T] {
 	return func(c *config[T]) { c.onCommit = h }
 }
