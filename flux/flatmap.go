@@ -84,10 +84,10 @@ func FlatMap[T, R any](f Flux[T], fn func(T) Flux[R], concurrency int) Flux[R] {
 				defer func() { <-slots }()
 				// A runtime.Goexit in the inner skips the assignment: the
 				// flow fails instead of completing without the inner's items.
-				err := goexitError("FlatMap")
+				err := errUnwound
 				defer func() {
 					if err != nil {
-						fail(err)
+						fail(unwound(err, "FlatMap"))
 					}
 				}()
 				err = runCaught(inner, ictx, out)

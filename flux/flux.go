@@ -129,6 +129,20 @@ func goexitError(op string) error {
 	return fmt.Errorf("flux: %s: %w", op, panics.New(schedulers.ErrGoexit))
 }
 
+// errUnwound is set in an error variable before user code runs, for the
+// deferred call after it: still there, the code did not return (a
+// runtime.Goexit), and unwound puts goexitError in its place. So the stack
+// is captured on that way out only, not on every call that returns.
+var errUnwound = errors.New("flux: unwound")
+
+// unwound returns err, or goexitError(op) in place of errUnwound.
+func unwound(err error, op string) error {
+	if err == errUnwound {
+		return goexitError(op)
+	}
+	return err
+}
+
 // catch turns a panic into *PanicError in *err; use as `defer catch(&err)`.
 func catch(err *error) {
 	if p := recover(); p != nil {

@@ -91,8 +91,11 @@ func (r *refCount[T]) subscribe(ctx context.Context, emit func(T) error) (err er
 	// Left on every exit, a runtime.Goexit of the downstream included (err
 	// is then still the Goexit's error), so that the upstream is cancelled
 	// and joined once the last subscriber is gone.
-	err = goexitError("RefCount")
-	defer func() { r.leave(c, sub, err) }()
+	err = errUnwound
+	defer func() {
+		err = unwound(err, "RefCount")
+		r.leave(c, sub, err)
+	}()
 	err = c.hub.drain(ctx, sub, emit)
 	return err
 }

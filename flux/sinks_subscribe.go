@@ -40,8 +40,11 @@ func (s *ManySink[T]) subscribe(ctx context.Context, emit func(T) error) (err er
 	// Detached on every exit, a runtime.Goexit of the downstream included
 	// (err is then still the Goexit's error): a subscriber left attached
 	// would hold the sink's emitters for ever.
-	err = goexitError(sinkNames[s.kind])
-	defer func() { s.detach(sub, err, s.kind == unicastKind) }()
+	err = errUnwound
+	defer func() {
+		err = unwound(err, sinkNames[s.kind])
+		s.detach(sub, err, s.kind == unicastKind)
+	}()
 	err = s.drain(ctx, sub, emit)
 	return err
 }

@@ -51,8 +51,8 @@ func (f Flux[T]) All(ctx context.Context) iter.Seq2[T, error] {
 		ctx, cancel := context.WithCancelCause(ctx)
 		items, acks, res := make(chan T), make(chan struct{}), make(chan error, 1)
 		go func() {
-			err := goexitError("All") // unless Subscribe returns: a runtime.Goexit in the upstream
-			defer func() { res <- err }()
+			err := errUnwound // unless Subscribe returns: a runtime.Goexit in the upstream
+			defer func() { res <- unwound(err, "All") }()
 			err = f.Subscribe(ctx, func(v T) error {
 				select {
 				case items <- v:

@@ -82,8 +82,8 @@ func window[T any](op string, f Flux[T], n int, d time.Duration) Flux[Flux[T]] {
 		router.Add(1)
 		go func() {
 			defer router.Done()
-			err := goexitError(op) // unless route returns: a runtime.Goexit in the upstream
-			defer func() { res <- err }()
+			err := errUnwound // unless route returns: a runtime.Goexit in the upstream
+			defer func() { res <- unwound(err, op) }()
 			err = w.route(f)
 		}()
 		return w.hand(ctx, emit, res)
@@ -204,8 +204,11 @@ func (w *windower[T]) flux(p *pipe[T]) Flux[T] {
 func (w *windower[T]) route(f Flux[T]) (uerr error) {
 	// The window open is ended on every exit, a runtime.Goexit in the
 	// upstream included (uerr keeps the Goexit's error then).
-	uerr = goexitError(w.op)
-	defer w.closeOpen(&uerr)
+	uerr = errUnwound
+	defer func() {
+		uerr = unwound(uerr, w.op)
+		w.closeOpen(&uerr)
+	}()
 	uerr = runCaught(f, w.uctx, w.next)
 	return uerr
 }
