@@ -34,6 +34,7 @@ const (
 	envMember     = "AGGFLOW_JETSTREAM_MEMBER"  // set: a dynamic assignment, this member's name; the records name their epoch
 	envTTL        = "AGGFLOW_JETSTREAM_TTL"     // the leases' TTL
 	envNoFence    = "AGGFLOW_JETSTREAM_NOFENCE" // set: the control of the fence
+	envStallAfter = "AGGFLOW_JETSTREAM_STALL"   // n: once n exchanges were handled, the handlers wait for their end (a backlog by construction)
 )
 
 // childDurable is the durable prefix every child shares.
@@ -102,9 +103,15 @@ func child() error {
 	}
 	defer sched.Dispose()
 
+	stallAfter, _ := strconv.ParseInt(os.Getenv(envStallAfter), 10, 64) // 0: never
+	var handled atomic.Int64
 	var mu sync.Mutex
 	var line []byte
 	record := func(ctx context.Context, d partition.Delivery[keyed]) error {
+		if stallAfter > 0 && handled.Add(1) > stallAfter {
+			<-ctx.Done() // the process is killed with what it fetched and did not handle
+			return ctx.Err()
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if l, ok := jetstream.LeaseOf(ctx); ok {

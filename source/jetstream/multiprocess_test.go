@@ -116,6 +116,23 @@ func (e *env) drained(t *testing.T) bool {
 	return true
 }
 
+// mpBacklog is what the control's A holds fetched and not handled when it is
+// killed: half its pending budget.
+const mpBacklog = 256
+
+// ackPending returns how many messages the server delivered on the
+// partitions own ("0,1,...") and has not seen acknowledged.
+func (e *env) ackPending(t *testing.T, own string) int {
+	t.Helper()
+	n := 0
+	for _, s := range strings.Split(own, ",") {
+		info, err := e.js.Consumer(ctx(t), e.topo.Stream, childDurable+"-"+s)
+		require.NoError(t, err)
+		n += info.CachedInfo().NumAckPending
+	}
+	return n
+}
+
 func allKeys() []string {
 	keys := make([]string, mpKeys)
 	for k := range keys {
@@ -144,9 +161,18 @@ func handoff(t *testing.T, sig syscall.Signal, control bool) report {
 		require.NoError(t, <-published)
 		published <- nil
 	}
-	a := startChild(t, e, ownedA, filepath.Join(dir, "a1"), control)
+	var stall []string
+	if control {
+		// ... and its handlers stop at that point, so that the backlog is
+		// there however fast A handles on this machine.
+		stall = []string{envStallAfter + "=" + strconv.Itoa(mpKeys*mpPerKey/10)}
+	}
+	a := startChild(t, e, ownedA, filepath.Join(dir, "a1"), control, stall...)
 	b := startChild(t, e, ownedB, filepath.Join(dir, "b"), control)
 	waitFor(t, deadline, "A to handle a fifth of its share", func() bool { return a.lines() >= mpKeys*mpPerKey/10 }, a, b)
+	if control {
+		waitFor(t, deadline, "A to hold a backlog", func() bool { return e.ackPending(t, ownedA) >= mpBacklog }, a, b)
+	}
 	a.stop(t, sig)
 	handledByA := a.lines()
 	a2 := startChild(t, e, ownedA, filepath.Join(dir, "a2"), control)
