@@ -283,6 +283,7 @@ func (in *intake[T]) unwound(stage *intakeStage, x *T, err *error) {
 			return
 		}
 	}
+	defer in.f.check()       // a stop may have come since the gate
 	defer in.f.failed.Add(1) // after the report, even when it panics or exits too
 	in.report.failure(in.report.ctx, *x, 0, -1, OutcomePanic, 0,
 		fmt.Errorf("dispatch: %s %q: intake: %w", in.life.Kind(), in.Name(), panics.New(schedulers.ErrGoexit)))
