@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/aggflow/aggflow/internal/panics"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
@@ -133,31 +134,17 @@ func (h *hooks[T]) endedFrom(i int, ctx context.Context, r *Result[T]) {
 // refusals, at most the pending budget at a time: the goroutine is not on
 // the path of a handled exchange.
 func (h *hooks[T]) endedAside(ctx context.Context, r *Result[T], obs Observer) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		returned := false
-		defer func() {
-			if returned {
-				return
-			}
-			// Only the guardian's log handler panics out of ended: on this
-			// goroutine its panic would end the process, and it has no one
-			// else to be told to. Dropped, as is its report of a Goexit.
-			defer func() { _ = recover() }()
-			if recover() == nil {
-				h.g.report("discarded exchange's observer or hook", schedulers.ErrGoexit)
-			}
-		}()
-		func() {
-			defer h.ended(ctx, r) // even when Discarded ends the goroutine
-			if obs != nil {
-				obs.Discarded(ctx, r.Labels, r.Err)
-			}
-		}()
-		returned = true
-	}()
-	<-done
+	// Only the guardian's log handler panics out of ended: it has no one else
+	// to be told to, and is dropped, as is its report of a Goexit.
+	_, exited := panics.Aside(func() {
+		defer h.ended(ctx, r) // even when Discarded ends the goroutine
+		if obs != nil {
+			obs.Discarded(ctx, r.Labels, r.Err)
+		}
+	})
+	if exited {
+		_, _ = panics.Aside(func() { h.g.report("discarded exchange's observer or hook", schedulers.ErrGoexit) })
+	}
 }
 
 func (h *hooks[T]) callOutcome(hook func(context.Context, Result[T]), ctx context.Context, r *Result[T]) {

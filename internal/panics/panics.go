@@ -30,3 +30,30 @@ func (e *Error) Unwrap() error {
 	err, _ := e.Value.(error)
 	return err
 }
+
+// Aside calls f on a goroutine of its own and waits for it to end. It
+// returns f's panic (recovered there, with the panicking stack), or exited
+// true when f ended its goroutine with runtime.Goexit, which no recover
+// stops and which, run inline, would end the caller's goroutine with it.
+// Costs a goroutine per call: for calls off the per-item path (discards,
+// commits).
+func Aside(f func()) (p *Error, exited bool) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		returned := false
+		defer func() {
+			if !returned {
+				if v := recover(); v != nil {
+					p = New(v)
+				} else {
+					exited = true
+				}
+			}
+		}()
+		f()
+		returned = true
+	}()
+	<-done
+	return p, exited
+}

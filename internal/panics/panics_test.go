@@ -3,11 +3,15 @@ package panics_test
 import (
 	"errors"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 
-	"github.com/aggflow/aggflow/internal/panics"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/aggflow/aggflow/internal/panics"
 )
 
 func recovered(v any) (err *panics.Error) {
@@ -29,3 +33,28 @@ func TestUnwrapSeesErrorValues(t *testing.T) {
 	var pe *panics.Error
 	assert.True(t, errors.As(error(err), &pe))
 }
+
+func TestAsideReportsHowFEnded(t *testing.T) {
+	ran := false
+	p, exited := panics.Aside(func() { ran = true })
+	assert.True(t, ran)
+	assert.Nil(t, p)
+	assert.False(t, exited)
+
+	p, exited = panics.Aside(func() { panic("boom") })
+	require.NotNil(t, p)
+	assert.Equal(t, "boom", p.Value)
+	assert.True(t, strings.Contains(string(p.Stack), "TestAsideReportsHowFEnded"), "the panicking stack")
+	assert.False(t, exited)
+
+	after := false
+	p, exited = panics.Aside(func() {
+		defer func() { after = true }() // deferred calls still run
+		runtime.Goexit()
+	})
+	assert.Nil(t, p)
+	assert.True(t, exited, "the caller's goroutine goes on")
+	assert.True(t, after)
+}
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

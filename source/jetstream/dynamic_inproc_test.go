@@ -90,14 +90,11 @@ func TestDynamicAssignmentAloneThenReleased(t *testing.T) {
 		require.Equal(t, e.lastSeq(t, p), e.ackFloor(t, "c", p), "partition %d acknowledged to its end", p)
 	}
 
-	released := time.Now()
 	b := newTestConsumer(t, e, nil, jetstream.WithDynamicAssignment[keyed]("b", ttl))
 	require.NoError(t, b.Prepare(ctx(t)))
 	require.NoError(t, b.Start())
-	for len(b.Owned()) < 4 {
-		require.Less(t, time.Since(released), ttl/2, "b claimed %v only", b.Owned())
-		time.Sleep(10 * time.Millisecond) // polling the claims
-	}
+	require.Eventually(t, func() bool { return len(b.Owned()) == 4 }, ttl/2, 10*time.Millisecond,
+		"b claims the released partitions before their leases would have expired")
 	require.NoError(t, b.StopGracefully(ctx(t)))
 	_, ok := jetstream.LeaseOf(context.Background())
 	require.False(t, ok)

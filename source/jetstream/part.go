@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/internal/panics"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
 )
@@ -124,7 +124,7 @@ func (pt *part[T]) fetch() {
 			// the reject hook) ended it with runtime.Goexit: the partition
 			// no longer fetches, so the consumer fails, as on a panic.
 			pt.c.fail(fmt.Errorf("jetstream: consumer %q: partition %d: %w", pt.c.name, pt.p,
-				&PanicError{Value: schedulers.ErrGoexit, Stack: debug.Stack()}))
+				panics.New(schedulers.ErrGoexit)))
 		}
 	}()
 	pt.pull()
@@ -278,7 +278,7 @@ func (pt *part[T]) decode(msg natsjs.Msg, pos int64) (x T, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: consumer %q: partition %d: stream sequence %d, key %q: %w",
-				ErrDecode, c.name, pt.p, pos, key, &PanicError{Value: r, Stack: debug.Stack()})
+				ErrDecode, c.name, pt.p, pos, key, panics.New(r))
 		}
 	}()
 	if x, err = c.decode(key, msg); err != nil {
@@ -319,7 +319,7 @@ func (pt *part[T]) rejected(msg natsjs.Msg, pos int64, reason error) bool {
 func protect(f func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &PanicError{Value: r, Stack: debug.Stack()}
+			err = panics.New(r)
 		}
 	}()
 	return f()

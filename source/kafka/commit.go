@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/aggflow/aggflow/internal/panics"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
@@ -170,22 +171,13 @@ func (c *Consumer[T]) acknowledged(acked map[int32]int64) {
 // the hook ends its goroutine with runtime.Goexit, which is logged as its
 // panic is. One goroutine per partition committed, not per record.
 func (c *Consumer[T]) callCommitHook(p int32, off int64) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		returned := false
-		defer func() {
-			if v := recover(); v != nil || !returned {
-				if v == nil {
-					v = schedulers.ErrGoexit
-				}
-				c.cfg.logger.Error("kafka: commit hook panicked", slog.String("consumer", c.name), slog.Any("error", recovered(v)))
-			}
-		}()
-		c.cfg.onCommit(p, off)
-		returned = true
-	}()
-	<-done
+	pe, exited := panics.Aside(func() { c.cfg.onCommit(p, off) })
+	if exited {
+		pe = panics.New(schedulers.ErrGoexit)
+	}
+	if pe != nil {
+		c.cfg.logger.Error("kafka: commit hook panicked", slog.String("consumer", c.name), slog.Any("error", pe))
+	}
 }
 
 // errorf wraps sentinel with a message prefixed by the package name.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/internal/panics"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
 )
@@ -305,7 +306,7 @@ func (c *Consumer[T]) run() {
 	returned := false
 	defer func() {
 		if !returned {
-			c.fail(fmt.Errorf("kafka: consumer %q: poll loop: %w", c.name, recovered(schedulers.ErrGoexit)))
+			c.fail(fmt.Errorf("kafka: consumer %q: poll loop: %w", c.name, panics.New(schedulers.ErrGoexit)))
 			c.cl.AllowRebalance() // the batch being delivered blocked rebalances: leaving the group needs one
 			c.shutdown()
 		}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aggflow/aggflow/internal/panics"
 )
 
 // poll delivers every polled record to its partition's intake, in offset
@@ -94,7 +96,7 @@ func (c *Consumer[T]) deliver(ctx context.Context, o *owned[T], r *kgo.Record) e
 func (c *Consumer[T]) decode(r *kgo.Record) (x T, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = recovered(v)
+			err = panics.New(v)
 		}
 	}()
 	return c.codec.Decode(r.Key, r.Value)
@@ -119,7 +121,7 @@ func (c *Consumer[T]) bad(ctx context.Context, o *owned[T], r *kgo.Record, reaso
 func (c *Consumer[T]) callBad(ctx context.Context, r *kgo.Record, reason error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = recovered(v)
+			err = panics.New(v)
 		}
 	}()
 	return c.cfg.onBad(ctx, r, reason)
