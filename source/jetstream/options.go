@@ -13,7 +13,8 @@ import (
 )
 
 // Subscription is what a Consumer reads: the partitions Owned of the
-// stream Topology describes, through JetStream.
+// stream Topology describes, through JetStream (kafka.Subscription's
+// counterpart).
 type Subscription struct {
 	// JetStream is borrowed: its connection is the caller's to close after
 	// Done (Connect makes both).
@@ -34,6 +35,8 @@ type Subscription struct {
 // group inside the partition (partition.GroupKey). Both are called from the
 // partition's fetching goroutine, one message at a time, so a slow decoder
 // slows its partition.
+// The counterpart of kafka.Codec; ID is Wow's AggregateIdCapable.aggregateId,
+// reduced to the id.
 type Codec[T any] struct {
 	Decode func(key string, msg natsjs.Msg) (T, error)
 	ID     func(T) string
