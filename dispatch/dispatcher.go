@@ -196,5 +196,9 @@ func (d *Dispatcher[T]) Prepare(ctx context.Context) error {
 
 // Run prepares and starts the dispatcher, then waits until it stopped by
 // itself (its source ended) or ctx ended; then it stops gracefully within
-// WithStopTimeout and forces what is left. It returns the first error.
+// WithStopTimeout and forces what is left. It returns the first error, once
+// Done closed: every handler returned and every outcome hook was called.
+// Only handlers that ignore their cancelled ctx for another WithStopTimeout
+// after the force make it return before, with an error wrapping
+// ErrShutdownTimeout that says how many are in flight.
 func (d *Dispatcher[T]) Run(ctx context.Context) error { return run(ctx, d, d.timeout) }
