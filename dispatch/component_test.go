@@ -2,6 +2,8 @@ package dispatch_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -84,4 +86,36 @@ func oneThenWait() flux.Flux[testkit.Exchange] {
 		<-ctx.Done()
 		return nil
 	})
+}
+
+// panickingLog is a slog handler that panics on every record: user code
+// too, which must not end the process nor a shared goroutine.
+type panickingLog struct{}
+
+func (panickingLog) Enabled(context.Context, slog.Level) bool  { return true }
+func (panickingLog) Handle(context.Context, slog.Record) error { panic("log handler") }
+func (h panickingLog) WithAttrs([]slog.Attr) slog.Handler      { return h }
+func (h panickingLog) WithGroup(string) slog.Handler           { return h }
+
+// A logger whose handler panics costs its lines, nothing else: the failed
+// and the panicking exchanges are accounted for and the run ends. Before,
+// the failure's log panicked into the scheduler, whose recovery logged the
+// panic with the same logger, which panicked again and ended the process.
+func TestPanickingLoggerEndsNothing(t *testing.T) {
+	xs := exchanges(3, 3)
+	d, err := dispatch.New("orders", orders, flux.FromSlice(xs),
+		func(_ context.Context, x testkit.Exchange) error {
+			switch x.ID {
+			case xs[0].ID:
+				return errors.New("refused")
+			case xs[1].ID:
+				panic("handler")
+			}
+			return nil
+		},
+		dispatch.WithLogger[testkit.Exchange](slog.New(panickingLog{})),
+		dispatch.WithFailureLogLevel[testkit.Exchange](slog.LevelError))
+	require.NoError(t, err)
+	require.NoError(t, d.Run(t.Context()))
+	assert.Equal(t, dispatch.Stats{Received: 3, Succeeded: 1, Failed: 2}, d.Stats())
 }
