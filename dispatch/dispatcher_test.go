@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -363,4 +364,38 @@ func TestHandlerGoexitFailsTheExchange(t *testing.T) {
 		require.NoError(t, d.Err())
 		assert.True(t, strings.HasPrefix(err.Error(), `dispatch: dispatcher "orders": handler: `), err.Error())
 	})
+}
+
+// Stats is one snapshot: in every reading Received is the sum of the ended
+// counters and InFlight, and InFlight is never above the pending budget
+// plus the one exchange the source's goroutine holds while it waits for
+// room, however fast the producer and the handlers move. (Read one after the other
+// in the order ended-then-received, a reading preempted between the loads
+// counted every exchange received meanwhile as in flight: 377 with a budget
+// of 16.)
+func TestStatsIsOneSnapshot(t *testing.T) {
+	const budget, n = 16, 200_000
+	d := started(t, flux.FromSlice(exchanges(n, 4096)), testkit.Perform,
+		dispatch.WithMaxPending[testkit.Exchange](budget))
+	var worst int64
+	readers := 4
+	var wg sync.WaitGroup
+	for range readers {
+		wg.Go(func() {
+			for !isClosed(d.Done()) {
+				s := d.Stats()
+				if s.InFlight > budget+1 || s.InFlight < 0 || s.Received != s.Succeeded+s.Failed+s.Discarded+s.InFlight {
+					t.Errorf("inconsistent snapshot %+v", s)
+					return
+				}
+				runtime.Gosched() // a reader preempted between its loads
+				if s.InFlight > atomic.LoadInt64(&worst) {
+					atomic.StoreInt64(&worst, s.InFlight)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, dispatch.Stats{Received: n, Succeeded: n}, d.Stats())
+	t.Logf("most in flight seen: %d", atomic.LoadInt64(&worst))
 }

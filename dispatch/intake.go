@@ -76,7 +76,7 @@ func (in *intake[T]) Err() error { return in.life.Err() }
 // Stats returns the counters. The identity Received == Succeeded + Failed +
 // Discarded + InFlight holds in every snapshot; InFlight is 0 once Done is
 // closed.
-func (in *intake[T]) Stats() Stats { return in.f.stats() }
+func (in *intake[T]) Stats() Stats { return in.f.snapshot() }
 
 // Budget returns the pending budget (WithMaxPending): the units in use
 // (the exchanges admitted and not finished, plus those the source's
