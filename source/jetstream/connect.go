@@ -9,6 +9,11 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
+// MinServerVersion is the oldest nats-server the consumer works with: the
+// consumer reset API ($JS.API.CONSUMER.RESET, js.ResetConsumer) came in
+// 2.14.0; the pinned-client priority policy and the unpin API in 2.11.0.
+const MinServerVersion = "2.14.0"
+
 // Connect connects to the server at url (a comma-separated list for a
 // cluster) and returns the connection and its JetStream context; close the
 // connection once the consumers using it are done. A server that does not

@@ -20,6 +20,10 @@ var (
 	// ErrUnreachable is returned by Connect and Prepare when no server
 	// answers, or the server has no JetStream: it wraps the client's error.
 	ErrUnreachable = errors.New("jetstream: server unreachable")
+	// ErrServerVersion is returned by Connect, NewConsumer and Prepare when
+	// the server is older than MinServerVersion: it names the version found
+	// and the one needed.
+	ErrServerVersion = errors.New("jetstream: server version too old")
 	// ErrStreamNotFound is returned by Prepare when the topology's stream
 	// does not exist.
 	ErrStreamNotFound = errors.New("jetstream: stream not found")
