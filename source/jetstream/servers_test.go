@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"bufio"
+	"context"
 	"net"
 	"strings"
 	"sync"
@@ -116,4 +117,18 @@ func TestConnectToAMalformedURL(t *testing.T) {
 		require.NotErrorIs(t, err, jetstream.ErrUnreachable, "%q", url)
 		require.ErrorContains(t, err, `"`+url+`"`)
 	}
+}
+
+// A Prepare whose own ctx ended is told so, not that the server is
+// unreachable: a caller retrying on ErrUnreachable would retry its own
+// deadline.
+func TestPrepareWhoseContextEndedIsNotUnreachable(t *testing.T) {
+	e := newEnv(t, 2)
+	c := newTestConsumer(t, e, []int32{0})
+	ended, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	err := c.Prepare(ended)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NotErrorIs(t, err, jetstream.ErrUnreachable)
+	<-c.Done()
 }
