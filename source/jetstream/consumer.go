@@ -166,6 +166,9 @@ func checkArguments[T any](name string, sub Subscription, named aggregate.NamedA
 	if err := sub.Topology.validate(); err != nil {
 		return fmt.Errorf("%w (consumer %q, Subscription.Topology)", err, name)
 	}
+	if err := checkVersion(sub.JetStream.Conn()); err != nil {
+		return fmt.Errorf("%w (consumer %q)", err, name)
+	}
 	return nil
 }
 
@@ -315,13 +318,23 @@ func (c *Consumer[T]) durableConfig(p int32) natsjs.ConsumerConfig {
 	return cfg
 }
 
-// setUp checks the stream and makes the durable consumers.
-func (c *Consumer[T]) setUp(ctx context.Context) (map[int32]natsjs.Consumer, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.timeout)
+// setUp checks the server's version and the stream and makes the durable
+// consumers.
+func (c *Consumer[T]) setUp(parent context.Context) (map[int32]natsjs.Consumer, error) {
+	if err := checkVersion(c.js.Conn()); err != nil {
+		return nil, fmt.Errorf("%w (consumer %q)", err, c.name)
+	}
+	ctx, cancel := context.WithTimeout(parent, c.cfg.timeout)
 	defer cancel()
+	serverError := func(what string, err error) error {
+		if parent.Err() != nil { // the caller's deadline or cancellation, not an unreachable server
+			return fmt.Errorf("jetstream: consumer %q: %s: %w", c.name, what, err)
+		}
+		return c.serverError(what, err)
+	}
 	stream, err := c.js.Stream(ctx, c.topo.Stream)
 	if err != nil {
-		return nil, c.serverError("stream "+strconv.Quote(c.topo.Stream), err)
+		return nil, serverError("stream "+strconv.Quote(c.topo.Stream), err)
 	}
 	if got, want := stream.CachedInfo().Config.Subjects, c.topo.Subjects(); !sameSet(got, want) {
 		return nil, fmt.Errorf("%w: consumer %q: stream %q has subjects %v, %d partitions need %s.0 ... %s.%d",
@@ -339,7 +352,7 @@ func (c *Consumer[T]) setUp(ctx context.Context) (map[int32]natsjs.Consumer, err
 			if errors.Is(err, ErrLeaseBucket) {
 				return nil, fmt.Errorf("%w (consumer %q)", err, c.name)
 			}
-			return nil, c.serverError("lease bucket "+strconv.Quote(bucket), err)
+			return nil, serverError("lease bucket "+strconv.Quote(bucket), err)
 		}
 		c.lz = &leases{kv: kv, member: c.cfg.member, ttl: c.cfg.ttl, margin: c.cfg.ttl / 5,
 			timeout: min(c.cfg.timeout, c.cfg.ttl/4), fence: !c.cfg.noFence, logger: c.cfg.logger, name: c.name}
@@ -349,7 +362,7 @@ func (c *Consumer[T]) setUp(ctx context.Context) (map[int32]natsjs.Consumer, err
 	for _, p := range owned {
 		cn, err := stream.CreateOrUpdateConsumer(ctx, c.durableConfig(p))
 		if err != nil {
-			return nil, c.serverError("durable consumer "+strconv.Quote(c.durable(p)), err)
+			return nil, serverError("durable consumer "+strconv.Quote(c.durable(p)), err)
 		}
 		cons[p] = cn
 	}

@@ -10,15 +10,19 @@ import (
 // (or a sentinel of package partition or dispatch, said where) with %w, so
 // callers compare with errors.Is.
 var (
-	// ErrInvalidArgument is returned by NewConsumer and the topology helpers
-	// for an empty name; a nil Subscription.JetStream, Codec.Decode,
+	// ErrInvalidArgument is returned by Connect for a server URL that cannot
+	// be parsed, and by NewConsumer and the topology helpers for an empty
+	// name; a nil Subscription.JetStream, Codec.Decode,
 	// Codec.ID, named aggregate, scheduler or handler; a topology without
 	// stream, prefix or partitions; a Subscription.Owned partition out of
 	// range or listed twice, none with a static assignment, or some with a
 	// dynamic one; or an option out of range.
 	ErrInvalidArgument = errors.New("jetstream: invalid argument")
 	// ErrUnreachable is returned by Connect and Prepare when no server
-	// answers, or the server has no JetStream: it wraps the client's error.
+	// answers, or the server has no JetStream, or a request got no answer
+	// within the request timeout: it wraps the client's error. (A server
+	// too old to answer is ErrServerVersion instead; a Prepare whose own ctx
+	// ended wraps ctx's error, not this one.)
 	ErrUnreachable = errors.New("jetstream: server unreachable")
 	// ErrServerVersion is returned by Connect, NewConsumer and Prepare when
 	// the server is older than MinServerVersion: it names the version found
