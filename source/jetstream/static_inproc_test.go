@@ -1,0 +1,144 @@
+package jetstream_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/partition"
+	"github.com/aggflow/aggflow/source/jetstream"
+)
+
+func TestStaticLeaseBadInput(t *testing.T) {
+	e := newEnv(t, 2)
+	for name, opts := range map[string][]jetstream.Option[keyed]{
+		"with a dynamic assignment": {jetstream.WithDynamicAssignment[keyed]("a", time.Second), jetstream.WithStaticLease[keyed]("a", 0, 0)},
+		"member with a dot":         {jetstream.WithStaticLease[keyed]("a.b", 0, 0)},
+		"short ttl":                 {jetstream.WithStaticLease[keyed]("a", time.Second-1, 0)},
+		"negative wait":             {jetstream.WithStaticLease[keyed]("a", 0, -time.Second)},
+		"durable no bucket":         {jetstream.WithDurable[keyed]("x:y")},
+	} {
+		owned := []int32{0}
+		if name == "with a dynamic assignment" {
+			owned = nil
+		}
+		_, err := jetstream.NewConsumer("c", e.sub(owned), named, newSched(t), keyedCodec, noop, opts...)
+		require.ErrorIs(t, err, jetstream.ErrInvalidArgument, name)
+	}
+}
+
+// A static consumer holds the leases of its partitions, under a member name
+// of its own (two consumers of one process included), and its handlers see
+// them (LeaseOf).
+func TestStaticAssignmentHoldsLeases(t *testing.T) {
+	const keys, perKey = 20, 10
+	e := newEnv(t, 2)
+	e.publish(t, keys, perKey)
+	var mu sync.Mutex
+	members := map[string]bool{}
+	n, wrong := 0, 0
+	done := make(chan struct{})
+	handler := func(ctx context.Context, d partition.Delivery[keyed]) error {
+		l, ok := jetstream.LeaseOf(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		if !ok || l.Partition != d.Partition || !l.Valid() || l.Epoch == 0 {
+			wrong++
+		}
+		members[l.Member] = true
+		if n++; n == keys*perKey {
+			close(done)
+		}
+		return nil
+	}
+	var cs []*jetstream.Consumer[keyed]
+	for p := range int32(2) {
+		c, err := jetstream.NewConsumer("c", e.sub([]int32{p}), named, newSched(t), keyedCodec, handler)
+		require.NoError(t, err)
+		require.NoError(t, c.Prepare(ctx(t)))
+		require.NoError(t, c.Start())
+		require.Equal(t, []int32{p}, c.Owned(), "a free partition is opened by Start")
+		cs = append(cs, c)
+	}
+	select {
+	case <-done:
+	case <-ctx(t).Done():
+		t.Fatal("not every exchange handled")
+	}
+	owners := e.leaseHolders(t, "c", 2)
+	require.NotEqual(t, owners[0], owners[1], "one member name per consumer")
+	mu.Lock()
+	require.Zero(t, wrong, "deliveries without their partition's valid lease in their ctx")
+	require.Equal(t, map[string]bool{owners[0]: true, owners[1]: true}, members)
+	mu.Unlock()
+	for _, c := range cs {
+		require.NoError(t, c.StopGracefully(ctx(t)))
+	}
+	require.Equal(t, []string{"", ""}, e.leaseHolders(t, "c", 2), "a graceful stop releases its leases")
+}
+
+// A second static consumer of a partition the first holds waits for it,
+// then fails with ErrOwned naming the partition and the holder; a first
+// owner stopped by force (its leases left to expire, as a kill -9 leaves
+// them) is waited for and taken over.
+func TestStaticAssignmentSecondOwnerWaitsThenIsRefused(t *testing.T) {
+	const ttl, wait = time.Second, 3 * time.Second
+	e := newEnv(t, 2)
+	e.publish(t, 10, 10)
+	a := newTestConsumer(t, e, []int32{0, 1}, jetstream.WithStaticLease[keyed]("a", ttl, wait))
+	require.NoError(t, a.Prepare(ctx(t)))
+	require.NoError(t, a.Start())
+	defer a.ForceStop()
+
+	b := newTestConsumer(t, e, []int32{1}, jetstream.WithStaticLease[keyed]("b", ttl, wait))
+	require.NoError(t, b.Prepare(ctx(t)))
+	start := time.Now()
+	require.NoError(t, b.Start(), "a partition held is waited for in the background")
+	require.Empty(t, b.Owned())
+	select {
+	case <-b.Done():
+	case <-time.After(wait + 10*time.Second):
+		t.Fatal("b was not refused")
+	}
+	took := time.Since(start)
+	require.ErrorIs(t, b.Err(), jetstream.ErrOwned)
+	require.ErrorContains(t, b.Err(), `partition 1 is held by member "a"`)
+	require.GreaterOrEqual(t, took, wait, "refused once the wait was over")
+	require.Equal(t, dispatch.StateRunning, a.State(), "the holder goes on")
+
+	a.ForceStop() // its leases expire within the TTL
+	<-a.Done()
+	c := newTestConsumer(t, e, []int32{0, 1}, jetstream.WithStaticLease[keyed]("c", ttl, wait))
+	require.NoError(t, c.Prepare(ctx(t)))
+	require.NoError(t, c.Start())
+	require.Eventually(t, func() bool { return len(c.Owned()) == 2 }, wait, 10*time.Millisecond, "c takes the expired leases over")
+	require.NoError(t, c.StopGracefully(ctx(t)))
+	require.NoError(t, c.Err())
+}
+
+// leaseHolders returns each of n partitions' lease holder in the bucket of
+// durable, "" for none.
+func (e *env) leaseHolders(t testing.TB, durable string, n int) []string {
+	t.Helper()
+	owners := make([]string, n)
+	kv, err := e.js.KeyValue(ctx(t), jetstream.LeaseBucket(durable))
+	if errors.Is(err, natsjs.ErrBucketNotFound) {
+		return owners
+	}
+	require.NoError(t, err)
+	for p := range owners {
+		entry, err := kv.Get(ctx(t), "p."+itoa(p))
+		if errors.Is(err, natsjs.ErrKeyNotFound) {
+			continue
+		}
+		require.NoError(t, err)
+		owners[p], _ = jetstream.ParseLease(entry.Value(), entry.Revision())
+	}
+	return owners
+}
