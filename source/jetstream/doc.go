@@ -48,8 +48,16 @@
 // # Assignment
 //
 // With a static assignment each process is told the partitions it owns
-// (Subscription.Owned), and two processes must not own one partition at
-// once. With WithDynamicAssignment the processes claim them: a lease per
+// (Subscription.Owned), and holds each under a lease, as a dynamic member
+// does (below): a member name of its own (by default the consumer's name,
+// the host's, the process id and a random suffix), a TTL of
+// DefaultStaticLeaseTTL (WithStaticLease sets both and the wait). A second
+// process given a partition another holds waits for its lease (a crashed
+// owner's expires within the TTL, so a restarted process gets its
+// partitions back), then fails with ErrOwned naming the partition and the
+// holder; a static owner whose lease passed is fenced as a dynamic one is
+// and, a static assignment not being handed around, fails with
+// ErrLeaseLost. With WithDynamicAssignment the processes claim them: a lease per
 // partition in a KV bucket (created if missing, with the lease TTL as the
 // bucket's TTL), claimed by creating its key, renewed by updating it on the
 // revision held every TTL/4, deleted on that revision once the partition
@@ -118,8 +126,11 @@
 // # Servers
 //
 // Package jstest runs an in-process server for development, tests and
-// examples. In production, Connect to the cluster's URLs (nats-server 2.15
-// or later, for the consumer reset API), create the stream from
+// examples (nats-server 2.15.2). In production, Connect to the cluster's
+// URLs: nats-server MinServerVersion (2.14.0, the consumer reset API) or
+// later; Connect, NewConsumer and Prepare refuse an older one at once with
+// ErrServerVersion, from the version its INFO gives, rather than let a
+// request to an API it lacks time out as ErrUnreachable. Create the stream from
 // Topology.StreamConfig with the replicas and limits the deployment needs,
 // and start one consumer process per set of owned partitions (static), or
 // any number of processes of one durable prefix, each a member of its own

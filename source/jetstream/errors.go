@@ -57,7 +57,9 @@ var (
 	// not own (any more).
 	ErrNotOwned = errors.New("jetstream: partition not owned")
 	// ErrOwned is the failure of a static assignment one of whose
-	// partitions another live member holds.
+	// partitions another member still holds once the wait of
+	// WithStaticLease is over (two processes given the same partitions): it
+	// names the partition, the holder and this member.
 	ErrOwned = errors.New("jetstream: partition owned by another member")
 	// ErrLeaseBucket is returned by Prepare with a dynamic assignment when
 	// the lease bucket exists with another TTL than the consumer's: the
@@ -65,7 +67,8 @@ var (
 	ErrLeaseBucket = errors.New("jetstream: lease bucket mismatch")
 	// ErrLeaseLost is the error of an exchange that was not handled because
 	// its partition's lease had passed (its outcome is cancelled: the next
-	// owner handles it).
+	// owner handles it), and the failure of a static assignment that lost a
+	// partition another member holds now (it wraps ErrOwned then).
 	ErrLeaseLost = errors.New("jetstream: lease lost")
 )
 

@@ -65,7 +65,13 @@ func TestMultiProcessStaticSameOwnedIsRefused(t *testing.T) {
 	go func() { published <- e.publishAll(pubCtx, stKeys, stPerKey) }() // A reads meanwhile
 	a := startChild(t, e, stOwned, filepath.Join(dir, "a"), false)
 	waitFor(t, deadline, "A to handle some", func() bool { return a.lines() > 0 }, a)
+	waitFor(t, deadline, "A to hold every partition", func() bool { _, ok := e.heldBy(t); return ok }, a)
 	b := startChild(t, e, stOwned, filepath.Join(dir, "b"), false)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("A:\n%s\nB:\n%s", a.stderr(), b.stderr())
+		}
+	})
 	began := time.Now()
 	exited, err := b.exit(60 * time.Second) // B's wait is twice the default TTL: 10 s
 	refused := time.Since(began)
