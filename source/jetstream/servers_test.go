@@ -99,6 +99,14 @@ func TestNewConsumerOnAnOldServer(t *testing.T) {
 	require.ErrorContains(t, err, `consumer "c"`)
 }
 
+// A version that cannot be read is refused too: the consumer cannot tell
+// that the server has the APIs it needs.
+func TestConnectToAServerOfAnUnreadableVersion(t *testing.T) {
+	_, _, err := jetstream.Connect(oldServer(t, "latest"))
+	require.ErrorIs(t, err, jetstream.ErrServerVersion)
+	require.ErrorContains(t, err, `"latest"`)
+}
+
 // A server of the version needed, or later, is accepted (a pre-release
 // counts as its release).
 func TestConnectToACurrentServer(t *testing.T) {
