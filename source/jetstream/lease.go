@@ -18,13 +18,14 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
-// pinGroup is the priority group of the durable consumers of a dynamic
-// assignment: the server pins each to the owner's pull requests.
+// pinGroup is the priority group of the durable consumers: the server pins
+// each to its owner's pull requests.
 const pinGroup = "aggflow"
 
-// MinLeaseTTL is the shortest lease WithDynamicAssignment accepts: the
-// server expires keys on a timer of at least 250 ms, and the renewals
-// (every quarter of the TTL) must fit in the lease with the margin.
+// MinLeaseTTL is the shortest lease WithDynamicAssignment and
+// WithStaticLease accept: the server expires keys on a timer of at least
+// 250 ms, and the renewals (every quarter of the TTL) must fit in the lease
+// with the margin.
 const MinLeaseTTL = time.Second
 
 // memberName is what a member may be called: a KV key token.

@@ -142,3 +142,71 @@ func (e *env) leaseHolders(t testing.TB, durable string, n int) []string {
 	}
 	return owners
 }
+
+// A static owner whose lease another client took (here: overwrote) loses
+// the partition at its next renewal and, a static assignment not being
+// handed around, fails with ErrLeaseLost naming the holder; one whose lease
+// was deleted (nobody holds it) claims it again under a new epoch and goes
+// on, replaying from the ack floor.
+func TestStaticAssignmentLosesATakenLease(t *testing.T) {
+	for _, taken := range []bool{true, false} {
+		name := map[bool]string{true: "taken", false: "deleted"}[taken]
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, 1)
+			e.publish(t, 5, 2)
+			var mu sync.Mutex
+			epochs := map[uint64]int{}
+			handler := func(ctx context.Context, d partition.Delivery[keyed]) error {
+				l, _ := jetstream.LeaseOf(ctx)
+				mu.Lock()
+				epochs[l.Epoch]++
+				mu.Unlock()
+				return nil
+			}
+			c, err := jetstream.NewConsumer("c", e.sub([]int32{0}), named, newSched(t), keyedCodec, handler,
+				jetstream.WithStaticLease[keyed]("a", time.Second, 0))
+			require.NoError(t, err)
+			require.NoError(t, c.Prepare(ctx(t)))
+			require.NoError(t, c.Start())
+			defer c.ForceStop()
+			require.Eventually(t, func() bool { return e.ackFloor(t, "c", 0) == e.lastSeq(t, 0) }, 10*time.Second, 5*time.Millisecond)
+			kv, err := e.js.KeyValue(ctx(t), jetstream.LeaseBucket("c"))
+			require.NoError(t, err)
+			if taken {
+				_, err = kv.Put(ctx(t), "p.0", []byte("intruder"))
+				require.NoError(t, err)
+				select {
+				case <-c.Done():
+				case <-time.After(10 * time.Second):
+					t.Fatal("the consumer went on after its lease was taken")
+				}
+				require.ErrorIs(t, c.Err(), jetstream.ErrLeaseLost)
+				require.ErrorIs(t, c.Err(), jetstream.ErrOwned)
+				require.ErrorContains(t, c.Err(), `member "intruder" holds it now`)
+				return
+			}
+			first, err := kv.Get(ctx(t), "p.0")
+			require.NoError(t, err)
+			require.NoError(t, kv.Delete(ctx(t), "p.0"))
+			var again uint64
+			require.Eventually(t, func() bool {
+				entry, err := kv.Get(ctx(t), "p.0")
+				if err != nil {
+					return false
+				}
+				member, epoch := jetstream.ParseLease(entry.Value(), entry.Revision())
+				again = epoch
+				return member == "a" && epoch > first.Revision()
+			}, 10*time.Second, 5*time.Millisecond, "claimed again")
+			e.publish(t, 5, 2)
+			require.Eventually(t, func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return epochs[again] == 10
+			}, 10*time.Second, 5*time.Millisecond, "handled under the second claim")
+			require.Eventually(t, func() bool { return e.ackFloor(t, "c", 0) == e.lastSeq(t, 0) }, 10*time.Second, 5*time.Millisecond)
+			require.Equal(t, []string{"a"}, e.leaseHolders(t, "c", 1))
+			require.NoError(t, c.StopGracefully(ctx(t)))
+		})
+	}
+}
