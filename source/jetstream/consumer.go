@@ -44,7 +44,8 @@ import (
 //
 // Goroutines: per owned partition two (fetching and acknowledging) plus the
 // partition.Dispatcher's two, and two for the consumer (supervising, and
-// renewing and claiming the leases); all are joined before Done closes. Every method is safe for concurrent use.
+// renewing and claiming the leases); all are joined before Done closes.
+// Every method is safe for concurrent use.
 type Consumer[T any] struct {
 	name    string
 	js      natsjs.JetStream
@@ -272,8 +273,9 @@ func (c *Consumer[T]) fail(err error) {
 // assignment); it pulls nothing. ctx bounds the requests; its values are
 // kept for the handlers. Errors wrap ErrServerVersion, ErrUnreachable,
 // ErrStreamNotFound, ErrSubjectsMismatch or ErrLeaseBucket (or ctx's error
-// once ctx ended), and the consumer is stopped; from a state other than StateNew, or while another
-// Prepare runs, ErrIllegalState (dispatch.ErrIllegalState too).
+// once ctx ended), and the consumer is stopped; from a state other than
+// StateNew, or while another Prepare runs, ErrIllegalState
+// (dispatch.ErrIllegalState too).
 func (c *Consumer[T]) Prepare(ctx context.Context) error {
 	if err := c.life.Step("prepare", dispatch.StateNew); err != nil {
 		return err

@@ -57,8 +57,8 @@
 // partitions back), then fails with ErrOwned naming the partition and the
 // holder; a static owner whose lease passed is fenced as a dynamic one is
 // and, a static assignment not being handed around, fails with
-// ErrLeaseLost. With WithDynamicAssignment the processes claim them: a lease per
-// partition in a KV bucket (created if missing, with the lease TTL as the
+// ErrLeaseLost. With WithDynamicAssignment the processes claim them. Either
+// way, a lease per partition in a KV bucket (created if missing, with the lease TTL as the
 // bucket's TTL), claimed by creating its key, renewed by updating it on the
 // revision held every TTL/4, deleted on that revision once the partition
 // was revoked gracefully; a member key per process, rewritten as often. Each
@@ -130,9 +130,10 @@
 // URLs: nats-server MinServerVersion (2.14.0, the consumer reset API) or
 // later; Connect, NewConsumer and Prepare refuse an older one at once with
 // ErrServerVersion, from the version its INFO gives, rather than let a
-// request to an API it lacks time out as ErrUnreachable. Create the stream from
-// Topology.StreamConfig with the replicas and limits the deployment needs,
-// and start one consumer process per set of owned partitions (static), or
-// any number of processes of one durable prefix, each a member of its own
-// name (WithDynamicAssignment).
+// request to an API it lacks time out as ErrUnreachable. Create the stream
+// from Topology.StreamConfig with the replicas and limits the deployment
+// needs, and start one consumer process per set of owned partitions
+// (static), or any number of processes of one durable prefix, each a member
+// of its own name (WithDynamicAssignment). Either needs the rights to the
+// KV bucket "<durable>-leases" and to the consumer unpin API.
 package jetstream
