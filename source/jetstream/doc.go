@@ -53,22 +53,22 @@
 // the host's, the process id and a random suffix), a TTL of
 // DefaultStaticLeaseTTL (WithStaticLease sets both and the wait). A second
 // process given a partition another holds waits for its lease (a crashed
-// owner's expires within the TTL, so a restarted process gets its
-// partitions back), then fails with ErrOwned naming the partition and the
-// holder; a static owner whose lease passed is fenced as a dynamic one is
-// and, a static assignment not being handed around, fails with
-// ErrLeaseLost. With WithDynamicAssignment the processes claim them. Either
-// way, a lease per partition in a KV bucket (created if missing, with the lease TTL as the
+// owner's expires within the TTL, so a restarted process gets its partitions
+// back), then fails with ErrOwned naming the partition and the holder; a
+// static owner whose lease passed is fenced as a dynamic one is and, a
+// static assignment not being handed around, fails with ErrLeaseLost. With
+// WithDynamicAssignment the processes claim them. Either way, a lease per
+// partition in a KV bucket (created if missing, with the lease TTL as the
 // bucket's TTL), claimed by creating its key, renewed by updating it on the
-// revision held every TTL/4, deleted on that revision once the partition
-// was revoked gracefully; a member key per process, rewritten as often. Each
-// member aims at ceil(N/members) partitions: above that it hands the
-// highest off (revoked gracefully, then its lease deleted), below it claims
-// the lowest free ones; so a joining member takes its share with no
-// duplicate, and a crashed one's partitions are claimed once its leases
-// expired. The handlers' ctx carries the lease (LeaseOf): its member and
-// its epoch, the claim's KV revision, which grows with every claim of the
-// partition, for a handler that fences its writes on it.
+// revision held every TTL/4, deleted on that revision once the partition was
+// revoked gracefully; dynamic members also write a member key each,
+// rewritten as often. A dynamic member aims at ceil(N/members) partitions:
+// above that it hands the highest off (revoked gracefully, then its lease
+// deleted), below it claims the lowest free ones; so a joining member takes
+// its share with no duplicate, and a crashed one's partitions are claimed
+// once its leases expired. The handlers' ctx carries the lease (LeaseOf):
+// its member and its epoch, the claim's KV revision, which grows with every
+// claim of the partition, for a handler that fences its writes on it.
 //
 // # The fence
 //
