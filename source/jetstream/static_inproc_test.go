@@ -114,10 +114,10 @@ func TestStaticAssignmentSecondOwnerWaitsThenIsRefused(t *testing.T) {
 
 	a.ForceStop() // its leases expire within the TTL
 	<-a.Done()
-	c := newTestConsumer(t, e, []int32{0, 1}, jetstream.WithStaticLease[keyed]("c", ttl, wait))
+	c := newTestConsumer(t, e, []int32{0, 1}, jetstream.WithStaticLease[keyed]("c", ttl, 10*time.Second))
 	require.NoError(t, c.Prepare(ctx(t)))
 	require.NoError(t, c.Start())
-	require.Eventually(t, func() bool { return len(c.Owned()) == 2 }, wait, 10*time.Millisecond, "c takes the expired leases over")
+	require.Eventually(t, func() bool { return len(c.Owned()) == 2 }, 10*time.Second, 10*time.Millisecond, "c takes the expired leases over")
 	require.NoError(t, c.StopGracefully(ctx(t)))
 	require.NoError(t, c.Err())
 }
