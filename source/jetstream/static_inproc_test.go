@@ -210,3 +210,25 @@ func TestStaticAssignmentLosesATakenLease(t *testing.T) {
 		})
 	}
 }
+
+// Two consumers given one member name by mistake do not wait for each
+// other for ever: the second is refused once its wait is over, as with two
+// names.
+func TestStaticAssignmentOfOneMemberNameTwiceIsRefused(t *testing.T) {
+	const ttl, wait = time.Second, 2 * time.Second
+	e := newEnv(t, 1)
+	a := newTestConsumer(t, e, []int32{0}, jetstream.WithStaticLease[keyed]("pod-0", ttl, wait))
+	require.NoError(t, a.Prepare(ctx(t)))
+	require.NoError(t, a.Start())
+	defer a.ForceStop()
+	b := newTestConsumer(t, e, []int32{0}, jetstream.WithStaticLease[keyed]("pod-0", ttl, wait))
+	require.NoError(t, b.Prepare(ctx(t)))
+	require.NoError(t, b.Start())
+	select {
+	case <-b.Done():
+	case <-time.After(wait + 10*time.Second):
+		t.Fatal("b waits for a lease of its own name for ever")
+	}
+	require.ErrorIs(t, b.Err(), jetstream.ErrOwned)
+	require.ErrorContains(t, b.Err(), `held by member "pod-0"`)
+}
