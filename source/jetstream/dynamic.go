@@ -158,11 +158,13 @@ func (c *Consumer[T]) openLease(p int32, l *lease) (bool, error) {
 // claimWait is a partition of a static assignment not held: until is the
 // monotonic time until which another member's lease on it is waited for;
 // lost, why this member lost it, if it did (then until is now: the member
-// that holds it claimed it since).
+// that holds it claimed it since), and the epoch it lost; ownLease, that a
+// lease of this member's own name was waited for once since.
 type claimWait struct {
-	until int64
-	lost  string
-	epoch uint64
+	until    int64
+	lost     string
+	epoch    uint64
+	ownLease bool
 }
 
 // claimOwned claims the partitions of a static assignment, on Start: every
@@ -261,16 +263,20 @@ func (c *Consumer[T]) claimWanted() {
 
 // refuse returns the failure of a static assignment whose partition p
 // another member still holds after the wait w, or nil if nobody holds it
-// any more (it is claimed on the next round) or this member does (a lease
-// of its own that was not deleted: it is waited for until it expires).
+// any more (it is claimed on the next round) or, after a loss, a lease of
+// this member's name does (its own, which its release did not delete: it is
+// waited for once more, for twice the TTL). A lease of its name still there
+// after that, or after the wait at Start (longer than a crashed
+// incarnation's lease lives, by default), is another live process's of the
+// same name: refused.
 func (c *Consumer[T]) refuse(p int32, w claimWait) error {
 	member, epoch, err := c.lz.holder(c.runCtx, p)
 	switch {
 	case err != nil:
 		return nil // freed meanwhile, or not read: tried again on the next round
-	case member == c.cfg.member:
+	case member == c.cfg.member && w.lost != "" && !w.ownLease:
 		c.mu.Lock()
-		c.wanted[p] = claimWait{until: mono() + int64(2*c.cfg.ttl), lost: w.lost, epoch: w.epoch}
+		c.wanted[p] = claimWait{until: mono() + int64(2*c.cfg.ttl), lost: w.lost, epoch: w.epoch, ownLease: true}
 		c.mu.Unlock()
 		return nil
 	case w.lost != "":
