@@ -170,19 +170,22 @@ func WithDynamicAssignment[T any](member string, ttl time.Duration) Option[T] {
 const DefaultStaticLeaseTTL = 5 * time.Second
 
 // WithStaticLease sets how a static assignment keeps its partitions
-// exclusive. Each owned partition is claimed as WithDynamicAssignment's
-// are: a lease in the KV bucket "<durable>-leases" held by member, of TTL
-// ttl (at least MinLeaseTTL), renewed every ttl/4, fenced by the owner's
-// clock and the durable consumer's pin (see the package doc); the handlers'
-// ctx carries it (LeaseOf). A partition another member holds is waited for
-// up to wait (its holder may have crashed: its lease expires within the
-// TTL), then the consumer fails with ErrOwned naming the partition and its
-// holder. An owner that loses a partition (its lease passed, another member
-// holds it now) fails with ErrLeaseLost: a static assignment is not handed
-// around. Zero values take the defaults: member "<name>-<host>-<pid>-<random>",
-// unique per process; ttl DefaultStaticLeaseTTL; wait twice the TTL. The
-// members of a durable prefix share the bucket, so they must agree on the
-// TTL (ErrLeaseBucket). Costs: a renewal per owned partition every ttl/4.
+// exclusive. Each owned partition is claimed as WithDynamicAssignment's are:
+// a lease in the KV bucket "<durable>-leases" held by member, of TTL ttl (at
+// least MinLeaseTTL), renewed every ttl/4, fenced by the owner's clock and
+// the durable consumer's pin (see the package doc); the handlers' ctx
+// carries it (LeaseOf). A partition another member holds is waited for up to
+// wait (its holder may have crashed: its lease expires within the TTL), then
+// the consumer fails with ErrOwned naming the partition and its holder. An
+// owner that loses a partition (its lease passed, another member holds it
+// now) fails with ErrLeaseLost: a static assignment is not handed around.
+// Zero values take the defaults: member "<name>-<host>-<pid>-<random>",
+// unique per process; ttl DefaultStaticLeaseTTL; wait twice the TTL. A
+// member name given must be unique among the live processes; a restarted
+// process may take its old one again (its old leases expire within the wait,
+// if the wait is longer than the TTL). The members of a durable prefix share
+// the bucket, so they must agree on the TTL (ErrLeaseBucket). Costs: a
+// renewal per owned partition every ttl/4.
 func WithStaticLease[T any](member string, ttl, wait time.Duration) Option[T] {
 	return func(c *config[T]) { c.member, c.ttl, c.wait, c.static = member, ttl, wait, true }
 }
