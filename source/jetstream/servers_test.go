@@ -81,6 +81,7 @@ func TestConnectToAnOldServerFailsAtOnce(t *testing.T) {
 	require.ErrorContains(t, err, jetstream.MinServerVersion)
 	require.Nil(t, nc, "no connection is returned with the error")
 	require.Less(t, took, jetstream.DefaultRequestTimeout/5, "refused on the server's INFO, not after a request's timeout")
+	t.Logf("refused in %v: %v", took, err)
 }
 
 // A JetStream handle made elsewhere on an old server is refused by
