@@ -190,7 +190,7 @@ func consume(ctx context.Context, cfg config, url string, as assignment, goAhead
 	var applied, replayed, redelivered atomic.Int64
 	all := make(chan struct{})
 	handle := func(ctx context.Context, d partition.Delivery[departure]) error {
-		if l, ok := jetstream.LeaseOf(ctx); ok {
+		if l, ok := jetstream.LeaseOf(ctx); ok && as.member != "" { // a static owner has no peer to take states from
 			if err := take.ensure(ctx, l); err != nil {
 				return err
 			}
