@@ -40,6 +40,7 @@ type Dispatcher[T any] struct {
 	idOf    func(T) string
 	handler dispatch.Handler[Delivery[T]]
 	cfg     config[T]
+	fail    *failures[T]
 
 	mu     sync.Mutex
 	owned  map[int32]*Intake[T]
@@ -55,6 +56,8 @@ type config[T any] struct {
 	grace              time.Duration
 	logger             *slog.Logger
 	dispatch           []dispatch.Option[Delivery[T]]
+	failure            FailurePolicy
+	actions            FailureActions
 }
 
 // WithGroups sets the number of groups of each partition (default
@@ -102,7 +105,11 @@ func NewDispatcher[T any](name string, named aggregate.NamedAggregate, sched sch
 	case c.groups < 1 || c.maxPending < 1 || c.grace < 0 || c.logger == nil:
 		return nil, fmt.Errorf("%w: partition dispatcher %q: groups %d, max pending %d, grace %v", ErrInvalidArgument, name, c.groups, c.maxPending, c.grace)
 	}
-	return &Dispatcher[T]{name: name, named: named, sched: sched, idOf: idOf, handler: handler, cfg: c,
+	if err := c.failure.check(c.actions); err != nil {
+		return nil, fmt.Errorf("%w (partition dispatcher %q)", err, name)
+	}
+	f := newFailures(name, c.failure, c.actions, idOf, c.logger)
+	return &Dispatcher[T]{name: name, named: named, sched: sched, idOf: idOf, handler: handler, cfg: c, fail: f,
 		owned: map[int32]*Intake[T]{}, going: map[int32]int{}}, nil
 }
 
@@ -328,6 +335,10 @@ func (d *Dispatcher[T]) Held() []int32 {
 	slices.Sort(ps)
 	return ps
 }
+
+// Failures returns what the failure policy did, over every partition
+// owned so far: a few atomic loads.
+func (d *Dispatcher[T]) Failures() FailureStats { return d.fail.stats() }
 
 // Owned returns the partitions owned now, in no order.
 func (d *Dispatcher[T]) Owned() []int32 {
