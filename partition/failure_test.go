@@ -125,7 +125,7 @@ func TestFailureRetriesSpentThenSettled(t *testing.T) {
 			rec.add(x)
 			return errRefused
 		}, partition.WithLogger[op](slog.New(logs)), partition.WithFailurePolicy[op](partition.FailurePolicy{Retries: 2,
-			Backoff: partition.Backoff{Min: 2 * time.Second, Max: 2 * time.Second}}))
+			Backoff: partition.Backoff{Min: 500 * time.Millisecond, Max: 500 * time.Millisecond}}))
 		in, err := d.Assign(t.Context(), 0, 1)
 		require.NoError(t, err)
 		require.NoError(t, in.Deliver(t.Context(), op{"a", 0}, 1, 1))
@@ -134,7 +134,7 @@ func TestFailureRetriesSpentThenSettled(t *testing.T) {
 		require.Equal(t, partition.Settled{Partition: 0, Prefix: 1, OK: true,
 			Stats: dispatch.Stats{Received: 1, Failed: 1}}, settled)
 		require.Len(t, rec.of(1), 3)
-		require.Equal(t, 4*time.Second, rec.of(1)[2].at)
+		require.Equal(t, time.Second, rec.of(1)[2].at)
 		require.Equal(t, partition.FailureStats{Retries: 2, Settled: 1}, d.Failures())
 		warns := logs.lines(slog.LevelWarn)
 		require.NotEmpty(t, warns)
