@@ -74,8 +74,9 @@ type Backoff struct {
 var DefaultBackoff = Backoff{Min: 100 * time.Millisecond, Max: 30 * time.Second, Factor: 2, Jitter: 0.5}
 
 // FailureLogInterval is the shortest time between two failure lines of one
-// partition: the lines in between are counted and the next line says how
-// many were folded into it ("folded").
+// partition and kind (retries; outcomes: settled, dead-lettered): the
+// lines in between are counted and the next line says how many were
+// folded into it ("folded"). A stop is always logged, at ERROR.
 const FailureLogInterval = time.Second
 
 // Final is what a FailurePolicy does once the retries are spent.
@@ -255,7 +256,15 @@ type failures[T any] struct {
 	retries, settled, deadLettered, deadLetterErrors, stopped atomic.Int64
 
 	mu    sync.Mutex
-	lines map[int32]*lines // per partition: the log's rate limit
+	lines map[lineKey]*lines // per partition and kind: the log's rate limit
+}
+
+// lineKey says whose rate limit a line counts against: a partition's
+// retries (and dead letters tried again), or its outcomes (settled,
+// dead-lettered), so that the retries' lines never hide an outcome.
+type lineKey struct {
+	p       int32
+	outcome bool
 }
 
 // lines is one partition's rate limit: when it last logged, and what it
@@ -266,7 +275,7 @@ type lines struct {
 }
 
 func newFailures[T any](name string, p FailurePolicy, a FailureActions, idOf func(T) string, logger *slog.Logger) *failures[T] {
-	return &failures[T]{name: name, p: p, a: a, idOf: idOf, logger: logger, lines: map[int32]*lines{},
+	return &failures[T]{name: name, p: p, a: a, idOf: idOf, logger: logger, lines: map[lineKey]*lines{},
 		wrapped: p.Retries > 0 || p.MaxElapsed > 0 || p.Then.action != settle}
 }
 
@@ -300,7 +309,7 @@ func (f *failures[T]) wrap(h dispatch.Handler[Delivery[T]]) dispatch.Handler[Del
 			if f.p.MaxElapsed > 0 && time.Since(first)+wait > f.p.MaxElapsed {
 				break
 			}
-			f.log(ctx, slog.LevelWarn, d, d.Attempt, "partition: handler failed, retrying", err, slog.Duration("retry_in", wait))
+			f.log(ctx, slog.LevelWarn, retrying, d, d.Attempt, "partition: handler failed, retrying", err, slog.Duration("retry_in", wait))
 			if !sleep(ctx, wait) {
 				return err // a force: the position is delivered again
 			}
@@ -345,7 +354,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // stop fails the consumer with the delivery's error.
 func (f *failures[T]) stop(ctx context.Context, d Delivery[T], attempt int, err error) error {
 	f.stopped.Add(1)
-	f.log(ctx, slog.LevelError, d, attempt, "partition: handler failed, stopping", err)
+	f.log(ctx, slog.LevelError, stopping, d, attempt, "partition: handler failed, stopping", err)
 	err = fmt.Errorf("%w: %q: partition %d, position %d, aggregate %q, attempt %d: %w",
 		ErrHandlerFailed, f.name, d.Partition, d.Position, f.id(d), attempt, err)
 	f.a.Stop(err)
@@ -360,7 +369,7 @@ func (f *failures[T]) deadLetter(ctx context.Context, d Delivery[T], err error) 
 		perr := publish(f.a.DeadLetter, ctx, l)
 		if perr == nil {
 			f.deadLettered.Add(1)
-			f.log(ctx, slog.LevelWarn, d, d.Attempt, "partition: handler failed, dead-lettered", err, slog.String("dead_letter", l.To))
+			f.log(ctx, slog.LevelWarn, outcome, d, d.Attempt, "partition: handler failed, dead-lettered", err, slog.String("dead_letter", l.To))
 			return &verdict{action: deadLetter, attempt: d.Attempt, err: fmt.Errorf("%w to %q: %w", ErrDeadLettered, l.To, err)}
 		}
 		if ctx.Err() != nil {
@@ -368,7 +377,7 @@ func (f *failures[T]) deadLetter(ctx context.Context, d Delivery[T], err error) 
 		}
 		f.deadLetterErrors.Add(1)
 		wait := f.p.Backoff.wait(n)
-		f.log(ctx, slog.LevelWarn, d, d.Attempt, "partition: dead letter not published, trying again", err,
+		f.log(ctx, slog.LevelWarn, retrying, d, d.Attempt, "partition: dead letter not published, trying again", err,
 			slog.String("dead_letter", l.To), slog.Any("publish_error", perr), slog.Duration("retry_in", wait))
 		if !sleep(ctx, wait) {
 			return err
@@ -414,7 +423,7 @@ func (f *failures[T]) ended(ctx context.Context, r *dispatch.Result[Delivery[T]]
 		attempt = v.attempt
 	}
 	f.settled.Add(1)
-	f.log(ctx, slog.LevelWarn, r.Exchange, attempt, "partition: handler failed, settled", r.Err)
+	f.log(ctx, slog.LevelWarn, outcome, r.Exchange, attempt, "partition: handler failed, settled", r.Err)
 	return true
 }
 
@@ -428,20 +437,29 @@ func (f *failures[T]) id(d Delivery[T]) (id string) {
 	return f.idOf(d.Exchange)
 }
 
-// log logs a failure line unless the partition logged one less than
-// FailureLogInterval ago: then it is folded into the next.
-func (f *failures[T]) log(ctx context.Context, level slog.Level, d Delivery[T], attempt int, msg string, err error, attrs ...slog.Attr) {
+// Kinds of failure lines: the rate limit is per partition and kind; a
+// stop is never folded.
+const (
+	retrying = iota
+	outcome
+	stopping
+)
+
+// log logs a failure line unless the partition logged one of its kind less
+// than FailureLogInterval ago: then it is folded into the next.
+func (f *failures[T]) log(ctx context.Context, level slog.Level, kind int, d Delivery[T], attempt int, msg string, err error, attrs ...slog.Attr) {
 	if !f.logger.Enabled(ctx, level) {
 		return
 	}
 	now := time.Now()
 	f.mu.Lock()
-	l := f.lines[d.Partition]
+	key := lineKey{d.Partition, kind != retrying}
+	l := f.lines[key]
 	if l == nil {
 		l = &lines{}
-		f.lines[d.Partition] = l
+		f.lines[key] = l
 	}
-	if !l.last.IsZero() && now.Sub(l.last) < FailureLogInterval {
+	if kind != stopping && !l.last.IsZero() && now.Sub(l.last) < FailureLogInterval {
 		l.folded++
 		f.mu.Unlock()
 		return
