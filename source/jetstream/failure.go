@@ -95,4 +95,6 @@ func (c *Consumer[T]) deadLetter(ctx context.Context, l partition.Letter) error 
 }
 
 // oneLine makes s a header value: no line breaks.
-func oneLine(s string) string { return strings.NewReplacer("\r\n", "; ", "\n", "; ", "\r", "; ").Replace(s) }
+func oneLine(s string) string {
+	return strings.NewReplacer("\r\n", "; ", "\n", "; ", "\r", "; ").Replace(s)
+}
