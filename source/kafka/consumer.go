@@ -67,6 +67,7 @@ type Consumer[T any] struct {
 	mgrStop   chan struct{}
 	mgr       sync.WaitGroup // the committing goroutine and the forwarders
 	stats     counters
+	kept      keptRecords // with a dead-letter policy: the records not committed past
 }
 
 // owned is one partition the consumer owns.
@@ -109,6 +110,9 @@ type Stats struct {
 	// cancelled, in the partitions released so far: every partition, once
 	// Done is closed.
 	Succeeded, Failed, Dropped int64
+	// Failures counts what the failure policy did (WithFailurePolicy), in
+	// every partition, live.
+	Failures partition.FailureStats
 }
 
 // NewConsumer returns a Consumer named name that reads sub and hands the
@@ -145,11 +149,16 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 	if c.groups > 0 {
 		popts = append(popts, partition.WithGroups[T](c.groups))
 	}
-	disp, err := partition.NewDispatcher(name, named, sched, codec.ID, handler, popts...)
+	var k *Consumer[T]
+	fopts, err := failureOptions(name, &c, sub.Topic, &k)
+	if err != nil {
+		return nil, err
+	}
+	disp, err := partition.NewDispatcher(name, named, sched, codec.ID, handler, append(popts, fopts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: consumer %q: %w", ErrInvalidArgument, name, err)
 	}
-	k := &Consumer[T]{name: name, sub: sub, codec: codec, cfg: c, disp: disp,
+	k = &Consumer[T]{name: name, sub: sub, codec: codec, cfg: c, disp: disp,
 		owned: map[int32]*owned[T]{}, high: map[int32]int64{},
 		kick: make(chan struct{}, 1), commitSem: make(chan struct{}, 1), mgrStop: make(chan struct{})}
 	k.life.Init("consumer", name, ErrIllegalState, k.end)
@@ -178,7 +187,8 @@ func (c *Consumer[T]) Stats() Stats {
 	s := &c.stats
 	return Stats{Delivered: s.delivered.Load(), Discarded: s.discarded.Load(), Commits: s.commits.Load(),
 		CommitFailures: s.commitFailures.Load(), Uncommitted: s.uncommitted.Load(), Assigned: s.assigned.Load(), Revoked: s.revoked.Load(), Lost: s.lost.Load(),
-		Pauses: s.pauses.Load(), Succeeded: s.succeeded.Load(), Failed: s.failed.Load(), Dropped: s.dropped.Load()}
+		Pauses: s.pauses.Load(), Succeeded: s.succeeded.Load(), Failed: s.failed.Load(), Dropped: s.dropped.Load(),
+		Failures: c.disp.Failures()}
 }
 
 // Owned returns the partitions owned now, in no order.
