@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -446,7 +447,8 @@ const (
 )
 
 // log logs a failure line unless the partition logged one of its kind less
-// than FailureLogInterval ago: then it is folded into the next.
+// than FailureLogInterval ago: then it is folded into the next. A panic's
+// line carries its stack.
 func (f *failures[T]) log(ctx context.Context, level slog.Level, kind int, d Delivery[T], attempt int, msg string, err error, attrs ...slog.Attr) {
 	if !f.logger.Enabled(ctx, level) {
 		return
@@ -472,6 +474,9 @@ func (f *failures[T]) log(ctx context.Context, level slog.Level, kind int, d Del
 		slog.Any("error", err)}, attrs...)
 	if folded > 0 {
 		all = append(all, slog.Int("folded", folded))
+	}
+	if pe := (*panics.Error)(nil); errors.As(err, &pe) {
+		all = append(all, slog.String("stack", string(pe.Stack)))
 	}
 	f.logger.LogAttrs(ctx, level, msg, all...)
 }

@@ -94,11 +94,15 @@ func (c *Consumer[T]) deadLetter(ctx context.Context, l partition.Letter) error 
 }
 
 // keep keeps r, delivered to o, for its dead letter when the policy
-// publishes them, forgetting the records of o finished already.
+// publishes them, forgetting the records of o finished already. When r
+// begins its partition's records (a new assignment), those of the
+// partitions no longer owned are forgotten too.
 func (c *Consumer[T]) keep(o *owned[T], r *kgo.Record) {
 	if c.cfg.failure.DeadLetterTo() != "" {
 		prefix, ok := o.in.Prefix()
-		c.kept.push(r, prefix, ok)
+		if c.kept.push(r, prefix, ok) {
+			c.kept.retain(c.disp.Owned())
+		}
 	}
 }
 
@@ -109,15 +113,17 @@ type keptRecords struct {
 	by map[int32][]*kgo.Record
 }
 
-func (k *keptRecords) push(r *kgo.Record, prefix int64, ok bool) {
+// push keeps r; first says it begins its partition's records.
+func (k *keptRecords) push(r *kgo.Record, prefix int64, ok bool) (first bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.by == nil {
 		k.by = map[int32][]*kgo.Record{}
 	}
-	rs := k.by[r.Partition]
+	rs, kept := k.by[r.Partition]
 	if n := len(rs); n > 0 && rs[n-1].Offset >= r.Offset {
-		rs = rs[:0] // read again from an earlier offset: a new assignment
+		clear(rs)
+		rs, kept = rs[:0], false // read again from an earlier offset: a new assignment
 	}
 	drop := 0
 	for ok && drop < len(rs) && rs[drop].Offset <= prefix {
@@ -125,6 +131,18 @@ func (k *keptRecords) push(r *kgo.Record, prefix int64, ok bool) {
 	}
 	clear(rs[:drop]) // the array is reallocated at the live length when full
 	k.by[r.Partition] = append(rs[drop:], r)
+	return !kept
+}
+
+// retain forgets the records of the partitions not in owned.
+func (k *keptRecords) retain(owned []int32) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for p := range k.by {
+		if !slices.Contains(owned, p) {
+			delete(k.by, p)
+		}
+	}
 }
 
 func (k *keptRecords) find(p int32, offset int64) *kgo.Record {
