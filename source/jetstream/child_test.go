@@ -35,6 +35,7 @@ const (
 	envTTL        = "AGGFLOW_JETSTREAM_TTL"     // the leases' TTL
 	envNoFence    = "AGGFLOW_JETSTREAM_NOFENCE" // set: the control of the fence
 	envStallAfter = "AGGFLOW_JETSTREAM_STALL"   // n: once n exchanges were handled, the handlers wait for their end (a backlog by construction)
+	envPoison     = "AGGFLOW_JETSTREAM_POISON"  // "key seq": that exchange fails every time, retried in place (failure_multiprocess_test.go)
 )
 
 // childDurable is the durable prefix every child shares.
@@ -125,6 +126,9 @@ func child() error {
 		return err
 	}
 	opts := []jetstream.Option[keyed]{jetstream.WithDurable[keyed](childDurable), jetstream.WithMaxPending[keyed](512)}
+	if poison := os.Getenv(envPoison); poison != "" {
+		record, opts = withPoison(poison, record, opts)
+	}
 	if os.Getenv(envControl) != "" {
 		opts = append(opts, jetstream.WithoutReset[keyed]())
 	}

@@ -95,10 +95,14 @@ func (h *poisoned) of(key string) []string {
 }
 
 // floor returns partition 0's ack floor, 0 on an error (for Eventually).
-func (e *env) floor(durable string) uint64 {
+func (e *env) floor(durable string) uint64 { return e.floorOf(durable, 0) }
+
+// floorOf returns partition p's ack floor, 0 on an error (the durable
+// consumer not made yet, for one).
+func (e *env) floorOf(durable string, p int32) uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := e.js.Consumer(ctx, e.topo.Stream, durable+"-0")
+	c, err := e.js.Consumer(ctx, e.topo.Stream, durable+"-"+strconv.Itoa(int(p)))
 	if err != nil {
 		return 0
 	}

@@ -25,6 +25,7 @@ const (
 	groupEnv   = "AGGFLOW_KAFKA_CHILD_GROUP"
 	topicEnv   = "AGGFLOW_KAFKA_CHILD_TOPIC"
 	delayEnv   = "AGGFLOW_KAFKA_CHILD_DELAY" // a handler's simulated I/O, a time.Duration
+	poisonEnv  = "AGGFLOW_KAFKA_CHILD_POISON" // "id seq": that record fails every time, retried in place (failure_multiprocess_test.go)
 )
 
 // memberClientOptions make a killed member's partitions move in about a
@@ -61,10 +62,14 @@ func runChild(mode string) int {
 		return err
 	}
 	sub := kafka.Subscription{Brokers: strings.Split(os.Getenv(brokersEnv), ","), Group: os.Getenv(groupEnv), Topic: os.Getenv(topicEnv)}
-	k, err := kafka.NewConsumer("member", sub, accounts, sched, codec, handle,
+	opts := []kafka.Option[event]{
 		// Debug level on stderr: the parent reads how long each revocation took.
 		kafka.WithLogger[event](slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))),
-		kafka.WithClientOptions[event](memberClientOptions...))
+		kafka.WithClientOptions[event](memberClientOptions...)}
+	if poison := os.Getenv(poisonEnv); poison != "" {
+		handle, opts = withPoison(poison, handle, opts)
+	}
+	k, err := kafka.NewConsumer("member", sub, accounts, sched, codec, handle, opts...)
 	if err == nil {
 		err = k.Prepare(ctx)
 	}
