@@ -25,8 +25,11 @@ const (
 	groupEnv   = "AGGFLOW_KAFKA_CHILD_GROUP"
 	topicEnv   = "AGGFLOW_KAFKA_CHILD_TOPIC"
 	delayEnv   = "AGGFLOW_KAFKA_CHILD_DELAY" // a handler's simulated I/O, a time.Duration
-	poisonEnv  = "AGGFLOW_KAFKA_CHILD_POISON" // "id seq": that record fails every time, retried in place (failure_multiprocess_test.go)
 )
+
+// poisonEnv is "id seq": that record fails every time, retried in place
+// (failure_multiprocess_test.go).
+const poisonEnv = "AGGFLOW_KAFKA_CHILD_POISON"
 
 // memberClientOptions make a killed member's partitions move in about a
 // second and a joining member be noticed in about 100 ms.
