@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/partition"
+	"github.com/aggflow/aggflow/schedulers"
 )
 
 var errRefused = errors.New("refused")
@@ -343,4 +345,47 @@ func TestFailurePolicyInvalid(t *testing.T) {
 		require.ErrorIs(t, err, partition.ErrInvalidArgument, c.want)
 		require.ErrorContains(t, err, c.want)
 	}
+}
+
+// A handler's runtime.Goexit cannot be retried nor published from the
+// exiting goroutine: under a policy that retries then dead-letters or
+// stops, it stops, and its position is not finished; under the default it
+// is settled.
+func TestFailureGoexit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var stops []error
+		h := func(_ context.Context, x partition.Delivery[op]) error {
+			if x.Position == 2 {
+				runtime.Goexit()
+			}
+			return nil
+		}
+		d := failureDispatcher(t, h, partition.WithFailurePolicy[op](partition.FailurePolicy{Retries: 3, Then: partition.DeadLetter("dlq")}),
+			partition.WithFailureActions[op](partition.FailureActions{
+				DeadLetter: func(context.Context, partition.Letter) error { return nil },
+				Stop:       func(err error) { stops = append(stops, err) }}))
+		in, err := d.Assign(t.Context(), 0, 1)
+		require.NoError(t, err)
+		for i := range 3 {
+			require.NoError(t, in.Deliver(t.Context(), op{"a", i}, int64(i+1), 1))
+		}
+		settled, err := d.Revoke(t.Context(), 0)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), settled.Prefix, "the Goexit's position is not finished")
+		require.Len(t, stops, 1)
+		require.ErrorIs(t, stops[0], partition.ErrHandlerFailed)
+		require.ErrorIs(t, stops[0], schedulers.ErrGoexit)
+		require.Equal(t, partition.FailureStats{Stopped: 1}, d.Failures())
+
+		d = failureDispatcher(t, h)
+		in, err = d.Assign(t.Context(), 0, 1)
+		require.NoError(t, err)
+		for i := range 3 {
+			require.NoError(t, in.Deliver(t.Context(), op{"a", i}, int64(i+1), 1))
+		}
+		settled, err = d.Revoke(t.Context(), 0)
+		require.NoError(t, err)
+		require.Equal(t, int64(3), settled.Prefix, "settled by default")
+		require.Equal(t, partition.FailureStats{Settled: 1}, d.Failures())
+	})
 }
