@@ -37,6 +37,11 @@ import (
 // until it ends. A force cancels a wait at once; the position is then not
 // finished and is delivered again. Once the retries are spent, Then
 // decides: Settle (default), DeadLetter or Stop.
+//
+// The dispatcher counts a failed delivery as failed whatever the policy
+// (dispatch.Stats.Failed); its outcome's error (dispatch.Result.Err) wraps
+// the handler's last error, and ErrDeadLettered or ErrHandlerFailed when it
+// was dead-lettered or stopped the consumer.
 type FailurePolicy struct {
 	// Retries is how many times the handler is called again after it
 	// failed: 0 (default) none, unless MaxElapsed is set. Negative is
