@@ -35,8 +35,12 @@ import (
 // hash of the aggregate id); the other groups of the partition go on, and
 // the partition's acknowledged prefix stays below the retried position
 // until it ends. A force cancels a wait at once; the position is then not
-// finished and is delivered again. Once the retries are spent, Then
-// decides: Settle (default), DeadLetter or Stop.
+// finished and is delivered again. A graceful stop (Revoke's drain) waits
+// for the retries until its deadline. A wait holds one goroutine of the
+// scheduler, as dispatch/middleware's Retry does: for waits longer than a
+// handling time, run the named aggregate on a bounded elastic scheduler.
+// Once the retries are spent, Then decides: Settle (default), DeadLetter
+// or Stop.
 //
 // The dispatcher counts a failed delivery as failed whatever the policy
 // (dispatch.Stats.Failed); its outcome's error (dispatch.Result.Err) wraps
