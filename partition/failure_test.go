@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/partition"
@@ -387,5 +389,41 @@ func TestFailureGoexit(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int64(3), settled.Prefix, "settled by default")
 		require.Equal(t, partition.FailureStats{Settled: 1}, d.Failures())
+	})
+}
+
+// For any Backoff, each wait is at least Min x Factor^(n-1) capped at Max
+// (so never shorter than Min), at most Jitter longer, and never above Max.
+func TestFailureBackoffBounds(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		b := partition.Backoff{
+			Min:    time.Duration(rapid.IntRange(1, 1000).Draw(rt, "min ms")) * time.Millisecond,
+			Factor: rapid.Float64Range(1, 4).Draw(rt, "factor"),
+			Jitter: rapid.Float64Range(0, 1).Draw(rt, "jitter"),
+		}
+		b.Max = b.Min * time.Duration(rapid.IntRange(1, 50).Draw(rt, "max/min"))
+		retries := rapid.IntRange(1, 8).Draw(rt, "retries")
+		synctest.Test(t, func(t *testing.T) {
+			rec := &calls{t0: time.Now()}
+			d := failureDispatcher(t, func(_ context.Context, x partition.Delivery[op]) error {
+				rec.add(x)
+				return errRefused
+			}, partition.WithFailurePolicy[op](partition.FailurePolicy{Retries: retries, Backoff: b}),
+				partition.WithLogger[op](slog.New(&capture{level: slog.LevelError})))
+			in, err := d.Assign(t.Context(), 0, 1)
+			require.NoError(t, err)
+			require.NoError(t, in.Deliver(t.Context(), op{"a", 0}, 1, 1))
+			_, err = d.Revoke(t.Context(), 0)
+			require.NoError(t, err)
+			cs := rec.of(1)
+			require.Len(t, cs, retries+1)
+			for n := 1; n <= retries; n++ {
+				wait := cs[n].at - cs[n-1].at
+				base := time.Duration(min(float64(b.Min)*math.Pow(b.Factor, float64(n-1)), float64(b.Max)))
+				require.GreaterOrEqual(t, wait, base-time.Nanosecond, "wait %d of %+v", n, b)
+				require.GreaterOrEqual(t, wait, b.Min, "never shorter than the minimum")
+				require.LessOrEqual(t, wait, min(b.Max, base+time.Duration(float64(base)*b.Jitter)+time.Nanosecond), "wait %d of %+v", n, b)
+			}
+		})
 	})
 }
