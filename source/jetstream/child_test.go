@@ -35,8 +35,11 @@ const (
 	envTTL        = "AGGFLOW_JETSTREAM_TTL"     // the leases' TTL
 	envNoFence    = "AGGFLOW_JETSTREAM_NOFENCE" // set: the control of the fence
 	envStallAfter = "AGGFLOW_JETSTREAM_STALL"   // n: once n exchanges were handled, the handlers wait for their end (a backlog by construction)
-	envPoison     = "AGGFLOW_JETSTREAM_POISON"  // "key seq": that exchange fails every time, retried in place (failure_multiprocess_test.go)
 )
+
+// envPoison is "key seq": that exchange fails every time, retried in place
+// (failure_multiprocess_test.go).
+const envPoison = "AGGFLOW_JETSTREAM_POISON"
 
 // childDurable is the durable prefix every child shares.
 const childDurable = "child"

@@ -124,22 +124,20 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 	if cfg.dynamic() {
 		handler = gate(handler)
 	}
-	var c *Consumer[T]
-	fopts, err := failureOptions(name, &cfg, topo, &c)
-	if err != nil {
-		return nil, err
-	}
 	popts := append(slices.Clone(cfg.partition), partition.WithMaxPending[T](cfg.maxPending), partition.WithLogger[T](cfg.logger))
-	disp, err := partition.NewDispatcher(name, named, sched, codec.ID, handler, append(popts, fopts...)...)
+	disp, err := partition.NewDispatcher(name, named, sched, codec.ID, handler, popts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: consumer %q: %w", ErrInvalidArgument, name, err)
 	}
-	c = &Consumer[T]{name: name, js: sub.JetStream, topo: topo, owned: slices.Clone(owned), decode: codec.Decode, cfg: cfg, disp: disp,
+	c := &Consumer[T]{name: name, js: sub.JetStream, topo: topo, owned: slices.Clone(owned), decode: codec.Decode, cfg: cfg, disp: disp,
 		parts: map[int32]*part[T]{}, cons: map[int32]natsjs.Consumer{},
 		quit: make(chan struct{}), leased: map[int32]*lease{},
 		balanceStopped: make(chan struct{}), stopRenew: make(chan struct{}), assignDone: make(chan struct{})}
 	c.drainCtx, c.cancelDrain = context.WithCancel(context.Background())
 	c.life.Init("consumer", name, ErrIllegalState, c.end)
+	if err := c.cfg.failing.bind(c); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -232,8 +230,7 @@ type Stats struct {
 // partition opened, each consistent on its own (Received == Succeeded +
 // Failed + Discarded + InFlight holds in the sum).
 func (c *Consumer[T]) Stats() Stats {
-	s := Stats{Fetched: c.fetched.Load(), Acks: c.acks.Load(), Rejected: c.reject.Load(), Duplicates: c.dups.Load(),
-		Failures: c.disp.Failures()}
+	s := Stats{Fetched: c.fetched.Load(), Acks: c.acks.Load(), Rejected: c.reject.Load(), Duplicates: c.dups.Load()}
 	c.mu.Lock()
 	opened := slices.Clone(c.opened)
 	c.mu.Unlock()
@@ -245,6 +242,7 @@ func (c *Consumer[T]) Stats() Stats {
 		s.Exchanges.Discarded += x.Discarded
 		s.Exchanges.InFlight += x.InFlight
 	}
+	s.Failures = c.disp.Failures()
 	return s
 }
 

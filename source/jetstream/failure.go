@@ -47,24 +47,38 @@ const (
 // subject or is one of the topology's, makes NewConsumer return
 // ErrInvalidArgument.
 func WithFailurePolicy[T any](p partition.FailurePolicy) Option[T] {
-	return func(c *config[T]) { c.failure = p }
+	return func(c *config[T]) {
+		f := &failing[T]{policy: p}
+		c.failing = f
+		c.partition = append(c.partition, partition.WithFailurePolicy[T](p),
+			partition.WithFailureActions[T](partition.FailureActions{
+				DeadLetter: func(ctx context.Context, l partition.Letter) error { return f.c.deadLetter(ctx, l) },
+				Stop:       func(err error) { f.c.fail(err) },
+			}))
+	}
 }
 
-// failureOptions are the partition.Dispatcher's options of the failure
-// policy; *c is the consumer once NewConsumer made it, before any handler
-// runs.
-func failureOptions[T any](name string, cfg *config[T], topo Topology, c **Consumer[T]) ([]partition.Option[T], error) {
-	if to := cfg.failure.DeadLetterTo(); to != "" && (strings.ContainsAny(to, "*> \t\r\n") ||
-		strings.HasPrefix(to, ".") || strings.HasSuffix(to, ".") || strings.Contains(to, "..") ||
-		strings.HasPrefix(to, topo.Prefix+".")) {
-		return nil, fmt.Errorf("%w: consumer %q: dead-letter subject %q is not a literal subject outside the partitions %s.*",
-			ErrInvalidArgument, name, to, topo.Prefix)
+// failing is one consumer's failure policy: its actions call the consumer
+// that bind gave it, before any handler runs.
+type failing[T any] struct {
+	policy partition.FailurePolicy
+	c      *Consumer[T]
+}
+
+// bind checks the dead-letter subject against c's topology and gives the
+// policy c; without a policy (nil) it does nothing.
+func (f *failing[T]) bind(c *Consumer[T]) error {
+	if f == nil {
+		return nil
 	}
-	return []partition.Option[T]{partition.WithFailurePolicy[T](cfg.failure),
-		partition.WithFailureActions[T](partition.FailureActions{
-			DeadLetter: func(ctx context.Context, l partition.Letter) error { return (*c).deadLetter(ctx, l) },
-			Stop:       func(err error) { (*c).fail(err) },
-		})}, nil
+	if to := f.policy.DeadLetterTo(); to != "" && (strings.ContainsAny(to, "*> \t\r\n") ||
+		strings.HasPrefix(to, ".") || strings.HasSuffix(to, ".") || strings.Contains(to, "..") ||
+		strings.HasPrefix(to, c.topo.Prefix+".")) {
+		return fmt.Errorf("%w: consumer %q: dead-letter subject %q is not a literal subject outside the partitions %s.*",
+			ErrInvalidArgument, c.name, to, c.topo.Prefix)
+	}
+	f.c = c
+	return nil
 }
 
 // deadLetter reads the letter's message back from the stream and publishes

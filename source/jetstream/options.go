@@ -77,7 +77,7 @@ type config[T any] struct {
 	reject                           RejectFunc
 	logger                           *slog.Logger
 	partition                        []partition.Option[T]
-	failure                          partition.FailurePolicy
+	failing                          *failing[T]
 	noReset                          bool // the control of the tests: resume as the server redelivers
 
 	member  string        // dynamic assignment: this process's member name

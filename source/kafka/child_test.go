@@ -65,14 +65,11 @@ func runChild(mode string) int {
 		return err
 	}
 	sub := kafka.Subscription{Brokers: strings.Split(os.Getenv(brokersEnv), ","), Group: os.Getenv(groupEnv), Topic: os.Getenv(topicEnv)}
-	opts := []kafka.Option[event]{
+	k, err := kafka.NewConsumer("member", sub, accounts, sched, codec, withPoison(handle),
+		poisonPolicy(),
 		// Debug level on stderr: the parent reads how long each revocation took.
 		kafka.WithLogger[event](slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))),
-		kafka.WithClientOptions[event](memberClientOptions...)}
-	if poison := os.Getenv(poisonEnv); poison != "" {
-		handle, opts = withPoison(poison, handle, opts)
-	}
-	k, err := kafka.NewConsumer("member", sub, accounts, sched, codec, handle, opts...)
+		kafka.WithClientOptions[event](memberClientOptions...))
 	if err == nil {
 		err = k.Prepare(ctx)
 	}

@@ -92,6 +92,9 @@ type Stats struct {
 	// Discarded counts bad records (no key, not decodable) the bad-record
 	// hook discarded.
 	Discarded int64
+	// Failures counts what the failure policy did (WithFailurePolicy), in
+	// every partition, live.
+	Failures partition.FailureStats
 	// Commits counts partition offsets the broker acknowledged;
 	// CommitFailures, commit requests that failed (each try).
 	Commits, CommitFailures int64
@@ -110,9 +113,6 @@ type Stats struct {
 	// cancelled, in the partitions released so far: every partition, once
 	// Done is closed.
 	Succeeded, Failed, Dropped int64
-	// Failures counts what the failure policy did (WithFailurePolicy), in
-	// every partition, live.
-	Failures partition.FailureStats
 }
 
 // NewConsumer returns a Consumer named name that reads sub and hands the
@@ -149,19 +149,17 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 	if c.groups > 0 {
 		popts = append(popts, partition.WithGroups[T](c.groups))
 	}
-	var k *Consumer[T]
-	fopts, err := failureOptions(name, &c, sub.Topic, &k)
-	if err != nil {
-		return nil, err
-	}
-	disp, err := partition.NewDispatcher(name, named, sched, codec.ID, handler, append(popts, fopts...)...)
+	disp, err := partition.NewDispatcher(name, named, sched, codec.ID, handler, popts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: consumer %q: %w", ErrInvalidArgument, name, err)
 	}
-	k = &Consumer[T]{name: name, sub: sub, codec: codec, cfg: c, disp: disp,
+	k := &Consumer[T]{name: name, sub: sub, codec: codec, cfg: c, disp: disp,
 		owned: map[int32]*owned[T]{}, high: map[int32]int64{},
 		kick: make(chan struct{}, 1), commitSem: make(chan struct{}, 1), mgrStop: make(chan struct{})}
 	k.life.Init("consumer", name, ErrIllegalState, k.end)
+	if err := k.cfg.failing.bind(k); err != nil {
+		return nil, err
+	}
 	return k, nil
 }
 
@@ -185,10 +183,9 @@ func (c *Consumer[T]) Err() error { return c.life.Err() }
 // Stats returns the counters.
 func (c *Consumer[T]) Stats() Stats {
 	s := &c.stats
-	return Stats{Delivered: s.delivered.Load(), Discarded: s.discarded.Load(), Commits: s.commits.Load(),
+	return Stats{Failures: c.disp.Failures(), Delivered: s.delivered.Load(), Discarded: s.discarded.Load(), Commits: s.commits.Load(),
 		CommitFailures: s.commitFailures.Load(), Uncommitted: s.uncommitted.Load(), Assigned: s.assigned.Load(), Revoked: s.revoked.Load(), Lost: s.lost.Load(),
-		Pauses: s.pauses.Load(), Succeeded: s.succeeded.Load(), Failed: s.failed.Load(), Dropped: s.dropped.Load(),
-		Failures: c.disp.Failures()}
+		Pauses: s.pauses.Load(), Succeeded: s.succeeded.Load(), Failed: s.failed.Load(), Dropped: s.dropped.Load()}
 }
 
 // Owned returns the partitions owned now, in no order.

@@ -47,24 +47,38 @@ const (
 // An invalid policy, or a dead-letter topic that is the subscription's or
 // no valid topic name, makes NewConsumer return ErrInvalidArgument.
 func WithFailurePolicy[T any](p partition.FailurePolicy) Option[T] {
-	return func(c *config[T]) { c.failure = p }
+	return func(c *config[T]) {
+		f := &failing[T]{policy: p}
+		c.failing = f
+		c.partition = append(c.partition, partition.WithFailurePolicy[T](p),
+			partition.WithFailureActions[T](partition.FailureActions{
+				DeadLetter: func(ctx context.Context, l partition.Letter) error { return f.c.deadLetter(ctx, l) },
+				Stop:       func(err error) { f.c.fail(err) },
+			}))
+	}
 }
 
 // topicName is what Kafka accepts as a topic name.
 var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
-// failureOptions are the partition.Dispatcher's options of the failure
-// policy; *k is the consumer once NewConsumer made it, before any handler
-// runs.
-func failureOptions[T any](name string, cfg *config[T], topic string, k **Consumer[T]) ([]partition.Option[T], error) {
-	if to := cfg.failure.DeadLetterTo(); to != "" && (to == topic || !topicName.MatchString(to) || to == "." || to == "..") {
-		return nil, fmt.Errorf("%w: consumer %q: dead-letter topic %q is the subscription's or no topic name", ErrInvalidArgument, name, to)
+// failing is one consumer's failure policy: its actions call the consumer
+// that bind gave it, before any handler runs.
+type failing[T any] struct {
+	policy partition.FailurePolicy
+	c      *Consumer[T]
+}
+
+// bind checks the dead-letter topic against c's subscription and gives the
+// policy c; without a policy (nil) it does nothing.
+func (f *failing[T]) bind(c *Consumer[T]) error {
+	if f == nil {
+		return nil
 	}
-	return []partition.Option[T]{partition.WithFailurePolicy[T](cfg.failure),
-		partition.WithFailureActions[T](partition.FailureActions{
-			DeadLetter: func(ctx context.Context, l partition.Letter) error { return (*k).deadLetter(ctx, l) },
-			Stop:       func(err error) { (*k).fail(err) },
-		})}, nil
+	if to := f.policy.DeadLetterTo(); to != "" && (to == c.sub.Topic || !topicName.MatchString(to) || to == "." || to == "..") {
+		return fmt.Errorf("%w: consumer %q: dead-letter topic %q is the subscription's or no topic name", ErrInvalidArgument, c.name, to)
+	}
+	f.c = c
+	return nil
 }
 
 // deadLetter produces the letter's record to the dead-letter topic and
@@ -98,7 +112,7 @@ func (c *Consumer[T]) deadLetter(ctx context.Context, l partition.Letter) error 
 // begins its partition's records (a new assignment), those of the
 // partitions no longer owned are forgotten too.
 func (c *Consumer[T]) keep(o *owned[T], r *kgo.Record) {
-	if c.cfg.failure.DeadLetterTo() != "" {
+	if f := c.cfg.failing; f != nil && f.policy.DeadLetterTo() != "" {
 		prefix, ok := o.in.Prefix()
 		if c.kept.push(r, prefix, ok) {
 			c.kept.retain(c.disp.Owned())

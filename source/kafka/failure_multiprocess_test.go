@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,20 +19,30 @@ import (
 	"github.com/aggflow/aggflow/source/kafka"
 )
 
-// withPoison makes a member's record poison ("id seq") fail on every call,
-// under a policy that retries it in place for good.
-func withPoison(poison string, handle func(context.Context, partition.Delivery[event]) error,
-	opts []kafka.Option[event]) (func(context.Context, partition.Delivery[event]) error, []kafka.Option[event]) {
-	id, seq, _ := strings.Cut(poison, " ")
+// withPoison makes the record named by poisonEnv ("id seq"), if set, fail
+// on every call.
+func withPoison(handle func(context.Context, partition.Delivery[event]) error) func(context.Context, partition.Delivery[event]) error {
+	id, seq, ok := strings.Cut(os.Getenv(poisonEnv), " ")
+	if !ok {
+		return handle
+	}
 	n, _ := strconv.Atoi(seq)
-	h := func(ctx context.Context, d partition.Delivery[event]) error {
+	return func(ctx context.Context, d partition.Delivery[event]) error {
 		if d.Exchange.ID == id && d.Exchange.Seq == n {
 			return fmt.Errorf("poison %s #%d", id, n)
 		}
 		return handle(ctx, d)
 	}
-	return h, append(opts, kafka.WithFailurePolicy[event](partition.FailurePolicy{Retries: math.MaxInt32,
-		Backoff: partition.Backoff{Min: 20 * time.Millisecond, Max: 100 * time.Millisecond, Jitter: 0.5}}))
+}
+
+// poisonPolicy retries the poison in place for good, when poisonEnv is
+// set (else nil, an option NewConsumer ignores).
+func poisonPolicy() kafka.Option[event] {
+	if os.Getenv(poisonEnv) == "" {
+		return nil
+	}
+	return kafka.WithFailurePolicy[event](partition.FailurePolicy{Retries: math.MaxInt32,
+		Backoff: partition.Backoff{Min: 20 * time.Millisecond, Max: 100 * time.Millisecond, Jitter: 0.5}})
 }
 
 var retryLine = regexp.MustCompile(`level=WARN msg="partition: handler failed, retrying" .*partition=(\d+) position=(\d+) aggregate_id=acct-7 attempt=\d+ error="poison acct-7 #3"`)
