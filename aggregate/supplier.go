@@ -1,6 +1,7 @@
 package aggregate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/aggflow/aggflow/internal/lifecycle"
 	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/internal/safelog"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
@@ -150,9 +152,7 @@ func NewSchedulerSupplier(name string, opts ...Option) (*Supplier, error) {
 	if o.parallelism < 1 {
 		return nil, fmt.Errorf("%w: supplier %q got %d", ErrInvalidParallelism, name, o.parallelism)
 	}
-	if o.logger == nil {
-		o.logger = slog.Default()
-	}
+	o.logger = safelog.Guard(cmp.Or(o.logger, slog.Default()))
 	if o.factory == nil {
 		logger := o.logger
 		o.factory = func(name string, parallelism int) (schedulers.Scheduler, error) {

@@ -62,22 +62,21 @@ type Component interface {
 // run is the one-call lifecycle shared by Dispatcher, MainDispatcher and
 // Runtime: with ctx already done it starts nothing, stops c and returns ctx's cause;
 // else prepare, start, wait until done; when ctx ends, stop gracefully
-// within timeout, then force. It returns the component's first error, or the
-// error of a stop that had to be forced (wrapping ErrShutdownTimeout). It
-// does not wait for goroutines stuck in user code after the force: Done
-// tells when they exited.
+// within timeout, then force and wait for Done as long again. It returns
+// the component's first error, or the error of a stop that had to be forced
+// (wrapping ErrShutdownTimeout), once Done closed: nothing of c runs any
+// more, no hook is called after it. Only a handler that ignores its
+// cancelled ctx for the second timeout too makes it return before Done,
+// with an error saying so.
 func run(ctx context.Context, c Component, timeout time.Duration) error {
 	if err := ctx.Err(); err != nil {
-		c.ForceStop() // told to stop before it began: start nothing, end
-		return context.Cause(ctx)
+		return forced(c, timeout, context.Cause(ctx)) // told to stop before it began: start nothing, end
 	}
 	if err := c.Prepare(ctx); err != nil {
-		c.ForceStop()
-		return err
+		return forced(c, timeout, err)
 	}
 	if err := c.Start(); err != nil {
-		c.ForceStop()
-		return err
+		return forced(c, timeout, err)
 	}
 	select {
 	case <-c.Done():
@@ -87,14 +86,33 @@ func run(ctx context.Context, c Component, timeout time.Duration) error {
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	err := c.StopGracefully(stopCtx)
-	if stopCtx.Err() == nil || isClosed(c.Done()) {
+	select {
+	case <-c.Done():
 		return err
+	case <-stopCtx.Done():
 	}
+	if !errors.Is(err, ErrShutdownTimeout) { // else the component forced itself and said so
+		err = errors.Join(fmt.Errorf("%w: %q forced after %v", ErrShutdownTimeout, c.Name(), timeout), err)
+	}
+	return forced(c, timeout, err)
+}
+
+// forced force-stops c and returns err once c is done, or after timeout
+// with an error saying what still runs.
+func forced(c Component, timeout time.Duration, err error) error {
 	c.ForceStop()
-	if errors.Is(err, ErrShutdownTimeout) {
-		return err // the component forced itself and said so
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-c.Done():
+		return err
+	case <-timer.C:
 	}
-	return errors.Join(fmt.Errorf("%w: %q forced after %v", ErrShutdownTimeout, c.Name(), timeout), err)
+	still := ""
+	if s, ok := c.(interface{ Stats() Stats }); ok {
+		still = fmt.Sprintf(" (%d in flight)", s.Stats().InFlight)
+	}
+	return errors.Join(err, fmt.Errorf("%w: %q: handlers still running %v after the force%s", ErrShutdownTimeout, c.Name(), timeout, still))
 }
 
 // markKey is the key of the chain of components a context was handed down

@@ -67,9 +67,11 @@ type Dispatcher[T any] struct {
 // New returns a Dispatcher named name for the exchanges of named, routed by
 // their aggregate id: group = x.AggregateID().Mod(groups), computed without
 // allocating. It pulls from source, or, when source is nil, takes what Emit
-// pushes. It starts nothing. An empty name, a nil named aggregate or a nil
-// handler returns ErrInvalidArgument; a parallelism below 1,
-// ErrInvalidParallelism; an invalid option, ErrInvalidOption. Wow:
+// pushes. It starts nothing. An empty name, a nil handler, or a named
+// aggregate that is nil or has an empty context or aggregate name returns
+// ErrInvalidArgument naming the argument; a parallelism below 1,
+// ErrInvalidParallelism; an invalid option, ErrInvalidOption. An exchange
+// whose aggregate id is empty fails alone with ErrInvalidGroupKey. Wow:
 // AggregateDispatcher's constructor.
 func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, source Source[T],
 	handler Handler[T], opts ...Option[T]) (*Dispatcher[T], error) {
@@ -81,7 +83,11 @@ func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, sou
 	e.idOf = func(x T) aggregate.ID { return x.AggregateID() }
 	groups := len(e.lanes)
 	d.route = func(x T) (*engine[T], int, error) { // no call in between: the per-exchange path
-		return e, aggregate.GroupKey(x.AggregateID().ID, groups), nil
+		id := x.AggregateID().ID
+		if id == "" {
+			return e, 0, errEmptyID(name)
+		}
+		return e, aggregate.GroupKey(id, groups), nil
 	}
 	d.keyFn = "AggregateID"
 	return d, nil
@@ -103,9 +109,10 @@ func NewKeyed[T any](name string, named aggregate.NamedAggregate, source Source[
 // the caller sets the route.
 func build[T any](name string, named aggregate.NamedAggregate, source Source[T], handler Handler[T],
 	cfg config[T], key func(T) int) (*Dispatcher[T], error) {
+	if err := checkArguments("dispatcher", name, handler != nil, named); err != nil {
+		return nil, err
+	}
 	switch {
-	case name == "" || named == nil || handler == nil:
-		return nil, fmt.Errorf("%w: a dispatcher needs a name, a named aggregate and a handler", ErrInvalidArgument)
 	case cfg.groups < 1:
 		return nil, fmt.Errorf("%w: dispatcher %q: got %d", ErrInvalidParallelism, name, cfg.groups)
 	case len(cfg.invalid) > 0:
@@ -159,6 +166,33 @@ func groupKey[T any](name string, key func(T) int, groups int, x T) (int, error)
 	return g, nil
 }
 
+// checkArguments refuses an empty name, a nil handler (hasHandler false),
+// and a named aggregate that is nil or has an empty context or aggregate
+// name, each error naming the argument at fault.
+func checkArguments(kind, name string, hasHandler bool, named ...aggregate.NamedAggregate) error {
+	if name == "" {
+		return fmt.Errorf("%w: the %s's name is empty", ErrInvalidArgument, kind)
+	}
+	if !hasHandler {
+		return fmt.Errorf("%w: %s %q: the handler is nil", ErrInvalidArgument, kind, name)
+	}
+	for _, n := range named {
+		if n == nil {
+			return fmt.Errorf("%w: %s %q: a named aggregate is nil", ErrInvalidArgument, kind, name)
+		}
+		if m := aggregate.Materialize(n); m.Context == "" || m.Aggregate == "" {
+			return fmt.Errorf("%w: %s %q: named aggregate %q/%q has an empty context or aggregate name", ErrInvalidArgument, kind, name, m.Context, m.Aggregate)
+		}
+	}
+	return nil
+}
+
+// errEmptyID fails an exchange whose aggregate id is empty: it names no
+// aggregate, so it has no order to keep.
+func errEmptyID(name string) error {
+	return fmt.Errorf("%w: dispatcher %q: empty aggregate id", ErrInvalidGroupKey, name)
+}
+
 // naming adds the component (kind and name) to one of this package's
 // errors, whose message already starts with "dispatch: ".
 func naming(kind, name string, err error) error {
@@ -196,5 +230,9 @@ func (d *Dispatcher[T]) Prepare(ctx context.Context) error {
 
 // Run prepares and starts the dispatcher, then waits until it stopped by
 // itself (its source ended) or ctx ended; then it stops gracefully within
-// WithStopTimeout and forces what is left. It returns the first error.
+// WithStopTimeout and forces what is left. It returns the first error, once
+// Done closed: every handler returned and every outcome hook was called.
+// Only handlers that ignore their cancelled ctx for another WithStopTimeout
+// after the force make it return before, with an error wrapping
+// ErrShutdownTimeout that says how many are in flight.
 func (d *Dispatcher[T]) Run(ctx context.Context) error { return run(ctx, d, d.timeout) }

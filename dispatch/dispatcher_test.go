@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -73,50 +74,67 @@ func TestNewValidates(t *testing.T) {
 		name   string
 		build  func() error
 		target error
+		names  string // what the error says, naming the argument at fault
 	}{
-		{"empty name", func() error { _, err := dispatch.New("", orders, src, testkit.Perform); return err }, dispatch.ErrInvalidArgument},
-		{"nil handler", func() error { _, err := dispatch.New[X]("d", orders, src, nil); return err }, dispatch.ErrInvalidArgument},
-		{"nil named", func() error { _, err := dispatch.New("d", nil, src, testkit.Perform); return err }, dispatch.ErrInvalidArgument},
+		{"empty name", func() error { _, err := dispatch.New("", orders, src, testkit.Perform); return err }, dispatch.ErrInvalidArgument, "name is empty"},
+		{"nil handler", func() error { _, err := dispatch.New[X]("d", orders, src, nil); return err }, dispatch.ErrInvalidArgument, "handler is nil"},
+		{"nil named", func() error { _, err := dispatch.New("d", nil, src, testkit.Perform); return err }, dispatch.ErrInvalidArgument, "named aggregate is nil"},
+		{"empty aggregate name", func() error {
+			_, err := dispatch.New("d", aggregate.MaterializedNamedAggregate{Context: "sales"}, src, testkit.Perform)
+			return err
+		}, dispatch.ErrInvalidArgument, `named aggregate "sales"/"" has an empty`},
+		{"empty context name", func() error {
+			_, err := dispatch.NewMain("d", []aggregate.NamedAggregate{orders, aggregate.MaterializedNamedAggregate{Aggregate: "Order"}}, src, testkit.Perform, &fakeSupplier{log: &callLog{}})
+			return err
+		}, dispatch.ErrInvalidArgument, `named aggregate ""/"Order" has an empty`},
+		{"nil supplier", func() error {
+			_, err := dispatch.NewMain("d", []aggregate.NamedAggregate{orders}, src, testkit.Perform, nil)
+			return err
+		}, dispatch.ErrInvalidArgument, "supplier is nil"},
 		{"parallelism 0", func() error {
 			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithParallelism[X](0))
 			return err
-		}, dispatch.ErrInvalidParallelism},
+		}, dispatch.ErrInvalidParallelism, ""},
 		{"max pending 0", func() error {
 			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithMaxPending[X](0))
 			return err
-		}, dispatch.ErrInvalidOption},
+		}, dispatch.ErrInvalidOption, ""},
 		{"stop timeout 0", func() error {
 			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithStopTimeout[X](0))
 			return err
-		}, dispatch.ErrInvalidOption},
+		}, dispatch.ErrInvalidOption, ""},
 		{"nil observer", func() error {
 			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithObserver[X](nil))
 			return err
-		}, dispatch.ErrInvalidOption},
+		}, dispatch.ErrInvalidOption, ""},
 		{"nil discard hook", func() error {
 			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithDiscardHook[X](nil))
 			return err
-		}, dispatch.ErrInvalidOption},
+		}, dispatch.ErrInvalidOption, ""},
 		{"nil logger", func() error {
 			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithLogger[X](nil))
 			return err
-		}, dispatch.ErrInvalidOption},
+		}, dispatch.ErrInvalidOption, ""},
 		{"unknown error policy", func() error {
 			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithErrorPolicy[X](dispatch.ErrorPolicy(7)))
 			return err
-		}, dispatch.ErrInvalidOption},
+		}, dispatch.ErrInvalidOption, ""},
 		{"scheduler and supplier", func() error {
 			sup := &fakeSupplier{log: &callLog{}}
 			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithScheduler[X](schedulers.Immediate()), dispatch.WithSchedulerSupplier[X](sup))
 			return err
-		}, dispatch.ErrInvalidOption},
+		}, dispatch.ErrInvalidOption, ""},
 		{"nil key function", func() error {
 			_, err := dispatch.NewKeyed[int]("d", orders, flux.Just(1), nil, func(context.Context, int) error { return nil })
 			return err
-		}, dispatch.ErrInvalidArgument},
+		}, dispatch.ErrInvalidArgument, ""},
 	}
 	for _, c := range cases {
-		assert.ErrorIs(t, c.build(), c.target, c.name)
+		err := c.build()
+		assert.ErrorIs(t, err, c.target, c.name)
+		if c.names != "" {
+			assert.ErrorContains(t, err, c.names, c.name)
+		}
 	}
 	// A discard hook or key function of another exchange type, and an
 	// exchange type without an aggregate id given to New, no longer compile.
@@ -363,4 +381,65 @@ func TestHandlerGoexitFailsTheExchange(t *testing.T) {
 		require.NoError(t, d.Err())
 		assert.True(t, strings.HasPrefix(err.Error(), `dispatch: dispatcher "orders": handler: `), err.Error())
 	})
+}
+
+// Stats is one snapshot: in every reading Received is the sum of the ended
+// counters and InFlight, and InFlight is never above the pending budget
+// plus the one exchange the source's goroutine holds while it waits for
+// room, however fast the producer and the handlers move. (Read one after the other
+// in the order ended-then-received, a reading preempted between the loads
+// counted every exchange received meanwhile as in flight: 377 with a budget
+// of 16.)
+func TestStatsIsOneSnapshot(t *testing.T) {
+	const budget, n = 16, 200_000
+	d := started(t, flux.FromSlice(exchanges(n, 4096)), testkit.Perform,
+		dispatch.WithMaxPending[testkit.Exchange](budget))
+	var worst int64
+	readers := 4
+	var wg sync.WaitGroup
+	for range readers {
+		wg.Go(func() {
+			for !isClosed(d.Done()) {
+				s := d.Stats()
+				if s.InFlight > budget+1 || s.InFlight < 0 || s.Received != s.Succeeded+s.Failed+s.Discarded+s.InFlight {
+					t.Errorf("inconsistent snapshot %+v", s)
+					return
+				}
+				runtime.Gosched() // a reader preempted between its loads
+				if s.InFlight > atomic.LoadInt64(&worst) {
+					atomic.StoreInt64(&worst, s.InFlight)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, dispatch.Stats{Received: n, Succeeded: n}, d.Stats())
+	t.Logf("most in flight seen: %d", atomic.LoadInt64(&worst))
+}
+
+// An exchange whose aggregate id is empty names no aggregate: it fails
+// alone with ErrInvalidGroupKey, with New and NewMain alike; the others go
+// on.
+func TestEmptyAggregateIDFailsAlone(t *testing.T) {
+	xs := []testkit.Exchange{{ID: aggregate.NewID(orders, "")}, {ID: aggregate.NewID(orders, "a")}}
+	var failures []error
+	hook := dispatch.WithOutcomeHook(func(_ context.Context, r dispatch.Result[testkit.Exchange]) {
+		if r.Err != nil {
+			failures = append(failures, r.Err)
+		}
+	})
+	d, err := dispatch.New("orders", orders, flux.FromSlice(xs), testkit.Perform, quietOf[testkit.Exchange](), hook)
+	require.NoError(t, err)
+	require.NoError(t, d.Run(t.Context()))
+	assert.Equal(t, dispatch.Stats{Received: 2, Succeeded: 1, Failed: 1}, d.Stats())
+	m, err := dispatch.NewMain("events", []aggregate.NamedAggregate{orders}, flux.FromSlice(xs), testkit.Perform,
+		&fakeSupplier{log: &callLog{}}, quietOf[testkit.Exchange](), hook)
+	require.NoError(t, err)
+	require.NoError(t, m.Run(t.Context()))
+	assert.Equal(t, dispatch.Stats{Received: 2, Succeeded: 1, Failed: 1}, m.Stats())
+	require.Len(t, failures, 2)
+	for _, err := range failures {
+		assert.ErrorIs(t, err, dispatch.ErrInvalidGroupKey)
+		assert.ErrorContains(t, err, "empty aggregate id")
+	}
 }

@@ -46,6 +46,22 @@ func newFlow(maxPending int, onDrained func()) *flow {
 
 // stats returns a snapshot in which the identity of Stats holds: the final
 // counters are read before received.
+// snapshot is stats read as one: received is read before and after the
+// ended counters until the two agree, so that the counters held together at
+// some moment between the reads and InFlight was really in flight then
+// (never above the budget plus the exchange the intake holds). Under a
+// producer that moves received at every try, the last try's reading, whose
+// InFlight is over by what was received during that one try. A few atomic
+// loads; for Stats, not for the path.
+func (f *flow) snapshot() Stats {
+	for try := 0; ; try++ {
+		r := f.received.Load()
+		if s := f.stats(); s.Received == r || try == 16 {
+			return s
+		}
+	}
+}
+
 func (f *flow) stats() Stats {
 	s := Stats{Succeeded: f.succeeded.Load(), Failed: f.failed.Load(), Discarded: f.discarded.Load()}
 	s.Received = f.received.Load()

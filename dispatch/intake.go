@@ -76,7 +76,7 @@ func (in *intake[T]) Err() error { return in.life.Err() }
 // Stats returns the counters. The identity Received == Succeeded + Failed +
 // Discarded + InFlight holds in every snapshot; InFlight is 0 once Done is
 // closed.
-func (in *intake[T]) Stats() Stats { return in.f.stats() }
+func (in *intake[T]) Stats() Stats { return in.f.snapshot() }
 
 // Budget returns the pending budget (WithMaxPending): the units in use
 // (the exchanges admitted and not finished, plus those the source's
@@ -126,17 +126,18 @@ func getScheduler(s aggregate.SchedulerSupplier, named aggregate.NamedAggregate)
 
 // Start opens the intake: the source is subscribed on a goroutine the
 // dispatcher owns (or Emit is accepted) and exchanges flow. From
-// StatePrepared it moves to StateRunning; it is a no-op when running or
-// stopped, and returns ErrIllegalState from StateNew and StateStopping.
+// StatePrepared it moves to StateRunning; it is a no-op when running, and
+// returns ErrIllegalState from StateNew, StateStopping and StateStopped (a
+// dispatcher does not restart: a Start after a stop would otherwise look
+// like a start that admitted nothing).
 // Wow: AggregateDispatcher.start.
 func (in *intake[T]) Start() error {
 	if !in.life.Hold() {
-		return nil // stopped and done
+		return in.life.Refuse("start") // stopped and done
 	}
 	if !in.life.Advance(StatePrepared, StateRunning) {
 		defer in.life.Release()
-		switch in.State() {
-		case StateRunning, StateStopped:
+		if in.State() == StateRunning {
 			return nil
 		}
 		return in.life.Refuse("start")

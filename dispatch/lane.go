@@ -270,20 +270,40 @@ func (e *engine[T]) settle(l *lane[T], b *batch) {
 }
 
 // leave ends a consumer's turn. After going idle it looks again: a push
-// that saw the lane running before it went idle did not schedule it.
+// that saw the lane running before it went idle did not schedule it. The
+// look-again can win the lane back after another consumer, scheduled by
+// such a push, drained it already: the lane is empty then, and scheduling
+// it would be a task with nothing to do, which may come after the last
+// exchange ended and reach a scheduler its owner is disposing. So a lane
+// won back is scheduled only if it holds something (Len is exact: the CAS
+// made this goroutine its consumer again), else it goes idle and looks
+// once more.
 func (e *engine[T]) leave(l *lane[T]) {
 	if l.q.Len() > 0 {
 		l.state.Store(ready)
 		e.submit(l, true)
 		return
 	}
-	l.q.Trim()
-	mark := l.q.Mark() // the consumer role ends with the store below
-	l.state.Store(idle)
-	if l.q.Since(mark) && l.state.CompareAndSwap(idle, ready) {
-		e.schedule(l)
+	for {
+		l.q.Trim()
+		mark := l.q.Mark() // the consumer role ends with the store below
+		l.state.Store(idle)
+		if testHookIdle != nil {
+			testHookIdle()
+		}
+		if !l.q.Since(mark) || !l.state.CompareAndSwap(idle, ready) {
+			return
+		}
+		if l.q.Len() > 0 {
+			e.schedule(l)
+			return
+		}
 	}
 }
+
+// testHookIdle, set by a test only, runs in leave between the lane going
+// idle and the look-again: the window in which another consumer may drain it.
+var testHookIdle func()
 
 // steal takes the consumer role of l from state from (ready or idle) and
 // discards what it holds, looking again after each round as leave does.

@@ -257,3 +257,61 @@ func TestAggregateIDPanicFailsOneExchangeWithALogger(t *testing.T) {
 	assert.ErrorIs(t, obs.errs[0], dispatch.ErrInvalidGroupKey)
 	assert.Len(t, logs.withMessage("dispatch: exchange failed"), 1, "the failure is logged")
 }
+
+// refusingScheduler counts the tasks scheduled and refuses them once told,
+// as an owned scheduler does once its owner disposes it after the run.
+type refusingScheduler struct {
+	schedulers.Scheduler
+	scheduled atomic.Int64
+	refuse    atomic.Bool
+}
+
+func (s *refusingScheduler) Schedule(task schedulers.Task) error {
+	s.scheduled.Add(1)
+	if s.refuse.Load() {
+		return schedulers.ErrRejected
+	}
+	return s.Scheduler.Schedule(task)
+}
+
+// A consumer leaving its lane looks again once it went idle, for a push that
+// saw the lane running. In that window the push can kick the lane, another
+// consumer drain it and leave: the look-again then wins an empty lane. It
+// must not schedule it: that task comes after the last exchange ended, and a
+// run whose owned scheduler is being disposed then failed with "scheduler
+// refused work" though every exchange succeeded (10-12 runs in 2,000).
+func TestLookAgainAfterAnotherConsumerDrainedSchedulesNothing(t *testing.T) {
+	pool, err := schedulers.NewParallel("leave", 2)
+	require.NoError(t, err)
+	t.Cleanup(func() { pool.Dispose(); <-pool.Done() })
+	sched := &refusingScheduler{Scheduler: pool}
+
+	var d *dispatch.Dispatcher[int]
+	var calls atomic.Int32
+	secondIdle := make(chan struct{})
+	secondErr := make(chan error, 1)
+	restore := dispatch.SetTestHookIdle(func() {
+		switch calls.Add(1) {
+		case 1: // the first consumer, idle after exchange 1: exchange 2 comes
+			secondErr <- d.Emit(context.Background(), 2)
+			select {
+			case <-secondIdle: // another consumer drained exchange 2 and left
+			case <-time.After(hang):
+				panic("exchange 2 was not drained by another consumer")
+			}
+			sched.refuse.Store(true) // every exchange ended: the owner disposes
+		case 2:
+			close(secondIdle)
+		}
+	})
+	d = startedKeyed(t, nil, func(int) int { return 0 }, func(context.Context, int) error { return nil },
+		dispatch.WithScheduler[int](sched))
+	require.NoError(t, d.Emit(t.Context(), 1))
+	require.NoError(t, <-secondErr)
+	require.NoError(t, d.StopGracefully(t.Context()))
+	require.NoError(t, pool.DisposeGracefully(t.Context())) // the first consumer's task returned
+	restore()
+	assert.NoError(t, d.Err(), "a run whose every exchange succeeded")
+	assert.Equal(t, dispatch.Stats{Received: 2, Succeeded: 2}, d.Stats())
+	assert.Equal(t, int64(2), sched.scheduled.Load(), "one task per kick, none for the empty lane")
+}

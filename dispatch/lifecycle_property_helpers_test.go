@@ -569,7 +569,8 @@ func lpDrawOps(t *rapid.T, label string, targets int) []lpOp {
 // lpCall makes call op on c and checks it returns within its bound:
 // Prepare, Start, Quiesce and ForceStop at once, StopGracefully by its
 // deadline (and by limit, if positive: a Runtime's shutdown timeout), Run
-// by its ctx's end plus the stop timeout runFor.
+// by its ctx's end plus twice the stop timeout runFor (the graceful stop's,
+// then the forced handlers'), and after Done unless it says it gave up.
 func lpCall(w *lpWorld, c lpTarget, op lpOp, runFor, limit time.Duration) {
 	what := fmt.Sprintf("%s %q", op.op, c.Name())
 	switch op.op {
@@ -609,9 +610,12 @@ func lpCall(w *lpWorld, c lpTarget, op lpOp, runFor, limit time.Duration) {
 		ctx, cancel := context.WithTimeout(context.Background(), op.within)
 		defer cancel()
 		start := time.Now()
-		_ = c.Run(ctx)
-		if took, bound := time.Since(start), op.within+runFor; took > bound {
+		err := c.Run(ctx)
+		if took, bound := time.Since(start), op.within+2*runFor; took > bound {
 			w.report("%s within %v took %v, more than %v", what, op.within, took, bound)
+		}
+		if !isClosed(c.Done()) && !errors.Is(err, dispatch.ErrShutdownTimeout) {
+			w.report("%s returned %v before Done closed", what, err)
 		}
 	}
 }

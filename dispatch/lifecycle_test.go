@@ -71,7 +71,7 @@ func TestLifecycleFromPrepared(t *testing.T) {
 			assert.Equal(t, dispatch.StateStopped, d.State())
 			assert.False(t, src.subscribed.Load(), "a stop before Start ends it empty")
 			assert.Equal(t, dispatch.Stats{}, d.Stats())
-			assert.NoError(t, d.Start(), "STOPPED -start-> no-op")
+			assertIllegal(t, d.Start(), "STOPPED") // no restart, and no silent no-op
 			assert.Equal(t, dispatch.StateStopped, d.State())
 		}
 	})

@@ -39,12 +39,16 @@ type MainDispatcher[T aggregate.IDCapable] struct {
 // nil), all handled by handler and configured by opts; WithScheduler and
 // WithSchedulerSupplier are refused (the schedulers come from supplier). It
 // starts nothing. An empty name, a nil handler or supplier, or a named
-// aggregate that is nil or listed twice returns ErrInvalidArgument; other
-// errors are New's. Wow: MainDispatcher's constructor.
+// aggregate that is nil, has an empty context or aggregate name or is
+// listed twice returns ErrInvalidArgument naming it; other errors and the
+// exchanges with an empty aggregate id are as with New. Wow: MainDispatcher's constructor.
 func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregate, source Source[T],
 	handler Handler[T], supplier aggregate.SchedulerSupplier, opts ...Option[T]) (*MainDispatcher[T], error) {
-	if name == "" || handler == nil || supplier == nil {
-		return nil, fmt.Errorf("%w: a main dispatcher needs a name, a handler and a supplier", ErrInvalidArgument)
+	if err := checkArguments("main dispatcher", name, handler != nil, named...); err != nil {
+		return nil, err
+	}
+	if supplier == nil {
+		return nil, fmt.Errorf("%w: main dispatcher %q: the supplier is nil", ErrInvalidArgument, name)
 	}
 	m := &MainDispatcher[T]{cfg: newConfig(opts), supplier: supplier}
 	switch {
@@ -58,9 +62,6 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 	routes := make(map[aggregate.MaterializedNamedAggregate]*engine[T], len(named))
 	engines := make([]*engine[T], 0, len(named))
 	for _, n := range named {
-		if n == nil {
-			return nil, fmt.Errorf("%w: main dispatcher %q: a named aggregate is nil", ErrInvalidArgument, name)
-		}
 		key := aggregate.Materialize(n)
 		if _, dup := routes[key]; dup {
 			return nil, fmt.Errorf("%w: main dispatcher %q: named aggregate %v is listed twice", ErrInvalidArgument, name, key)
@@ -76,6 +77,9 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 	m.keyFn = "AggregateID"
 	m.route = func(x T) (*engine[T], int, error) {
 		id := x.AggregateID()
+		if id.ID == "" {
+			return nil, 0, errEmptyID(name)
+		}
 		e, ok := routes[aggregate.Materialize(id)]
 		if !ok {
 			return nil, 0, fmt.Errorf("%w: %v", ErrUnknownAggregate, aggregate.Materialize(id))

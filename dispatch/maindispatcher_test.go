@@ -229,7 +229,7 @@ func TestMainLifecycle(t *testing.T) {
 	<-m.Done()
 	assert.Equal(t, dispatch.StateStopped, m.State())
 	assert.Equal(t, dispatch.Stats{}, m.Stats())
-	assert.NoError(t, m.Start(), "a no-op once stopped")
+	assert.ErrorIs(t, m.Start(), dispatch.ErrIllegalState, "no restart, and no silent no-op")
 
 	for _, stop := range []func(*dispatch.MainDispatcher[testkit.Exchange]){
 		(*dispatch.MainDispatcher[testkit.Exchange]).Quiesce,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/internal/safelog"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
@@ -52,6 +53,7 @@ func newConfig[T any](opts []Option[T]) config[T] {
 			opt(&c)
 		}
 	}
+	c.logger = safelog.Guard(c.logger)
 	return c
 }
 

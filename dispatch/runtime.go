@@ -578,7 +578,10 @@ func (r *Runtime) finish() {
 // Run is the one-call lifecycle: Prepare(ctx), Start, then wait until the
 // Runtime is done (finite work) and return Err(), or until ctx ends and then
 // stop gracefully within the shutdown timeout and return the stop's result.
-// A Prepare or Start failure force-stops the Runtime and is returned.
+// A Prepare or Start failure force-stops the Runtime and is returned. It
+// returns once Done closed; a component whose goroutines outlive a force by
+// another shutdown timeout makes it return before, with an error wrapping
+// ErrShutdownTimeout.
 func (r *Runtime) Run(ctx context.Context) error { return run(ctx, r, r.timeout) }
 
 // protect returns f's error, or f's panic as a *PanicError.

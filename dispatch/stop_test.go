@@ -80,7 +80,7 @@ func TestForceStopWhilePrepareWaitsInTheSupplier(t *testing.T) {
 				err := <-errc
 				require.ErrorIs(t, err, dispatch.ErrStopped, "Prepare reports the stop")
 				<-c.Done()
-				assert.NoError(t, c.Start(), "a no-op once stopped")
+				assert.ErrorIs(t, c.Start(), dispatch.ErrIllegalState, "no restart, and no silent no-op")
 				assert.Equal(t, dispatch.StateStopped, c.State())
 			})
 		})

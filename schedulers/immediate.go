@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/internal/safelog"
 )
 
 // Immediate returns the scheduler that runs each task on the caller's
@@ -41,7 +42,7 @@ func (immediate) Schedule(task Task) error {
 func runLogged(task Task) {
 	defer func() {
 		if v := recover(); v != nil {
-			logPanic(slog.Default(), "immediate", panics.New(v))
+			logPanic(safelog.Guard(slog.Default()), "immediate", panics.New(v))
 		}
 	}()
 	task(context.Background())

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/internal/safelog"
 )
 
 // batchSize bounds how many tasks of one worker a goroutine runs before the
@@ -150,6 +151,7 @@ func buildOptions(opts []Option) (options, error) {
 	if o.logger == nil {
 		o.logger = slog.Default()
 	}
+	o.logger = safelog.Guard(o.logger)
 	if o.ttlSet && o.ttl <= 0 {
 		return o, fmt.Errorf("%w: WithTTL(%v): the TTL must be positive", ErrInvalidOption, o.ttl)
 	}

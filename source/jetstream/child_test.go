@@ -35,6 +35,8 @@ const (
 	envTTL        = "AGGFLOW_JETSTREAM_TTL"     // the leases' TTL
 	envNoFence    = "AGGFLOW_JETSTREAM_NOFENCE" // set: the control of the fence
 	envStallAfter = "AGGFLOW_JETSTREAM_STALL"   // n: once n exchanges were handled, the handlers wait for their end (a backlog by construction)
+	envStatic     = "AGGFLOW_JETSTREAM_STATIC"  // set: a static assignment under this member name (with envTTL and envWait); the records name their epoch
+	envWait       = "AGGFLOW_JETSTREAM_WAIT"    // a static assignment's wait for a partition another member holds
 )
 
 // envPoison is "key seq": that exchange fails every time, retried in place
@@ -108,6 +110,8 @@ func child() error {
 	defer sched.Dispose()
 
 	stallAfter, _ := strconv.ParseInt(os.Getenv(envStallAfter), 10, 64) // 0: never
+	static := os.Getenv(envStatic)
+	epochs := member != "" || static != ""
 	var handled atomic.Int64
 	var mu sync.Mutex
 	var line []byte
@@ -118,7 +122,7 @@ func child() error {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if l, ok := jetstream.LeaseOf(ctx); ok {
+		if l, ok := jetstream.LeaseOf(ctx); ok && epochs {
 			// One write of one line to a file the members share (O_APPEND):
 			// the file's order is the order the handlers ran in.
 			line = fmt.Appendf(line[:0], "%s %d %d %d %s\n", d.Exchange.Key, d.Exchange.Seq, d.Attempt, l.Epoch, l.Member)
@@ -145,6 +149,18 @@ func child() error {
 		if os.Getenv(envNoFence) != "" {
 			opts = append(opts, jetstream.WithoutFence[keyed]())
 		}
+	}
+	if static != "" {
+		ttl, err := time.ParseDuration(os.Getenv(envTTL))
+		if err != nil {
+			return err
+		}
+		wait, err := time.ParseDuration(os.Getenv(envWait))
+		if err != nil {
+			return err
+		}
+		opts = append(opts, jetstream.WithStaticLease[keyed](static, ttl, wait),
+			jetstream.WithLogger[keyed](slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}
 	c, err := jetstream.NewConsumer("child", jetstream.Subscription{JetStream: js, Topology: topo, Owned: own}, named, sched, keyedCodec, record, opts...)
 	if err != nil {

@@ -43,8 +43,9 @@ import (
 // receives again what was not acknowledged.
 //
 // Goroutines: per owned partition two (fetching and acknowledging) plus the
-// partition.Dispatcher's two, and one for the consumer; all are joined before
-// Done closes. Every method is safe for concurrent use.
+// partition.Dispatcher's two, and two for the consumer (supervising, and
+// renewing and claiming the leases); all are joined before Done closes.
+// Every method is safe for concurrent use.
 type Consumer[T any] struct {
 	name    string
 	js      natsjs.JetStream
@@ -65,14 +66,16 @@ type Consumer[T any] struct {
 
 	mu     sync.Mutex
 	parts  map[int32]*part[T]
-	opened []*part[T]                // every partition opened, owned still or not: for Stats
-	cons   map[int32]natsjs.Consumer // made by Prepare
-	stream natsjs.Stream             // found by Prepare
+	opened []*part[T]    // every partition opened, owned still or not: for Stats
+	stream natsjs.Stream // found by Prepare
 
-	// With a dynamic assignment: the bucket, the leases held (owned, or
-	// being released), and the assigning goroutine's signals.
+	// The bucket, the leases held (owned, or being released), the
+	// partitions of a static assignment not held (under mu), and the
+	// assigning goroutine's signals.
 	lz             *leases
 	leased         map[int32]*lease
+	wanted         map[int32]claimWait
+	kick           chan struct{} // a static partition was lost: claim it again now
 	balanceStopped chan struct{} // closed once the assigning goroutine claims and releases no more
 	stopRenew      chan struct{} // closed by supervise once every partition is released
 	assignDone     chan struct{} // closed when the assigning goroutine ended
@@ -121,17 +124,15 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 				ErrInvalidArgument, name, p, topo.Partitions)
 		}
 	}
-	if cfg.dynamic() {
-		handler = gate(handler)
-	}
+	handler = gate(handler)
 	popts := append(slices.Clone(cfg.partition), partition.WithMaxPending[T](cfg.maxPending), partition.WithLogger[T](cfg.logger))
 	disp, err := partition.NewDispatcher(name, named, sched, codec.ID, handler, popts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: consumer %q: %w", ErrInvalidArgument, name, err)
 	}
 	c := &Consumer[T]{name: name, js: sub.JetStream, topo: topo, owned: slices.Clone(owned), decode: codec.Decode, cfg: cfg, disp: disp,
-		parts: map[int32]*part[T]{}, cons: map[int32]natsjs.Consumer{},
-		quit: make(chan struct{}), leased: map[int32]*lease{},
+		parts: map[int32]*part[T]{},
+		quit:  make(chan struct{}), leased: map[int32]*lease{}, wanted: map[int32]claimWait{}, kick: make(chan struct{}, 1),
 		balanceStopped: make(chan struct{}), stopRenew: make(chan struct{}), assignDone: make(chan struct{})}
 	c.drainCtx, c.cancelDrain = context.WithCancel(context.Background())
 	c.life.Init("consumer", name, ErrIllegalState, c.end)
@@ -168,6 +169,9 @@ func checkArguments[T any](name string, sub Subscription, named aggregate.NamedA
 	}
 	if err := sub.Topology.validate(); err != nil {
 		return fmt.Errorf("%w (consumer %q, Subscription.Topology)", err, name)
+	}
+	if err := checkVersion(sub.JetStream.Conn()); err != nil {
+		return fmt.Errorf("%w (consumer %q)", err, name)
 	}
 	return nil
 }
@@ -269,13 +273,15 @@ func (c *Consumer[T]) fail(err error) {
 	c.Quiesce()
 }
 
-// Prepare checks the topology against the server and creates (or updates)
-// the durable consumer of every owned partition (of every partition, and
-// the lease bucket, with a dynamic assignment); it pulls nothing. ctx
-// bounds the requests; its values are kept for the handlers. Errors wrap
-// ErrUnreachable, ErrStreamNotFound or ErrSubjectsMismatch, and the
-// consumer is stopped; from a state other than StateNew, or while another
-// Prepare runs, ErrIllegalState (dispatch.ErrIllegalState too).
+// Prepare checks the server's version and the topology against the server,
+// opens (or creates) the lease bucket and creates (or updates) the durable
+// consumer of every owned partition (of every partition with a dynamic
+// assignment); it pulls nothing. ctx bounds the requests; its values are
+// kept for the handlers. Errors wrap ErrServerVersion, ErrUnreachable,
+// ErrStreamNotFound, ErrSubjectsMismatch or ErrLeaseBucket (or ctx's error
+// once ctx ended), and the consumer is stopped; from a state other than
+// StateNew, or while another Prepare runs, ErrIllegalState
+// (dispatch.ErrIllegalState too).
 func (c *Consumer[T]) Prepare(ctx context.Context) error {
 	if err := c.life.Step("prepare", dispatch.StateNew); err != nil {
 		return err
@@ -284,15 +290,11 @@ func (c *Consumer[T]) Prepare(ctx context.Context) error {
 	c.mu.Lock()
 	c.runCtx, c.cancelRun = context.WithCancel(context.WithoutCancel(ctx))
 	c.mu.Unlock()
-	cons, err := c.setUp(ctx)
-	if err != nil {
+	if err := c.setUp(ctx); err != nil {
 		c.life.Record(err)
 		c.life.Stop()
 		return err
 	}
-	c.mu.Lock()
-	c.cons = cons
-	c.mu.Unlock()
 	if !c.life.Advance(dispatch.StateNew, dispatch.StatePrepared) {
 		return c.life.Refuse("prepare") // a stop came first; the end cancels the contexts
 	}
@@ -300,10 +302,10 @@ func (c *Consumer[T]) Prepare(ctx context.Context) error {
 }
 
 // durableConfig is partition p's durable consumer: pinned to its owner's
-// pulls with a dynamic assignment. The pin's TTL is long, since the new
-// owner unpins when it claims; a pin that times out while its owner holds
-// the lease (no pull for that long: a handler blocked the partition) costs
-// a replay from the ack floor.
+// pulls (the lease's holder). The pin's TTL is long, since the new owner
+// unpins when it claims; a pin that times out while its owner holds the
+// lease (no pull for that long: a handler blocked the partition) costs a
+// replay from the ack floor.
 func (c *Consumer[T]) durableConfig(p int32) natsjs.ConsumerConfig {
 	cfg := natsjs.ConsumerConfig{
 		Durable:       c.durable(p),
@@ -312,25 +314,34 @@ func (c *Consumer[T]) durableConfig(p int32) natsjs.ConsumerConfig {
 		AckWait:       c.cfg.ackWait,
 		MaxAckPending: c.cfg.maxAckPending,
 		DeliverPolicy: natsjs.DeliverAllPolicy,
-	}
-	if c.cfg.dynamic() {
-		cfg.PriorityPolicy = natsjs.PriorityPolicyPinned
-		cfg.PriorityGroups = []string{pinGroup}
-		cfg.PinnedTTL = max(10*c.cfg.ttl, 30*time.Second)
+
+		PriorityPolicy: natsjs.PriorityPolicyPinned,
+		PriorityGroups: []string{pinGroup},
+		PinnedTTL:      max(10*c.cfg.ttl, 30*time.Second),
 	}
 	return cfg
 }
 
-// setUp checks the stream and makes the durable consumers.
-func (c *Consumer[T]) setUp(ctx context.Context) (map[int32]natsjs.Consumer, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.timeout)
+// setUp checks the server's version and the stream and makes the durable
+// consumers.
+func (c *Consumer[T]) setUp(parent context.Context) error {
+	if err := checkVersion(c.js.Conn()); err != nil {
+		return fmt.Errorf("%w (consumer %q)", err, c.name)
+	}
+	ctx, cancel := context.WithTimeout(parent, c.cfg.timeout)
 	defer cancel()
+	serverError := func(what string, err error) error {
+		if parent.Err() != nil { // the caller's deadline or cancellation, not an unreachable server
+			return fmt.Errorf("jetstream: consumer %q: %s: %w", c.name, what, err)
+		}
+		return c.serverError(what, err)
+	}
 	stream, err := c.js.Stream(ctx, c.topo.Stream)
 	if err != nil {
-		return nil, c.serverError("stream "+strconv.Quote(c.topo.Stream), err)
+		return serverError("stream "+strconv.Quote(c.topo.Stream), err)
 	}
 	if got, want := stream.CachedInfo().Config.Subjects, c.topo.Subjects(); !sameSet(got, want) {
-		return nil, fmt.Errorf("%w: consumer %q: stream %q has subjects %v, %d partitions need %s.0 ... %s.%d",
+		return fmt.Errorf("%w: consumer %q: stream %q has subjects %v, %d partitions need %s.0 ... %s.%d",
 			ErrSubjectsMismatch, c.name, c.topo.Stream, got, c.topo.Partitions, c.topo.Prefix, c.topo.Prefix, c.topo.Partitions-1)
 	}
 	owned := c.owned
@@ -339,27 +350,24 @@ func (c *Consumer[T]) setUp(ctx context.Context) (map[int32]natsjs.Consumer, err
 		for p := range owned {
 			owned[p] = int32(p)
 		}
-		bucket := leaseBucket(c.cfg.durable)
-		kv, err := openBucket(ctx, c.js, bucket, c.cfg.ttl)
-		if err != nil {
-			if errors.Is(err, ErrLeaseBucket) {
-				return nil, fmt.Errorf("%w (consumer %q)", err, c.name)
-			}
-			return nil, c.serverError("lease bucket "+strconv.Quote(bucket), err)
-		}
-		c.lz = &leases{kv: kv, member: c.cfg.member, ttl: c.cfg.ttl, margin: c.cfg.ttl / 5,
-			timeout: min(c.cfg.timeout, c.cfg.ttl/4), fence: !c.cfg.noFence, logger: c.cfg.logger, name: c.name}
 	}
+	bucket := leaseBucket(c.cfg.durable)
+	kv, err := openBucket(ctx, c.js, bucket, c.cfg.ttl)
+	if err != nil {
+		if errors.Is(err, ErrLeaseBucket) {
+			return fmt.Errorf("%w (consumer %q)", err, c.name)
+		}
+		return serverError("lease bucket "+strconv.Quote(bucket), err)
+	}
+	c.lz = &leases{kv: kv, member: c.cfg.member, ttl: c.cfg.ttl, margin: c.cfg.ttl / 5,
+		timeout: min(c.cfg.timeout, c.cfg.ttl/4), fence: !c.cfg.noFence, logger: c.cfg.logger, name: c.name}
 	c.stream = stream
-	cons := make(map[int32]natsjs.Consumer, len(owned))
 	for _, p := range owned {
-		cn, err := stream.CreateOrUpdateConsumer(ctx, c.durableConfig(p))
-		if err != nil {
-			return nil, c.serverError("durable consumer "+strconv.Quote(c.durable(p)), err)
+		if _, err := stream.CreateOrUpdateConsumer(ctx, c.durableConfig(p)); err != nil {
+			return serverError("durable consumer "+strconv.Quote(c.durable(p)), err)
 		}
-		cons[p] = cn
 	}
-	return cons, nil
+	return nil
 }
 
 // serverError names what failed and maps the client's error to the
@@ -385,12 +393,14 @@ func sameSet(a, b []string) bool {
 	return slices.Equal(a, b) && len(slices.Compact(a)) == len(b)
 }
 
-// Start resets every owned partition's durable consumer to its ack floor +
-// 1, assigns the partition to the dispatcher from there and starts pulling.
-// It makes one request per partition, each bounded by the request timeout.
-// With a dynamic assignment it writes the member key and claims in the
-// background instead (each claimed partition is reset the same way before
-// its first pull).
+// Start claims the lease of every owned partition, and of each it got
+// unpins and resets the durable consumer to its ack floor + 1, assigns the
+// partition to the dispatcher from there and starts pulling: five requests
+// per partition, each bounded by the request timeout. A partition another
+// member holds is claimed in the background, waited for up to the wait of
+// WithStaticLease, then the consumer fails with ErrOwned. With a dynamic
+// assignment it writes the member key and claims in the background instead
+// (each claimed partition is opened the same way before its first pull).
 // On a failure every partition started is lost (nothing acknowledged), the
 // consumer is stopped and the error returned. From a state other than
 // StatePrepared, or while another Start runs, ErrIllegalState
@@ -408,37 +418,25 @@ func (c *Consumer[T]) Start() error {
 	go c.supervise(started)
 	defer close(started)
 
-	if c.cfg.dynamic() {
-		if err := c.lz.join(c.runCtx); err != nil {
-			err = c.serverError("member key "+strconv.Quote(memberKey(c.cfg.member)), err)
-			close(c.balanceStopped)
-			c.record(err)
-			c.ForceStop()
-			return err
-		}
-		c.mu.Lock()
-		c.assigning = true
-		c.mu.Unlock()
-		go c.assign()
-		return nil
-	}
 	var err error
-	for _, p := range c.owned {
-		var pt *part[T]
-		if pt, err = c.open(p, c.cons[p], nil); err != nil {
-			break
+	if c.cfg.dynamic() {
+		if err = c.lz.join(c.runCtx); err != nil {
+			err = c.serverError("member key "+strconv.Quote(memberKey(c.cfg.member)), err)
 		}
-		c.mu.Lock()
-		c.parts[p] = pt
-		c.opened = append(c.opened, pt)
-		c.mu.Unlock()
-		pt.run()
+	} else {
+		err = c.claimOwned()
 	}
 	if err != nil {
+		close(c.balanceStopped)
 		c.record(err)
 		c.ForceStop() // nothing of what was opened is acknowledged
+		return err
 	}
-	return err
+	c.mu.Lock()
+	c.assigning = true
+	c.mu.Unlock()
+	go c.assign()
+	return nil
 }
 
 // supervise waits for a stop and releases every partition still owned: by
@@ -447,10 +445,7 @@ func (c *Consumer[T]) Start() error {
 func (c *Consumer[T]) supervise(started <-chan struct{}) {
 	<-started
 	<-c.quit
-	dynamic := c.cfg.dynamic()
-	if dynamic {
-		<-c.balanceStopped // no claim in progress, none to come
-	}
+	<-c.balanceStopped // no claim in progress, none to come
 	c.mu.Lock()
 	parts := make([]*part[T], 0, len(c.parts))
 	for _, pt := range c.parts {
@@ -485,7 +480,7 @@ func (c *Consumer[T]) end() {
 	if assigning {
 		close(c.stopRenew)
 		<-c.assignDone
-		if !c.life.Forced() {
+		if !c.life.Forced() && c.cfg.dynamic() {
 			if err := c.lz.leave(c.runCtx); err != nil {
 				c.cfg.logger.Warn("jetstream: member key not deleted", slog.String("consumer", c.name), slog.Any("error", err))
 			}

@@ -48,19 +48,27 @@
 // # Assignment
 //
 // With a static assignment each process is told the partitions it owns
-// (Subscription.Owned), and two processes must not own one partition at
-// once. With WithDynamicAssignment the processes claim them: a lease per
+// (Subscription.Owned), and holds each under a lease, as a dynamic member
+// does (below): a member name of its own (by default the consumer's name,
+// the host's, the process id and a random suffix), a TTL of
+// DefaultStaticLeaseTTL (WithStaticLease sets both and the wait). A second
+// process given a partition another holds waits for its lease (a crashed
+// owner's expires within the TTL, so a restarted process gets its partitions
+// back), then fails with ErrOwned naming the partition and the holder; a
+// static owner whose lease passed is fenced as a dynamic one is and, a
+// static assignment not being handed around, fails with ErrLeaseLost. With
+// WithDynamicAssignment the processes claim them. Either way, a lease per
 // partition in a KV bucket (created if missing, with the lease TTL as the
 // bucket's TTL), claimed by creating its key, renewed by updating it on the
-// revision held every TTL/4, deleted on that revision once the partition
-// was revoked gracefully; a member key per process, rewritten as often. Each
-// member aims at ceil(N/members) partitions: above that it hands the
-// highest off (revoked gracefully, then its lease deleted), below it claims
-// the lowest free ones; so a joining member takes its share with no
-// duplicate, and a crashed one's partitions are claimed once its leases
-// expired. The handlers' ctx carries the lease (LeaseOf): its member and
-// its epoch, the claim's KV revision, which grows with every claim of the
-// partition, for a handler that fences its writes on it.
+// revision held every TTL/4, deleted on that revision once the partition was
+// revoked gracefully; dynamic members also write a member key each,
+// rewritten as often. A dynamic member aims at ceil(N/members) partitions:
+// above that it hands the highest off (revoked gracefully, then its lease
+// deleted), below it claims the lowest free ones; so a joining member takes
+// its share with no duplicate, and a crashed one's partitions are claimed
+// once its leases expired. The handlers' ctx carries the lease (LeaseOf):
+// its member and its epoch, the claim's KV revision, which grows with every
+// claim of the partition, for a handler that fences its writes on it.
 //
 // # The fence
 //
@@ -133,10 +141,14 @@
 // # Servers
 //
 // Package jstest runs an in-process server for development, tests and
-// examples. In production, Connect to the cluster's URLs (nats-server 2.15
-// or later, for the consumer reset API), create the stream from
-// Topology.StreamConfig with the replicas and limits the deployment needs,
-// and start one consumer process per set of owned partitions (static), or
-// any number of processes of one durable prefix, each a member of its own
-// name (WithDynamicAssignment).
+// examples (nats-server 2.15.2). In production, Connect to the cluster's
+// URLs: nats-server MinServerVersion (2.14.0, the consumer reset API) or
+// later; Connect, NewConsumer and Prepare refuse an older one at once with
+// ErrServerVersion, from the version its INFO gives, rather than let a
+// request to an API it lacks time out as ErrUnreachable. Create the stream
+// from Topology.StreamConfig with the replicas and limits the deployment
+// needs, and start one consumer process per set of owned partitions
+// (static), or any number of processes of one durable prefix, each a member
+// of its own name (WithDynamicAssignment). Either needs the rights to the
+// KV bucket "<durable>-leases" and to the consumer unpin API.
 package jetstream

@@ -3,18 +3,22 @@ package jetstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/aggflow/aggflow/dispatch"
 )
 
-// assign is the goroutine of a dynamic assignment: every quarter of the TTL
-// it renews the leases held and the member key, then, until a stop begins,
-// balances (releases what is above the fair share, claims free partitions
-// below it). Renewals go on while the stop drains, until supervise is done.
+// assign is the goroutine of the leases: every quarter of the TTL it renews
+// the leases held (and, with a dynamic assignment, the member key), then,
+// until a stop begins, balances (releases what is above the fair share,
+// claims free partitions below it), or, with a static assignment, claims
+// the owned partitions not held yet. Renewals go on while the stop drains,
+// until supervise is done.
 func (c *Consumer[T]) assign() {
 	defer close(c.assignDone)
 	tick := time.NewTicker(c.cfg.ttl / 4)
@@ -22,11 +26,16 @@ func (c *Consumer[T]) assign() {
 	quit := c.quit
 	for {
 		c.renewAll()
-		if quit != nil {
+		switch {
+		case quit == nil:
+		case c.cfg.dynamic():
 			c.rebalance()
+		default:
+			c.claimWanted()
 		}
 		select {
 		case <-tick.C:
+		case <-c.kick:
 		case <-quit:
 			quit = nil
 			close(c.balanceStopped)
@@ -46,8 +55,20 @@ func (c *Consumer[T]) renewAll() {
 	for _, l := range ls {
 		c.lz.renew(c.runCtx, l)
 	}
+	if !c.cfg.dynamic() {
+		return // a static assignment has no member key
+	}
 	if err := c.lz.join(c.runCtx); err != nil && c.runCtx.Err() == nil {
 		c.cfg.logger.Warn("jetstream: member key not renewed", slog.String("consumer", c.name), slog.Any("error", err))
+	}
+}
+
+// renewDue renews the leases held if a quarter of the TTL passed since the
+// last renewals began: claims take requests each, and the leases held must
+// not wait for the end of a round.
+func (c *Consumer[T]) renewDue() {
+	if mono()-c.renewed >= int64(c.cfg.ttl/4) {
+		c.renewAll()
 	}
 }
 
@@ -81,9 +102,7 @@ func (c *Consumer[T]) rebalance() {
 			return
 		default:
 		}
-		if mono()-c.renewed >= int64(c.cfg.ttl/4) {
-			c.renewAll() // claims take requests each: the leases held must not wait for the end of the round
-		}
+		c.renewDue()
 		if err := c.claim(p); err != nil {
 			c.fail(err)
 			return
@@ -91,11 +110,9 @@ func (c *Consumer[T]) rebalance() {
 	}
 }
 
-// claim claims partition p and, if it got the lease, opens it: unpins its
-// durable consumer (the old owner's next pull is refused), takes a fresh
-// handle of it (no pin id), resets it to its ack floor + 1 and starts
-// fetching. A lease held by another member is no error; a failure to open
-// is, after the lease was released.
+// claim claims partition p and, if it got the lease, opens it (openLease).
+// A lease held by another member, or a claim that failed, is no error (it is
+// tried again on the next round); a failure to open is.
 func (c *Consumer[T]) claim(p int32) error {
 	l, err := c.lz.claim(c.runCtx, p)
 	if err != nil || l == nil {
@@ -103,8 +120,18 @@ func (c *Consumer[T]) claim(p int32) error {
 			c.cfg.logger.Warn("jetstream: partition not claimed", slog.String("consumer", c.name),
 				slog.Int("partition", int(p)), slog.Any("error", err))
 		}
-		return nil // tried again on the next round
+		return nil
 	}
+	_, err = c.openLease(p, l)
+	return err
+}
+
+// openLease opens partition p under l, just claimed: unpins its durable
+// consumer (the old owner's next pull is refused), takes a fresh handle of
+// it (no pin id), resets it to its ack floor + 1 and starts fetching. False
+// with no error if the lease passed meanwhile (the partition is claimed
+// again later); an error after the lease was released.
+func (c *Consumer[T]) openLease(p int32, l *lease) (bool, error) {
 	c.mu.Lock()
 	c.leased[p] = l
 	c.mu.Unlock()
@@ -114,9 +141,9 @@ func (c *Consumer[T]) claim(p int32) error {
 		if errors.Is(err, errLeasePassed) {
 			c.cfg.logger.Warn("jetstream: partition not opened: its lease passed while claiming", slog.String("consumer", c.name),
 				slog.Int("partition", int(p)), slog.Uint64("epoch", l.epoch))
-			return nil // tried again on the next round
+			return false, nil
 		}
-		return err
+		return false, err
 	}
 	c.mu.Lock()
 	c.parts[p] = pt
@@ -125,7 +152,139 @@ func (c *Consumer[T]) claim(p int32) error {
 	pt.run()
 	c.cfg.logger.Debug("jetstream: partition claimed", slog.String("consumer", c.name), slog.Int("partition", int(p)),
 		slog.Uint64("epoch", l.epoch), slog.Int64("from", pt.from))
+	return true, nil
+}
+
+// claimWait is a partition of a static assignment not held: until is the
+// monotonic time until which another member's lease on it is waited for;
+// lost, why this member lost it, if it did (then until is now: the member
+// that holds it claimed it since), and the epoch it lost; ownLease, that a
+// lease of this member's own name was waited for once since.
+type claimWait struct {
+	until    int64
+	lost     string
+	epoch    uint64
+	ownLease bool
+}
+
+// claimOwned claims the partitions of a static assignment, on Start: every
+// lease first (one request each, so that a process started next finds them
+// all held), then each partition claimed is opened; one that another member
+// holds is left to the assigning goroutine (claimWanted), which waits for it
+// up to the wait.
+func (c *Consumer[T]) claimOwned() error {
+	until := mono() + int64(c.cfg.wait)
+	var claimed []*lease
+	for _, p := range c.owned {
+		l, err := c.lz.claim(c.runCtx, p)
+		if err != nil {
+			return c.serverError("lease of partition "+strconv.Itoa(int(p)), err)
+		}
+		c.mu.Lock()
+		if l != nil {
+			c.leased[p] = l // renewed while the others are claimed and opened
+			claimed = append(claimed, l)
+		} else {
+			c.wanted[p] = claimWait{until: until}
+		}
+		c.mu.Unlock()
+		if l == nil {
+			member, epoch, _ := c.lz.holder(c.runCtx, p)
+			c.cfg.logger.Info("jetstream: partition held by another member: waiting for its lease", slog.String("consumer", c.name),
+				slog.Int("partition", int(p)), slog.String("holder", member), slog.Uint64("epoch", epoch),
+				slog.String("member", c.cfg.member), slog.Duration("wait", c.cfg.wait))
+		}
+	}
+	for _, l := range claimed {
+		c.renewDue()
+		got, err := c.openLease(l.p, l)
+		if err != nil {
+			return err
+		}
+		if !got {
+			c.mu.Lock()
+			c.wanted[l.p] = claimWait{until: until}
+			c.mu.Unlock()
+		}
+	}
 	return nil
+}
+
+// claimWanted claims the partitions of a static assignment that it does not
+// hold: one another member holds once its wait is over fails the consumer
+// with ErrOwned (ErrLeaseLost if this member lost it).
+func (c *Consumer[T]) claimWanted() {
+	c.mu.Lock()
+	ps := slices.Sorted(maps.Keys(c.wanted))
+	c.mu.Unlock()
+	for _, p := range ps {
+		select {
+		case <-c.quit:
+			return
+		default:
+		}
+		c.renewDue()
+		c.mu.Lock()
+		w := c.wanted[p]
+		c.mu.Unlock()
+		l, err := c.lz.claim(c.runCtx, p)
+		switch {
+		case err != nil && c.runCtx.Err() != nil:
+			return
+		case err != nil && mono() < w.until:
+			c.cfg.logger.Warn("jetstream: partition not claimed", slog.String("consumer", c.name),
+				slog.Int("partition", int(p)), slog.Any("error", err))
+		case err != nil:
+			c.fail(c.serverError("lease of partition "+strconv.Itoa(int(p)), err))
+			return
+		case l != nil:
+			got, err := c.openLease(p, l)
+			if err != nil {
+				c.fail(err)
+				return
+			}
+			if got {
+				c.mu.Lock()
+				delete(c.wanted, p)
+				c.mu.Unlock()
+				if w.lost != "" {
+					c.cfg.logger.Warn("jetstream: partition claimed again after its loss", slog.String("consumer", c.name),
+						slog.Int("partition", int(p)), slog.Uint64("epoch", l.epoch), slog.String("lost", w.lost))
+				}
+			}
+		case mono() >= w.until:
+			if err := c.refuse(p, w); err != nil {
+				c.fail(err)
+				return
+			}
+		}
+	}
+}
+
+// refuse returns the failure of a static assignment whose partition p
+// another member still holds after the wait w, or nil if nobody holds it
+// any more (it is claimed on the next round) or, after a loss, a lease of
+// this member's name does (its own, which its release did not delete: it is
+// waited for once more, for twice the TTL). A lease of its name still there
+// after that, or after the wait at Start (longer than a crashed
+// incarnation's lease lives, by default), is another live process's of the
+// same name: refused.
+func (c *Consumer[T]) refuse(p int32, w claimWait) error {
+	member, epoch, err := c.lz.holder(c.runCtx, p)
+	switch {
+	case err != nil:
+		return nil // freed meanwhile, or not read: tried again on the next round
+	case member == c.cfg.member && w.lost != "" && !w.ownLease:
+		c.mu.Lock()
+		c.wanted[p] = claimWait{until: mono() + int64(2*c.cfg.ttl), lost: w.lost, epoch: w.epoch, ownLease: true}
+		c.mu.Unlock()
+		return nil
+	case w.lost != "":
+		return fmt.Errorf("%w: consumer %q: partition %d (member %q, epoch %d): %s; member %q holds it now, epoch %d (%w)",
+			ErrLeaseLost, c.name, p, c.cfg.member, w.epoch, w.lost, member, epoch, ErrOwned)
+	}
+	return fmt.Errorf("%w: consumer %q: partition %d is held by member %q (epoch %d), still after a wait of %v; this member is %q: are two processes given the same partitions?",
+		ErrOwned, c.name, p, member, epoch, c.cfg.wait, c.cfg.member)
 }
 
 // openClaimed unpins partition p's durable consumer and opens it under l.
@@ -176,7 +335,9 @@ func (c *Consumer[T]) handOff(p int32) {
 // lose releases pt as lost, in the background: nothing more of it is
 // acknowledged. Its lease is dead first, so its gate and acknowledgements
 // stop at once. If a stop or a revocation took pt already, that one
-// releases it, as lost.
+// releases it, as lost. A static assignment then claims the partition
+// again, at once: if another member holds it, the consumer fails with
+// ErrLeaseLost (and during a stop, the stop's error is ErrLeaseLost).
 func (c *Consumer[T]) lose(pt *part[T], why string) {
 	if c.cfg.noFence {
 		return // the control: the stalled owner goes on
@@ -184,6 +345,10 @@ func (c *Consumer[T]) lose(pt *part[T], why string) {
 	pt.lost.Store(true)
 	pt.lease.kill()
 	if c.life.Enter("loss", dispatch.StateRunning) != nil {
+		if !c.cfg.dynamic() && !c.life.Forced() {
+			c.record(fmt.Errorf("%w: consumer %q: partition %d (member %q, epoch %d): %s", ErrLeaseLost, c.name, pt.p,
+				c.cfg.member, pt.lease.epoch, why))
+		}
 		return // a stop began: supervise releases pt, as lost
 	}
 	c.mu.Lock()
@@ -199,6 +364,15 @@ func (c *Consumer[T]) lose(pt *part[T], why string) {
 	go func() {
 		defer c.life.Release()
 		_, _ = pt.release(c.drainCtx) // what a loss leaves is the next owner's
+		if !c.cfg.dynamic() {
+			c.mu.Lock()
+			c.wanted[pt.p] = claimWait{until: mono(), lost: why, epoch: pt.lease.epoch}
+			c.mu.Unlock()
+			select {
+			case c.kick <- struct{}{}:
+			default:
+			}
+		}
 	}()
 }
 

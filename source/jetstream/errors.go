@@ -10,16 +10,24 @@ import (
 // (or a sentinel of package partition or dispatch, said where) with %w, so
 // callers compare with errors.Is.
 var (
-	// ErrInvalidArgument is returned by NewConsumer and the topology helpers
-	// for an empty name; a nil Subscription.JetStream, Codec.Decode,
+	// ErrInvalidArgument is returned by Connect for a server URL that cannot
+	// be parsed, and by NewConsumer and the topology helpers for an empty
+	// name; a nil Subscription.JetStream, Codec.Decode,
 	// Codec.ID, named aggregate, scheduler or handler; a topology without
 	// stream, prefix or partitions; a Subscription.Owned partition out of
 	// range or listed twice, none with a static assignment, or some with a
 	// dynamic one; or an option out of range.
 	ErrInvalidArgument = errors.New("jetstream: invalid argument")
 	// ErrUnreachable is returned by Connect and Prepare when no server
-	// answers, or the server has no JetStream: it wraps the client's error.
+	// answers, or the server has no JetStream, or a request got no answer
+	// within the request timeout: it wraps the client's error. (A server
+	// too old to answer is ErrServerVersion instead; a Prepare whose own ctx
+	// ended wraps ctx's error, not this one.)
 	ErrUnreachable = errors.New("jetstream: server unreachable")
+	// ErrServerVersion is returned by Connect, NewConsumer and Prepare when
+	// the server is older than MinServerVersion: it names the version found
+	// and the one needed.
+	ErrServerVersion = errors.New("jetstream: server version too old")
 	// ErrStreamNotFound is returned by Prepare when the topology's stream
 	// does not exist.
 	ErrStreamNotFound = errors.New("jetstream: stream not found")
@@ -48,13 +56,19 @@ var (
 	// ErrNotOwned is returned by Revoke for a partition the consumer does
 	// not own (any more).
 	ErrNotOwned = errors.New("jetstream: partition not owned")
+	// ErrOwned is the failure of a static assignment one of whose
+	// partitions another member still holds once the wait of
+	// WithStaticLease is over (two processes given the same partitions): it
+	// names the partition, the holder and this member.
+	ErrOwned = errors.New("jetstream: partition owned by another member")
 	// ErrLeaseBucket is returned by Prepare with a dynamic assignment when
 	// the lease bucket exists with another TTL than the consumer's: the
 	// members of one durable prefix must agree on it.
 	ErrLeaseBucket = errors.New("jetstream: lease bucket mismatch")
 	// ErrLeaseLost is the error of an exchange that was not handled because
 	// its partition's lease had passed (its outcome is cancelled: the next
-	// owner handles it).
+	// owner handles it), and the failure of a static assignment that lost a
+	// partition another member holds now (it wraps ErrOwned then).
 	ErrLeaseLost = errors.New("jetstream: lease lost")
 )
 

@@ -2,9 +2,12 @@ package jetstream
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,17 +18,42 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
-// pinGroup is the priority group of the durable consumers of a dynamic
-// assignment: the server pins each to the owner's pull requests.
+// pinGroup is the priority group of the durable consumers: the server pins
+// each to its owner's pull requests.
 const pinGroup = "aggflow"
 
-// MinLeaseTTL is the shortest lease WithDynamicAssignment accepts: the
-// server expires keys on a timer of at least 250 ms, and the renewals
-// (every quarter of the TTL) must fit in the lease with the margin.
+// MinLeaseTTL is the shortest lease WithDynamicAssignment and
+// WithStaticLease accept: the server expires keys on a timer of at least
+// 250 ms, and the renewals (every quarter of the TTL) must fit in the lease
+// with the margin.
 const MinLeaseTTL = time.Second
 
 // memberName is what a member may be called: a KV key token.
 var memberName = regexp.MustCompile(`^[A-Za-z0-9_=-]+$`)
+
+// defaultMember is a static assignment's member name when none is given:
+// the consumer's name, the host's, the process id and 4 random bytes, so
+// that no two processes (nor two consumers of one) share it.
+func defaultMember(name string) string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // never fails
+	return memberToken(name) + "-" + memberToken(host) + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+}
+
+// memberToken maps s to the characters a member name may have.
+func memberToken(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 128 && (r == '-' || r == '_' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z') {
+			return r
+		}
+		return '-'
+	}, s)
+	if s == "" {
+		return "x"
+	}
+	return s
+}
 
 // bucketName is what a KV bucket may be called.
 var bucketName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -130,8 +158,9 @@ func (l Lease) Valid() bool { return l.l != nil && l.l.valid() }
 
 type leaseCtxKey struct{}
 
-// LeaseOf returns the lease under which a handler runs, from its ctx; false
-// with a static assignment.
+// LeaseOf returns the lease under which a handler of a Consumer runs, from
+// its ctx (with a static assignment as with a dynamic one); false for a ctx
+// that is not a handler's.
 func LeaseOf(ctx context.Context) (Lease, bool) {
 	l, ok := ctx.Value(leaseCtxKey{}).(*lease)
 	if !ok {
@@ -185,9 +214,22 @@ func (s *leases) claim(ctx context.Context, p int32) (*lease, error) {
 	case errors.Is(err, natsjs.ErrKeyExists):
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("jetstream: consumer %q: claiming partition %d: %w", s.name, p, err)
+		return nil, err
 	}
 	return newLease(p, s.member, rev, sent+int64(s.ttl-s.margin), s.fence), nil
+}
+
+// holder reads partition p's lease: the member that holds it and its epoch
+// (natsjs.ErrKeyNotFound if nobody does).
+func (s *leases) holder(ctx context.Context, p int32) (member string, epoch uint64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	e, err := s.kv.Get(ctx, leaseKey(p))
+	if err != nil {
+		return "", 0, err
+	}
+	member, epoch = parseLease(e.Value(), e.Revision())
+	return member, epoch, nil
 }
 
 // renew updates l on the revision held, extending its deadline from the

@@ -55,7 +55,11 @@ func startChild(t *testing.T, e *env, own, out string, control bool, extra ...st
 	p.cmd.Env = append(p.cmd.Env, extra...)
 	p.errPath = out + ".stderr"
 	for _, kv := range extra {
-		if member, ok := strings.CutPrefix(kv, envMember+"="); ok {
+		member, ok := strings.CutPrefix(kv, envMember+"=")
+		if !ok {
+			member, ok = strings.CutPrefix(kv, envStatic+"=")
+		}
+		if ok {
 			p.errPath = out + "." + member + ".stderr" // members may share their records' file
 		}
 	}
@@ -173,9 +177,20 @@ func handoff(t *testing.T, sig syscall.Signal, control bool) report {
 	if control {
 		waitFor(t, deadline, "A to hold a backlog", func() bool { return e.ackPending(t, ownedA) >= mpBacklog }, a, b)
 	}
+	holderA := e.owners(t)[0] // A's member name, on its leases
+	stopped := time.Now()
 	a.stop(t, sig)
 	handledByA := a.lines()
 	a2 := startChild(t, e, ownedA, filepath.Join(dir, "a2"), control)
+	waitFor(t, deadline, "the new A to hold A's partitions", func() bool {
+		for _, o := range e.owners(t)[:4] { // ownedA
+			if o == "" || o == holderA {
+				return false
+			}
+		}
+		return true
+	}, a2, b)
+	t.Logf("the new A held A's partitions %v after A was stopped by %v", time.Since(stopped).Round(time.Millisecond), sig)
 	require.NoError(t, <-published)
 	t.Logf("published %d exchanges in %v", mpKeys*mpPerKey, time.Since(start).Round(time.Millisecond))
 	waitFor(t, deadline, "every partition acknowledged to its end", func() bool { return e.drained(t) }, a2, b)

@@ -23,8 +23,9 @@ type Subscription struct {
 	// them against the server.
 	Topology Topology
 	// Owned is the static assignment: the partitions this process reads,
-	// each in [0, N), once. It is nil with WithDynamicAssignment, whose
-	// members claim the partitions.
+	// each in [0, N), once, each under a lease (WithStaticLease), so that
+	// no other process reads it meanwhile. It is nil with
+	// WithDynamicAssignment, whose members claim the partitions.
 	Owned []int32
 }
 
@@ -80,13 +81,17 @@ type config[T any] struct {
 	failing                          *failing[T]
 	noReset                          bool // the control of the tests: resume as the server redelivers
 
-	member  string        // dynamic assignment: this process's member name
-	ttl     time.Duration // dynamic assignment: the leases' TTL; 0 for static
+	member  string        // this process's member name
+	ttl     time.Duration // the leases' TTL
+	wait    time.Duration // static assignment: how long a partition another member holds is waited for
+	assign  bool          // a dynamic assignment: the members share the partitions
+	static  bool          // WithStaticLease was given
 	noFence bool          // the control of the tests: leases never lapse locally, refused pulls ignored
 }
 
-// dynamic reports whether the partitions are claimed through leases.
-func (c *config[T]) dynamic() bool { return c.ttl != 0 }
+// dynamic reports whether the partitions are claimed by the balance rather
+// than given (Subscription.Owned).
+func (c *config[T]) dynamic() bool { return c.assign }
 
 // WithMaxPending sets each partition's pending budget: at most n exchanges
 // delivered and not finished (default dispatch.DefaultMaxPending). It also
@@ -154,12 +159,36 @@ func WithPartitionOptions[T any](opts ...partition.Option[T]) Option[T] {
 // the server's. Costs per member: a renewal per owned partition, a member
 // write and a listing of the bucket every ttl/4.
 func WithDynamicAssignment[T any](member string, ttl time.Duration) Option[T] {
-	return func(c *config[T]) {
-		c.member, c.ttl = member, ttl
-		if ttl == 0 {
-			c.ttl = -1 // invalid, not static
-		}
-	}
+	return func(c *config[T]) { c.member, c.ttl, c.assign = member, ttl, true }
+}
+
+// DefaultStaticLeaseTTL is the TTL of a static assignment's leases: a
+// process killed (kill -9) and restarted gets its partitions back once its
+// old leases expired, within about this long; an owner whose renewals stall
+// longer than 4/5 of it (a pause, a lost network) loses its partitions and
+// fails. A longer TTL rides out longer stalls and delays the restart as
+// much.
+const DefaultStaticLeaseTTL = 5 * time.Second
+
+// WithStaticLease sets how a static assignment keeps its partitions
+// exclusive. Each owned partition is claimed as WithDynamicAssignment's are:
+// a lease in the KV bucket "<durable>-leases" held by member, of TTL ttl (at
+// least MinLeaseTTL), renewed every ttl/4, fenced by the owner's clock and
+// the durable consumer's pin (see the package doc); the handlers' ctx
+// carries it (LeaseOf). A partition another member holds is waited for up to
+// wait (its holder may have crashed: its lease expires within the TTL), then
+// the consumer fails with ErrOwned naming the partition and its holder. An
+// owner that loses a partition (its lease passed, another member holds it
+// now) fails with ErrLeaseLost: a static assignment is not handed around.
+// Zero values take the defaults: member "<name>-<host>-<pid>-<random>",
+// unique per process; ttl DefaultStaticLeaseTTL; wait twice the TTL. A
+// member name given must be unique among the live processes; a restarted
+// process may take its old one again (its old leases expire within the wait,
+// if the wait is longer than the TTL). The members of a durable prefix share
+// the bucket, so they must agree on the TTL (ErrLeaseBucket). Costs: a
+// renewal per owned partition every ttl/4.
+func WithStaticLease[T any](member string, ttl, wait time.Duration) Option[T] {
+	return func(c *config[T]) { c.member, c.ttl, c.wait, c.static = member, ttl, wait, true }
 }
 
 func newConfig[T any](name string, opts []Option[T]) (config[T], error) {
@@ -180,15 +209,29 @@ func newConfig[T any](name string, opts []Option[T]) (config[T], error) {
 	case c.durable == "" || !validName(c.durable):
 		return c, fmt.Errorf("%w: durable name %q", ErrInvalidArgument, c.durable)
 	}
-	if c.dynamic() {
-		switch {
-		case !memberName.MatchString(c.member):
-			return c, fmt.Errorf("%w: member name %q (letters, digits, '-', '_', '=')", ErrInvalidArgument, c.member)
-		case c.ttl < MinLeaseTTL:
-			return c, fmt.Errorf("%w: lease TTL %v below %v", ErrInvalidArgument, c.ttl, MinLeaseTTL)
-		case !bucketName.MatchString(leaseBucket(c.durable)):
-			return c, fmt.Errorf("%w: durable name %q makes no bucket name", ErrInvalidArgument, c.durable)
+	if c.assign && c.static {
+		return c, fmt.Errorf("%w: WithStaticLease with a dynamic assignment (WithDynamicAssignment names the member and the TTL)", ErrInvalidArgument)
+	}
+	if !c.assign {
+		if c.member == "" {
+			c.member = defaultMember(name)
 		}
+		if c.ttl == 0 {
+			c.ttl = DefaultStaticLeaseTTL
+		}
+		if c.wait == 0 {
+			c.wait = 2 * c.ttl
+		}
+	}
+	switch {
+	case !memberName.MatchString(c.member):
+		return c, fmt.Errorf("%w: member name %q (letters, digits, '-', '_', '=')", ErrInvalidArgument, c.member)
+	case c.ttl < MinLeaseTTL:
+		return c, fmt.Errorf("%w: lease TTL %v below %v", ErrInvalidArgument, c.ttl, MinLeaseTTL)
+	case c.wait < 0:
+		return c, fmt.Errorf("%w: static lease wait %v is negative", ErrInvalidArgument, c.wait)
+	case !bucketName.MatchString(leaseBucket(c.durable)):
+		return c, fmt.Errorf("%w: durable name %q makes no bucket name", ErrInvalidArgument, c.durable)
 	}
 	c.batch = min(c.batch, c.maxPending)
 	if c.maxAckPending == 0 {

@@ -47,7 +47,7 @@ type part[T any] struct {
 	// partition (0: not checked, without a reset).
 	last int64
 	next uint64
-	// lease is the partition's claim with a dynamic assignment, else nil;
+	// lease is the partition's claim (with either assignment; nil: none);
 	// lost says the partition is lost (its lease passed, was taken, or its
 	// pull was refused): it is released without acknowledging more.
 	lease *lease
@@ -55,7 +55,7 @@ type part[T any] struct {
 }
 
 // valid reports whether the partition may still deliver and acknowledge:
-// always with a static assignment, while its lease is valid otherwise.
+// while its lease is valid (always without one).
 func (pt *part[T]) valid() bool { return pt.lease == nil || pt.lease.valid() }
 
 // pullExpiry is how long one fetch waits on the server for its batch to

@@ -56,11 +56,8 @@ func TestRedeliveryOfAPositionReceivedIsDropped(t *testing.T) {
 			// The previous holder: 3 positions delivered to it before the reset.
 			cons, err := e.js.Consumer(ctx(t), e.topo.Stream, "c-0")
 			require.NoError(t, err)
-			fopts := []natsjs.FetchOpt{natsjs.FetchMaxWait(5 * time.Second)}
-			if name == "dynamic" {
-				fopts = append(fopts, natsjs.FetchPriorityGroup("aggflow"))
-			}
-			batch, err := cons.Fetch(3, fopts...)
+			// Both assignments pin the durable consumer to its owner's pulls.
+			batch, err := cons.Fetch(3, natsjs.FetchMaxWait(5*time.Second), natsjs.FetchPriorityGroup("aggflow"))
 			require.NoError(t, err)
 			var stale []natsjs.Msg
 			for m := range batch.Messages() {

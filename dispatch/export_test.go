@@ -1,0 +1,9 @@
+package dispatch
+
+// SetTestHookIdle makes f run in a lane's leave between the lane going idle
+// and the look-again, and returns the restore. Set it before the dispatcher
+// starts and restore it once Done is closed.
+func SetTestHookIdle(f func()) (restore func()) {
+	testHookIdle = f
+	return func() { testHookIdle = nil }
+}
