@@ -427,3 +427,39 @@ func TestFailureBackoffBounds(t *testing.T) {
 		})
 	})
 }
+
+// panicky is a slog.Handler whose Handle panics.
+type panicky struct{ capture }
+
+func (p *panicky) Handle(context.Context, slog.Record) error { panic("log handler") }
+
+// A log handler that panics costs the failure's line, never its outcome:
+// the settled position finishes, the dead-lettered one too (it does not
+// turn into a stop).
+func TestFailureLogHandlerPanicCostsOnlyTheLine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, p := range []partition.FailurePolicy{{}, {Retries: 1, Then: partition.DeadLetter("dlq")}} {
+			var stops []error
+			d := failureDispatcher(t, func(_ context.Context, x partition.Delivery[op]) error {
+				if x.Position == 2 {
+					return errRefused
+				}
+				return nil
+			}, partition.WithLogger[op](slog.New(&panicky{})), partition.WithFailurePolicy[op](p),
+				partition.WithFailureActions[op](partition.FailureActions{
+					DeadLetter: func(context.Context, partition.Letter) error { return nil },
+					Stop:       func(err error) { stops = append(stops, err) }}))
+			in, err := d.Assign(t.Context(), 0, 1)
+			require.NoError(t, err)
+			for i := range 3 {
+				require.NoError(t, in.Deliver(t.Context(), op{"a", i}, int64(i+1), 1))
+			}
+			settled, err := d.Revoke(t.Context(), 0)
+			require.NoError(t, err)
+			require.Equal(t, int64(3), settled.Prefix, "%v: every position finished", p.Then)
+			require.Empty(t, stops)
+			f := d.Failures()
+			require.Equal(t, int64(1), f.Settled+f.DeadLettered, "%+v", f)
+		}
+	})
+}
