@@ -13,6 +13,7 @@ import (
 
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/internal/safelog"
 )
 
 // FailurePolicy says what becomes of a delivery whose handler failed: it
@@ -285,7 +286,7 @@ type lines struct {
 }
 
 func newFailures[T any](name string, p FailurePolicy, a FailureActions, idOf func(T) string, logger *slog.Logger) *failures[T] {
-	return &failures[T]{name: name, p: p, a: a, idOf: idOf, logger: logger, lines: map[lineKey]*lines{},
+	return &failures[T]{name: name, p: p, a: a, idOf: idOf, logger: safelog.Guard(logger), lines: map[lineKey]*lines{},
 		wrapped: p.Retries > 0 || p.MaxElapsed > 0 || p.Then.action != settle}
 }
 
@@ -364,11 +365,11 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // stop fails the consumer with the delivery's error.
 func (f *failures[T]) stop(ctx context.Context, d Delivery[T], attempt int, err error) error {
 	f.stopped.Add(1)
-	f.log(ctx, slog.LevelError, stopping, d, attempt, "partition: handler failed, stopping", err)
-	err = fmt.Errorf("%w: %q: partition %d, position %d, aggregate %q, attempt %d: %w",
+	serr := fmt.Errorf("%w: %q: partition %d, position %d, aggregate %q, attempt %d: %w",
 		ErrHandlerFailed, f.name, d.Partition, d.Position, f.id(d), attempt, err)
-	f.a.Stop(err)
-	return &verdict{action: stop, attempt: attempt, err: err}
+	f.a.Stop(serr)
+	f.log(ctx, slog.LevelError, stopping, d, attempt, "partition: handler failed, stopping", err)
+	return &verdict{action: stop, attempt: attempt, err: serr}
 }
 
 // deadLetter publishes the delivery's record, trying again until the
