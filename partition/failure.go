@@ -262,7 +262,7 @@ type failures[T any] struct {
 	a       FailureActions
 	idOf    func(T) string
 	logger  *slog.Logger
-	wrapped bool // the handler runs inside handle: panics are recovered there
+	wrapped bool // the handler runs inside wrap's: panics are recovered there
 
 	retries, settled, deadLettered, deadLetterErrors, stopped atomic.Int64
 
