@@ -22,8 +22,9 @@ import (
 // (the named aggregate's: its goroutines are shared by every partition). An
 // exchange's group inside its partition is GroupKey(id, groups), independent
 // of the key the broker partitions by. Each intake's outcome hook settles
-// the partition's Tracker: handled exchanges finish their positions, and
-// discarded ones (or cancelled by a force: an error, a panic or a
+// the partition's Tracker: handled exchanges finish their positions (a
+// failed one as the FailurePolicy says: settled by default, with a WARN
+// line), and discarded ones (or cancelled by a force: an error, a panic or a
 // runtime.Goexit of the handler once Revoke or Lose forced) block the prefix
 // below them.
 //
@@ -40,6 +41,7 @@ type Dispatcher[T any] struct {
 	idOf    func(T) string
 	handler dispatch.Handler[Delivery[T]]
 	cfg     config[T]
+	fail    *failures[T]
 
 	mu     sync.Mutex
 	owned  map[int32]*Intake[T]
@@ -55,6 +57,8 @@ type config[T any] struct {
 	grace              time.Duration
 	logger             *slog.Logger
 	dispatch           []dispatch.Option[Delivery[T]]
+	failure            FailurePolicy
+	actions            FailureActions
 }
 
 // WithGroups sets the number of groups of each partition (default
@@ -102,7 +106,14 @@ func NewDispatcher[T any](name string, named aggregate.NamedAggregate, sched sch
 	case c.groups < 1 || c.maxPending < 1 || c.grace < 0 || c.logger == nil:
 		return nil, fmt.Errorf("%w: partition dispatcher %q: groups %d, max pending %d, grace %v", ErrInvalidArgument, name, c.groups, c.maxPending, c.grace)
 	}
-	return &Dispatcher[T]{name: name, named: named, sched: sched, idOf: idOf, handler: handler, cfg: c,
+	if err := c.failure.check(c.actions); err != nil {
+		return nil, fmt.Errorf("%w (partition dispatcher %q)", err, name)
+	}
+	f := newFailures(name, c.failure, c.actions, idOf, c.logger)
+	if f.wrapped {
+		handler = f.wrap(handler)
+	}
+	return &Dispatcher[T]{name: name, named: named, sched: sched, idOf: idOf, handler: handler, cfg: c, fail: f,
 		owned: map[int32]*Intake[T]{}, going: map[int32]int{}}, nil
 }
 
@@ -113,6 +124,7 @@ type Intake[T any] struct {
 	t        Tracker
 	advanced chan struct{}
 	logger   *slog.Logger
+	f        *failures[T]
 	forced   atomic.Bool // a Revoke or Lose forces the dispatcher
 }
 
@@ -129,7 +141,7 @@ func (d *Dispatcher[T]) Assign(ctx context.Context, p int32, from int64) (*Intak
 	case d.owned[p] != nil:
 		return nil, fmt.Errorf("%w: %q: partition %d", ErrAssigned, d.name, p)
 	}
-	in := &Intake[T]{p: p, advanced: make(chan struct{}, 1), logger: d.cfg.logger}
+	in := &Intake[T]{p: p, advanced: make(chan struct{}, 1), logger: d.cfg.logger, f: d.fail}
 	in.t.Reset(from)
 	groups := d.cfg.groups
 	idOf := d.idOf
@@ -158,21 +170,18 @@ func (d *Dispatcher[T]) Assign(ctx context.Context, p int32, from int64) (*Intak
 	return in, nil
 }
 
-// settle is the intake's outcome hook.
-func (in *Intake[T]) settle(_ context.Context, r dispatch.Result[Delivery[T]]) {
+// settle is the intake's outcome hook: the failure policy says whether
+// the position finished (see FailurePolicy).
+func (in *Intake[T]) settle(ctx context.Context, r dispatch.Result[Delivery[T]]) {
 	var err error
-	switch {
-	case r.Outcome == dispatch.OutcomeDiscarded, r.Outcome == dispatch.OutcomeCancelled,
-		r.Outcome == dispatch.OutcomePanic && in.forced.Load():
-		// A panic (or Goexit) once the force began may be how the handler
-		// gave up on its cancelled ctx: not known finished.
-		err = in.t.Discard(r.Exchange.Position)
-	default:
+	if in.f.ended(ctx, &r, in.forced.Load()) {
 		err = in.t.Finish(r.Exchange.Position)
 		select {
 		case in.advanced <- struct{}{}:
 		default:
 		}
+	} else {
+		err = in.t.Discard(r.Exchange.Position)
 	}
 	if err != nil {
 		in.logger.Error("partition: tracker refused an outcome", slog.Int("partition", int(in.p)),
@@ -328,6 +337,10 @@ func (d *Dispatcher[T]) Held() []int32 {
 	slices.Sort(ps)
 	return ps
 }
+
+// Failures returns what the failure policy did, over every partition
+// owned so far: a few atomic loads.
+func (d *Dispatcher[T]) Failures() FailureStats { return d.fail.stats() }
 
 // Owned returns the partitions owned now, in no order.
 func (d *Dispatcher[T]) Owned() []int32 {

@@ -42,12 +42,17 @@
 // where cancelled by force is an error, or a panic, of a handler that ends
 // once Revoke or Lose forced.
 //
-// A handler's error finishes its position: retrying or parking a failed
-// exchange is the handler's business (as with Wow's finallyAck), else one
-// poison record would stop its partition for good. A discarded position, and
-// one whose handler a force cancelled midway, never counts as finished: the
-// prefix stops below it for good, Blocked reports it, and the broker delivers
-// it again, in order, to the partition's next owner or after a Reset. So a
+// A handler's failure (an error or a panic) is what the FailurePolicy
+// says (WithFailurePolicy). By default it is settled: its position
+// finishes, so one poison record never stops its partition, and a WARN
+// line (rate-limited per partition) and FailureStats.Settled make it
+// visible. A policy may retry it in place with backoff (its group waits,
+// with the aggregates that share it), then dead-letter it (finished once
+// the broker confirmed the dead letter) or stop the consumer (not
+// finished). A discarded position, and one whose handler a force cancelled
+// midway (a backoff wait included), never counts as finished: the prefix
+// stops below it for good, Blocked reports it, and the broker delivers it
+// again, in order, to the partition's next owner or after a Reset. So a
 // forced stop never acknowledges what it did not handle.
 //
 // # Group keys inside a partition

@@ -24,8 +24,9 @@ var (
 // Errors of Dispatcher.
 var (
 	// ErrInvalidArgument is returned by NewDispatcher for an empty name, a
-	// nil named aggregate, scheduler, id function or handler, or a group
-	// count or budget below 1.
+	// nil named aggregate, scheduler, id function or handler, a group
+	// count or budget below 1, or an invalid FailurePolicy (the error
+	// names the field).
 	ErrInvalidArgument = errors.New("partition: invalid argument")
 	// ErrAssigned is returned by Dispatcher.Assign for a partition it owns
 	// already.
@@ -39,4 +40,14 @@ var (
 	// partition still ran after the force and its grace: it ignores its
 	// context, and its exchange may run on after the partition was released.
 	ErrNotDrained = errors.New("partition: handlers still running after the force")
+)
+
+// Errors of the failure policy.
+var (
+	// ErrHandlerFailed is wrapped, with the handler's error, by the error a
+	// FailurePolicy that ends in Stop fails its consumer with.
+	ErrHandlerFailed = errors.New("partition: handler failed (failure policy Stop)")
+	// ErrDeadLettered is wrapped, with the handler's error, by the outcome
+	// error of a delivery published as a dead letter (dispatch.Result.Err).
+	ErrDeadLettered = errors.New("partition: dead-lettered")
 )

@@ -39,6 +39,10 @@ const (
 	envWait       = "AGGFLOW_JETSTREAM_WAIT"    // a static assignment's wait for a partition another member holds
 )
 
+// envPoison is "key seq": that exchange fails every time, retried in place
+// (failure_multiprocess_test.go).
+const envPoison = "AGGFLOW_JETSTREAM_POISON"
+
 // childDurable is the durable prefix every child shares.
 const childDurable = "child"
 
@@ -129,6 +133,9 @@ func child() error {
 		return err
 	}
 	opts := []jetstream.Option[keyed]{jetstream.WithDurable[keyed](childDurable), jetstream.WithMaxPending[keyed](512)}
+	if poison := os.Getenv(envPoison); poison != "" {
+		record, opts = withPoison(poison, record, opts)
+	}
 	if os.Getenv(envControl) != "" {
 		opts = append(opts, jetstream.WithoutReset[keyed]())
 	}

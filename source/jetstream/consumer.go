@@ -136,6 +136,9 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 		balanceStopped: make(chan struct{}), stopRenew: make(chan struct{}), assignDone: make(chan struct{})}
 	c.drainCtx, c.cancelDrain = context.WithCancel(context.Background())
 	c.life.Init("consumer", name, ErrIllegalState, c.end)
+	if err := c.cfg.failing.bind(c); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -223,6 +226,8 @@ func (c *Consumer[T]) Err() error { return c.life.Err() }
 type Stats struct {
 	Fetched, Acks, Rejected, Duplicates int64
 	Exchanges                           dispatch.Stats
+	// Failures counts what the failure policy did (WithFailurePolicy).
+	Failures partition.FailureStats
 }
 
 // Stats returns the counters: four atomic loads and one snapshot per
@@ -241,6 +246,7 @@ func (c *Consumer[T]) Stats() Stats {
 		s.Exchanges.Discarded += x.Discarded
 		s.Exchanges.InFlight += x.InFlight
 	}
+	s.Failures = c.disp.Failures()
 	return s
 }
 

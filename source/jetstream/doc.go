@@ -99,6 +99,21 @@
 // while the others run. ForceStop loses the partitions: nothing more is
 // acknowledged, and the next owner receives again, in order, what was not.
 //
+// # Failures
+//
+// A message whose handler fails (an error or a panic) is never settled
+// silently: WithFailurePolicy takes a partition.FailurePolicy. By default
+// it is settled, acknowledged past with a WARN line naming the partition,
+// the stream sequence, the aggregate, the attempt and the error (at most
+// one line per partition a second, the next saying how many were folded)
+// and counted in Stats.Failures. A policy may retry it in place with
+// backoff (the message's group waits, the aggregates that share it
+// included, and the partition's acknowledgements stay below it until it
+// ends; a force cuts the wait short and the message is delivered again),
+// then publish it to a dead-letter subject (acknowledged only once the
+// PubAck came) or stop the consumer (acknowledged up to the message before
+// it).
+//
 // # Bad input
 //
 // A message without KeyHeader (ErrMissingKey) or that the decoder refuses

@@ -65,7 +65,7 @@ type Option[T any] func(*config[T])
 // handler: err wraps ErrMissingKey or ErrDecode. It runs on the partition's
 // fetching goroutine, before anything later in the partition is delivered.
 // Returning nil settles the message: its position counts as finished (as a
-// handler's error does), so the partition acknowledges past it; park it
+// handler's error does by default), so the partition acknowledges past it; park it
 // first (republish it to a dead-letter subject) if it must not be lost.
 // Returning an error stops the consumer with it: the message and everything
 // after it in its partition stay unacknowledged. A panic counts as an error.
@@ -78,6 +78,7 @@ type config[T any] struct {
 	reject                           RejectFunc
 	logger                           *slog.Logger
 	partition                        []partition.Option[T]
+	failing                          *failing[T]
 	noReset                          bool // the control of the tests: resume as the server redelivers
 
 	member  string        // this process's member name

@@ -27,6 +27,10 @@ const (
 	delayEnv   = "AGGFLOW_KAFKA_CHILD_DELAY" // a handler's simulated I/O, a time.Duration
 )
 
+// poisonEnv is "id seq": that record fails every time, retried in place
+// (failure_multiprocess_test.go).
+const poisonEnv = "AGGFLOW_KAFKA_CHILD_POISON"
+
 // memberClientOptions make a killed member's partitions move in about a
 // second and a joining member be noticed in about 100 ms.
 var memberClientOptions = []kgo.Opt{
@@ -61,7 +65,8 @@ func runChild(mode string) int {
 		return err
 	}
 	sub := kafka.Subscription{Brokers: strings.Split(os.Getenv(brokersEnv), ","), Group: os.Getenv(groupEnv), Topic: os.Getenv(topicEnv)}
-	k, err := kafka.NewConsumer("member", sub, accounts, sched, codec, handle,
+	k, err := kafka.NewConsumer("member", sub, accounts, sched, codec, withPoison(handle),
+		poisonPolicy(),
 		// Debug level on stderr: the parent reads how long each revocation took.
 		kafka.WithLogger[event](slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))),
 		kafka.WithClientOptions[event](memberClientOptions...))

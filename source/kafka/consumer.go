@@ -67,6 +67,7 @@ type Consumer[T any] struct {
 	mgrStop   chan struct{}
 	mgr       sync.WaitGroup // the committing goroutine and the forwarders
 	stats     counters
+	kept      keptRecords // with a dead-letter policy: the records not committed past
 }
 
 // owned is one partition the consumer owns.
@@ -91,6 +92,9 @@ type Stats struct {
 	// Discarded counts bad records (no key, not decodable) the bad-record
 	// hook discarded.
 	Discarded int64
+	// Failures counts what the failure policy did (WithFailurePolicy), in
+	// every partition, live.
+	Failures partition.FailureStats
 	// Commits counts partition offsets the broker acknowledged;
 	// CommitFailures, commit requests that failed (each try).
 	Commits, CommitFailures int64
@@ -153,6 +157,9 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 		owned: map[int32]*owned[T]{}, high: map[int32]int64{},
 		kick: make(chan struct{}, 1), commitSem: make(chan struct{}, 1), mgrStop: make(chan struct{})}
 	k.life.Init("consumer", name, ErrIllegalState, k.end)
+	if err := k.cfg.failing.bind(k); err != nil {
+		return nil, err
+	}
 	return k, nil
 }
 
@@ -176,7 +183,7 @@ func (c *Consumer[T]) Err() error { return c.life.Err() }
 // Stats returns the counters.
 func (c *Consumer[T]) Stats() Stats {
 	s := &c.stats
-	return Stats{Delivered: s.delivered.Load(), Discarded: s.discarded.Load(), Commits: s.commits.Load(),
+	return Stats{Failures: c.disp.Failures(), Delivered: s.delivered.Load(), Discarded: s.discarded.Load(), Commits: s.commits.Load(),
 		CommitFailures: s.commitFailures.Load(), Uncommitted: s.uncommitted.Load(), Assigned: s.assigned.Load(), Revoked: s.revoked.Load(), Lost: s.lost.Load(),
 		Pauses: s.pauses.Load(), Succeeded: s.succeeded.Load(), Failed: s.failed.Load(), Dropped: s.dropped.Load()}
 }

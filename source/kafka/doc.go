@@ -52,15 +52,19 @@
 // have room: Decaton's max pending records, per partition. Records pending
 // stay under the budget plus one polled batch.
 //
-// # Retries and dead letters
+// # Failures
 //
-// A handler's error finishes its record: retrying is the handler's, inside
-// its group, with package dispatch/middleware. Chain(h, DeadLetter(park),
-// Retry(...)) retries a failed record with backoff before the next record
-// of its aggregate starts, and parks one that keeps failing (produce it to
-// a dead-letter topic) so the aggregate goes on. The other aggregates of
-// the partition keep running, but the partition's commits stay below the
-// record under retry until it ends.
+// A record whose handler fails (an error or a panic) is never settled
+// silently: WithFailurePolicy takes a partition.FailurePolicy. By default
+// it is settled, committed past with a WARN line naming the partition, the
+// offset, the aggregate, the attempt and the error (at most one line per
+// partition a second, the next saying how many were folded) and counted in
+// Stats.Failures. A policy may retry it in place with backoff (the
+// record's group waits, the aggregates that share it included, and the
+// partition's commits stay below it until it ends; a force cuts the wait
+// short and the record is read again by the next owner), then produce it
+// to a dead-letter topic (committed past only once the broker acknowledged
+// it) or stop the consumer (committed up to the record before it).
 //
 // # Bad input
 //

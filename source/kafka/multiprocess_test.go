@@ -110,11 +110,13 @@ func (r *run) produce(b int) {
 	require.NoError(r.t, r.cluster.Produce(ctx, mpTopic, rs...))
 }
 
-// start runs a new member process.
-func (r *run) start() *member {
+// start runs a new member process; env (NAME=value) overrides its
+// defaults.
+func (r *run) start(env ...string) *member {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=member", brokersEnv+"="+strings.Join(r.cluster.Addrs(), ","),
 		groupEnv+"="+r.group, topicEnv+"="+mpTopic, delayEnv+"="+mpDelay.String())
+	cmd.Env = append(cmd.Env, env...)
 	m := &member{cmd: cmd, waited: make(chan error, 1)}
 	cmd.Stderr = &m.stderr
 	out, err := cmd.StdoutPipe()

@@ -50,6 +50,7 @@ type config[T any] struct {
 	onBad          BadRecordHook
 	onCommit       func(p int32, offset int64)
 	partition      []partition.Option[T]
+	failing        *failing[T] // WithFailurePolicy's, nil without
 }
 
 // DefaultMaxPending is a Consumer's default budget, in records: 8,192 per

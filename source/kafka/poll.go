@@ -85,6 +85,7 @@ func (c *Consumer[T]) deliver(ctx context.Context, o *owned[T], r *kgo.Record) e
 	} else {
 		o.high = r.Offset
 	}
+	c.keep(o, r)
 	if err := o.in.Deliver(ctx, x, r.Offset, attempt); err != nil {
 		return fmt.Errorf("kafka: consumer %q: %w", c.name, err)
 	}
