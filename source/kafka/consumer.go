@@ -168,8 +168,8 @@ func (c *Consumer[T]) State() dispatch.State { return c.life.State() }
 func (c *Consumer[T]) Done() <-chan struct{} { return c.life.Done() }
 
 // Err returns the first error: a bad record the hook refused (ErrBadRecord),
-// a partition that could not be assigned (ErrAssign), a fetch that failed
-// for good, the final commit of revoked partitions that still failed at the
+// a partition that could not be assigned (ErrAssign), a setting the broker
+// refused (ErrRefused), the final commit of revoked partitions that still failed at the
 // revoke's deadline (ErrCommit). Meaningful once Done is closed.
 func (c *Consumer[T]) Err() error { return c.life.Err() }
 

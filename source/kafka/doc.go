@@ -65,7 +65,10 @@
 // # Bad input
 //
 // Unreachable brokers and a missing topic fail Prepare (ErrUnreachable,
-// ErrNoTopic). A record without a key (ErrNoKey) or that Codec.Decode
+// ErrNoTopic). A setting the broker refuses for good (a session timeout
+// outside its group.min/max.session.timeout.ms, an authorization, the
+// group's max size) stops the consumer with Err wrapping ErrRefused, the
+// setting and the broker's error; transient errors are retried. A record without a key (ErrNoKey) or that Codec.Decode
 // refuses (ErrDecode) goes to the bad-record hook: by default it is logged
 // with the reason and discarded, its offset committed past; a hook that
 // returns an error stops the Consumer, which commits up to the record
