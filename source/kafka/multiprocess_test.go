@@ -22,19 +22,23 @@ import (
 
 // handled is one line a member wrote: a record it handled.
 type handled struct {
-	id    string
-	seq   int
-	start int64 // wall clock, ns: one machine, so comparable across members
-	proc  int   // which member process, in start order
-	line  int   // its place in that member's output
+	id        string
+	seq       int
+	start     int64 // wall clock, ns: one machine, so comparable across members
+	epoch     uint64
+	partition int32
+	offset    int64
+	proc      int // which member process, in start order
+	line      int // its place in that member's output
 }
 
 // run is the parent side of a multi-process test: a kfake cluster in this
 // process and members, each this test binary re-executed in child mode.
 type run struct {
-	t       *testing.T
-	cluster *kafkatest.Cluster
-	group   string
+	t            *testing.T
+	cluster      *kafkatest.Cluster
+	group        string
+	keys, perKey int // what verify expects: mpKeys x mpPerKey unless set
 
 	mu       sync.Mutex
 	lines    []handled
@@ -83,7 +87,7 @@ const (
 func newRun(t *testing.T) *run {
 	c, err := kafkatest.Start(kafkatest.WithTopic(mpTopic, mpPartitions), shortSessions)
 	require.NoError(t, err)
-	r := &run{t: t, cluster: c, group: "flow-" + t.Name(), distinct: map[[2]any]bool{}, progress: make(chan struct{}, 1)}
+	r := &run{t: t, cluster: c, group: "flow-" + t.Name(), keys: mpKeys, perKey: mpPerKey, distinct: map[[2]any]bool{}, progress: make(chan struct{}, 1)}
 	t.Cleanup(func() {
 		for _, m := range r.members {
 			_ = m.cmd.Process.Kill()
@@ -110,11 +114,13 @@ func (r *run) produce(b int) {
 	require.NoError(r.t, r.cluster.Produce(ctx, mpTopic, rs...))
 }
 
-// start runs a new member process.
-func (r *run) start() *member {
+// start runs a new member process; env (NAME=value) overrides its
+// defaults.
+func (r *run) start(env ...string) *member {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=member", brokersEnv+"="+strings.Join(r.cluster.Addrs(), ","),
 		groupEnv+"="+r.group, topicEnv+"="+mpTopic, delayEnv+"="+mpDelay.String())
+	cmd.Env = append(cmd.Env, env...)
 	m := &member{cmd: cmd, waited: make(chan error, 1)}
 	cmd.Stderr = &m.stderr
 	out, err := cmd.StdoutPipe()
@@ -135,14 +141,19 @@ func (r *run) read(proc int, out interface{ Read([]byte) (int, error) }) {
 	sc := bufio.NewScanner(out)
 	for n := 0; sc.Scan(); n++ {
 		f := strings.Fields(sc.Text())
-		if len(f) != 3 {
+		if len(f) != 6 {
 			continue
 		}
-		seq, _ := strconv.Atoi(f[1])
-		start, _ := strconv.ParseInt(f[2], 10, 64)
+		h := handled{id: f[0], proc: proc, line: n}
+		h.seq, _ = strconv.Atoi(f[1])
+		h.start, _ = strconv.ParseInt(f[2], 10, 64)
+		h.epoch, _ = strconv.ParseUint(f[3], 10, 64)
+		p, _ := strconv.ParseInt(f[4], 10, 32)
+		h.partition = int32(p)
+		h.offset, _ = strconv.ParseInt(f[5], 10, 64)
 		r.mu.Lock()
-		r.lines = append(r.lines, handled{id: f[0], seq: seq, start: start, proc: proc, line: n})
-		r.distinct[[2]any{f[0], seq}] = true
+		r.lines = append(r.lines, h)
+		r.distinct[[2]any{h.id, h.seq}] = true
 		r.mu.Unlock()
 		select {
 		case r.progress <- struct{}{}:
@@ -220,12 +231,38 @@ func (r *run) kill(m *member) {
 // verify stops the members left, then checks per-key order across every
 // member by the handlers' start times and returns the duplicates.
 func (r *run) verify(alive ...*member) int {
+	dups, stale := r.verifyEpochs(alive...)
+	require.Zero(r.t, stale, "records handled under a lease older than one that handled their key before")
+	return dups
+}
+
+// verifyEpochs is verify that leaves the stale records out of the order
+// checks and counts them: a record is stale when its lease's epoch is below
+// one seen before for its key (a member fenced by the group that handled
+// it after the next owner began).
+func (r *run) verifyEpochs(alive ...*member) (dups, stale int) {
 	for _, m := range alive {
 		r.stopGracefully(m)
 	}
 	r.readers.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.sortLines()
+	seen := map[string][]int{}
+	epoch := map[string]uint64{}
+	for _, h := range r.lines {
+		if h.epoch < epoch[h.id] {
+			stale++
+			continue
+		}
+		epoch[h.id] = h.epoch
+		seen[h.id] = append(seen[h.id], h.seq)
+	}
+	return checkOrder(r.t, seen, r.keys, r.perKey), stale
+}
+
+// sortLines sorts the lines by the handlers' start times (r.mu).
+func (r *run) sortLines() {
 	slices.SortStableFunc(r.lines, func(a, b handled) int {
 		switch {
 		case a.start != b.start:
@@ -235,11 +272,6 @@ func (r *run) verify(alive ...*member) int {
 		}
 		return a.line - b.line
 	})
-	seen := map[string][]int{}
-	for _, h := range r.lines {
-		seen[h.id] = append(seen[h.id], h.seq)
-	}
-	return checkOrder(r.t, seen, mpKeys, mpPerKey)
 }
 
 // noneTwiceBefore requires that nothing started before the kill was a

@@ -34,7 +34,9 @@ func (c *Consumer[T]) assign(p int32, committed int64) {
 	if closing {
 		return // leaving the group: the next owner reads it
 	}
-	in, err := c.disp.Assign(c.base, p, max(committed, 0))
+	member, gen := c.cl.GroupMetadata()
+	l := &lease{p: p, member: member, epoch: uint64(max(gen, 0))}
+	in, err := c.disp.Assign(context.WithValue(c.base, leaseCtxKey{}, l), p, max(committed, 0))
 	if err != nil {
 		c.fail(errorf(ErrAssign, "consumer %q: partition %d: %w", c.name, p, err))
 		return
