@@ -52,6 +52,11 @@ var (
 	// stops. It names the setting and wraps the broker's error
 	// (kerr.InvalidSessionTimeout...). Transient errors are retried.
 	ErrRefused = errors.New("kafka: setting refused by the broker")
+	// ErrLeaseLost is the error of a record that was not handled because
+	// its partition's lease had passed (see LeaseOf): its outcome is
+	// cancelled and its offset never committed; the partition's next owner
+	// handles it.
+	ErrLeaseLost = errors.New("kafka: lease lost")
 )
 
 // PanicError is a panic recovered from user code: the decoder, the id

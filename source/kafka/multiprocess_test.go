@@ -89,6 +89,15 @@ func newRun(t *testing.T) *run {
 	require.NoError(t, err)
 	r := &run{t: t, cluster: c, group: "flow-" + t.Name(), keys: mpKeys, perKey: mpPerKey, distinct: map[[2]any]bool{}, progress: make(chan struct{}, 1)}
 	t.Cleanup(func() {
+		if t.Failed() { // the members' warnings: lapsed leases, refused commits
+			for i, m := range r.members {
+				for _, line := range strings.Split(m.stderr.String(), "\n") {
+					if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+						t.Logf("[%d] %s", i, line)
+					}
+				}
+			}
+		}
 		for _, m := range r.members {
 			_ = m.cmd.Process.Kill()
 			<-m.waited

@@ -17,12 +17,23 @@ import (
 // Rebalances wait for each batch to be delivered (BlockRebalanceOnPoll).
 func (c *Consumer[T]) poll(ctx context.Context) error {
 	for {
-		fs := c.cl.PollRecords(ctx, c.cfg.maxPoll)
+		// A lapsed lease ends the poll (lapsed), so that its partition is
+		// renewed while the rebalances wait.
+		pctx, wake := context.WithCancel(ctx)
+		c.mu.Lock()
+		c.wakePoll = wake
+		if len(c.lapses) > 0 {
+			wake()
+		}
+		c.mu.Unlock()
+		fs := c.cl.PollRecords(pctx, c.cfg.maxPoll)
+		wake()
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			c.cl.AllowRebalance()
 			return nil
 		}
 		err := c.deliverAll(ctx, fs)
+		c.renew()
 		c.balance()
 		c.cl.AllowRebalance()
 		if err != nil && ctx.Err() == nil {
@@ -34,6 +45,9 @@ func (c *Consumer[T]) poll(ctx context.Context) error {
 func (c *Consumer[T]) deliverAll(ctx context.Context, fs kgo.Fetches) error {
 	var refusedErr error
 	fs.EachError(func(topic string, p int32, err error) {
+		if errors.Is(err, context.Canceled) {
+			return // the poll was ended for a lapsed lease
+		}
 		if setting, ok := c.refusal(err); ok {
 			if refusedErr == nil {
 				refusedErr = errorf(ErrRefused, "consumer %q: %s refused by the broker: %w", c.name, setting, err)
