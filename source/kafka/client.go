@@ -52,7 +52,7 @@ func (c *Consumer[T]) check(ctx context.Context) error {
 	heartbeat, _ := cl.OptValue(kgo.HeartbeatInterval).(time.Duration)
 	leaseFor := session - session/5
 	if 2*heartbeat >= leaseFor {
-		return fmt.Errorf("%w: consumer %q: heartbeat interval %v too long for the session timeout %v: a lease lasts %v from a heartbeat that the next one proves (keep the interval under %v)",
+		return fmt.Errorf("%w: consumer %q: heartbeat interval %v too long for the session timeout %v: a lease lasts %v from the last heartbeat answered (keep the interval under %v, so that one late heartbeat does not lapse it)",
 			ErrInvalidArgument, c.name, heartbeat, session, leaseFor, leaseFor/2)
 	}
 	c.mu.Lock()

@@ -64,18 +64,17 @@ type Consumer[T any] struct {
 	lapses   map[int32]*lease // leases seen passed, for the poll loop to renew (c.mu)
 	leases   map[*lease]bool  // of the partitions owned or being released (c.mu)
 	wakePoll func()           // ends the poll in progress (c.mu)
-	// The fence's clock (see sessionHook): the send times, monotonic, of
-	// the last SyncGroup and of the last group request answered, and how
-	// long a proof makes a lease valid (the session timeout less a fifth,
-	// set by Prepare).
-	synced, answered atomic.Int64
-	leaseFor         int64
-	pauseMu          sync.Mutex    // orders pause decisions; held across kgo's Pause and Resume only
-	kick             chan struct{} // a prefix may have moved, or room was freed
-	commitSem        chan struct{} // one commit at a time, in the order taken
-	mgrStop          chan struct{}
-	mgr              sync.WaitGroup // the committing goroutine and the forwarders
-	stats            counters
+	// The fence's clock (see sessionHook): the send time, monotonic, of the
+	// last SyncGroup answered, and how long a proof makes a lease valid
+	// (the session timeout less a fifth, set by Prepare).
+	synced    atomic.Int64
+	leaseFor  int64
+	pauseMu   sync.Mutex    // orders pause decisions; held across kgo's Pause and Resume only
+	kick      chan struct{} // a prefix may have moved, or room was freed
+	commitSem chan struct{} // one commit at a time, in the order taken
+	mgrStop   chan struct{}
+	mgr       sync.WaitGroup // the committing goroutine and the forwarders
+	stats     counters
 }
 
 // owned is one partition the consumer owns.

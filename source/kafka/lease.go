@@ -23,16 +23,15 @@ func mono() int64 { return int64(time.Since(base)) }
 
 // The requests whose answers prove the membership (see sessionHook).
 var (
-	heartbeatKey   = (&kmsg.HeartbeatRequest{}).Key()
-	joinKey        = (&kmsg.JoinGroupRequest{}).Key()
-	syncKey        = (&kmsg.SyncGroupRequest{}).Key()
-	heartbeat848   = (&kmsg.ConsumerGroupHeartbeatRequest{}).Key()
-	heartbeatsKeys = map[int16]bool{heartbeatKey: true, heartbeat848: true}
+	syncKey      = (&kmsg.SyncGroupRequest{}).Key()
+	heartbeat848 = (&kmsg.ConsumerGroupHeartbeatRequest{}).Key() // KIP-848's, which assigns too
+	proofKeys    = map[int16]bool{(&kmsg.JoinGroupRequest{}).Key(): true, syncKey: true,
+		(&kmsg.HeartbeatRequest{}).Key(): true, heartbeat848: true}
 )
 
 // lease is a partition's assignment as its owner sees it. It is valid
 // until deadline: the monotonic time at which the owner sent the last
-// request that proved it a member of the group (a SyncGroup or a
+// request that proved it a member of the group (a JoinGroup, SyncGroup or
 // heartbeat the group answered, see sessionHook), plus the session
 // timeout, minus a margin. The group keeps a member for a session timeout
 // after it received its last heartbeat, which is after it was sent, so
@@ -130,8 +129,9 @@ type Lease struct {
 
 // Valid reports whether the lease is still valid by the owner's clock: the
 // partition was not revoked nor lost, and the group cannot have fenced the
-// member yet (its last proven heartbeat's send time plus the session
-// timeout minus a fifth of it has not passed). A handler that must not act
+// member yet (the send time of its last heartbeat, JoinGroup or SyncGroup
+// the group answered, plus the session timeout less a fifth of it, has not
+// passed). A handler that must not act
 // once the lease passed checks it before its side effect; the epoch,
 // checked by the store, is the stronger fence.
 func (l Lease) Valid() bool { return l.l != nil && l.l.valid() }
@@ -174,39 +174,28 @@ func gate[T any](handler dispatch.Handler[partition.Delivery[T]]) dispatch.Handl
 
 // sessionHook is the client's hook that proves the membership: a request
 // of the group (a JoinGroup, a SyncGroup or a heartbeat) sent at t and
-// answered is a
-// proof that the group held the member at t, once the client writes the
-// next heartbeat: franz-go heartbeats again after an answer only if it was
-// no error or REBALANCE_IN_PROGRESS (the member stays in the group
-// meanwhile); after a fencing error (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION)
-// it loses the partitions first, which kills their leases. The hook sees
-// no error code, hence the wait for the next heartbeat. Under KIP-848
-// (kgo.ServerSideBalancer) its heartbeat retried in place after a
-// coordinator's error counts too.
+// answered proves that the group held the member at t, so it extends the
+// leases to t plus the session timeout minus the margin. The hook sees no
+// error code, and need not: the group fences a member a session timeout
+// after the last heartbeat it received, itself after the lease's last
+// proof was sent, so an answer that says the member is gone arrives after
+// the lease passed, and a lease seen passed is dead for good (prove); the
+// loss franz-go reports next releases the partitions. (A member the group
+// removes otherwise, at the rebalance timeout, is bounded by the revoke
+// timeout, which must be under it.)
 type sessionHook[T any] struct{ c *Consumer[T] }
 
-// OnBrokerE2E notes the send time of an answered JoinGroup, SyncGroup or
+// OnBrokerE2E proves the membership by an answered JoinGroup, SyncGroup or
 // heartbeat.
 func (h sessionHook[T]) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
-	if e2e.Err() != nil || (key != joinKey && key != syncKey && !heartbeatsKeys[key]) {
+	if e2e.Err() != nil || !proofKeys[key] {
 		return
 	}
 	sent := mono() - int64(e2e.DurationE2E())
 	if key == syncKey || key == heartbeat848 {
 		h.c.synced.Store(sent) // an assignment's answer
 	}
-	h.c.answered.Store(sent)
-}
-
-// OnBrokerWrite turns the answer noted last into a proof, at the next
-// heartbeat.
-func (h sessionHook[T]) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
-	if err != nil || !heartbeatsKeys[key] {
-		return
-	}
-	if sent := h.c.answered.Swap(0); sent > 0 {
-		h.c.prove(sent)
-	}
+	h.c.prove(sent)
 }
 
 // prove extends the leases of the partitions owned, or still draining, by
