@@ -305,9 +305,30 @@ func cmpInt(a, b int64) int {
 	return 1
 }
 
-// Two members; one is killed with SIGKILL mid-run and started again. Every
-// exchange is handled, each key in order; the duplicates are in-order
-// replays of what the killed member had handled above its last commit.
+// uncommitted returns how many records member proc handled above the
+// group's committed offsets, by partition: work a kill of proc leaves to
+// be replayed.
+func (r *run) uncommitted(proc int) int64 {
+	r.t.Helper()
+	committed, err := r.cluster.Committed(ctxTimeout(r.t, 10*time.Second), r.group, mpTopic)
+	require.NoError(r.t, err)
+	var above int64
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, h := range r.lines {
+		if h.proc == proc && h.offset >= committed[h.partition] {
+			above++
+		}
+	}
+	return above
+}
+
+// Two members; one is killed with SIGKILL mid-run, once it handled records
+// above the group's commits, and started again. Every exchange is handled,
+// each key in order; the duplicates are in-order replays of what the
+// killed member had handled above its last commit, and there are some: the
+// kill caught uncommitted work (the committed offsets, read after it, are
+// below what it had handled), so the test cannot pass without a replay.
 func TestMultiProcessKillAndRestart(t *testing.T) {
 	r := newRun(t)
 	begin := time.Now()
@@ -316,8 +337,10 @@ func TestMultiProcessKillAndRestart(t *testing.T) {
 	}
 	a, b := r.start(), r.start()
 	r.waitFor(25_000, 30*time.Second)
+	r.await("a to handle records above the commits", 30*time.Second, func() bool { return r.uncommitted(0) > 0 })
 	killed := time.Now().UnixNano()
 	r.kill(a)
+	above := r.uncommitted(0) // a's last commits are in: it is dead
 	a2 := r.start()
 	for batch := 3; batch < mpBatches; batch++ {
 		r.produce(batch)
@@ -325,8 +348,10 @@ func TestMultiProcessKillAndRestart(t *testing.T) {
 	r.waitFor(mpKeys*mpPerKey, 60*time.Second)
 	dups := r.verify(b, a2)
 	r.noneTwiceBefore(killed)
-	t.Logf("%d exchanges, 8 partitions, 2 members, one killed and restarted: %d duplicates (in-order replays), %v",
-		mpKeys*mpPerKey, dups, time.Since(begin).Round(time.Millisecond))
+	t.Logf("%d exchanges, 8 partitions, 2 members, one killed and restarted with %d records handled above the commits: %d duplicates (in-order replays), %v",
+		mpKeys*mpPerKey, above, dups, time.Since(begin).Round(time.Millisecond))
+	require.Positive(t, above, "the kill caught records handled and not committed")
+	require.GreaterOrEqual(t, int64(dups), above, "every record handled above the commits was replayed")
 }
 
 // One member; a second joins mid-run (a rebalance moves partitions to it),
