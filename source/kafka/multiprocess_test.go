@@ -336,8 +336,12 @@ func TestMultiProcessKillAndRestart(t *testing.T) {
 		r.produce(b)
 	}
 	a, b := r.start(), r.start()
-	r.waitFor(25_000, 30*time.Second)
-	r.await("a to handle records above the commits", 30*time.Second, func() bool { return r.uncommitted(0) > 0 })
+	r.await("a to handle records above the commits, with 10,000 handled", 30*time.Second, func() bool {
+		r.mu.Lock()
+		n := len(r.distinct)
+		r.mu.Unlock()
+		return n >= 10_000 && r.uncommitted(0) > 0
+	})
 	killed := time.Now().UnixNano()
 	r.kill(a)
 	above := r.uncommitted(0) // a's last commits are in: it is dead
