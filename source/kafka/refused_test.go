@@ -31,3 +31,15 @@ func TestRefusedSessionTimeoutFailsTheConsumer(t *testing.T) {
 	require.ErrorContains(t, err, "INVALID_SESSION_TIMEOUT")
 	require.ErrorIs(t, k.StopGracefully(context.Background()), kafka.ErrRefused, "a stop after the end returns Err")
 }
+
+// A heartbeat interval of 2/5 of the session timeout or more would let the
+// leases lapse between two heartbeats: Prepare refuses it, naming both.
+func TestPrepareRefusesAHeartbeatTooLongForTheSession(t *testing.T) {
+	k, err := kafka.NewConsumer("c", kafka.Subscription{Brokers: []string{freePort(t)}, Group: "g", Topic: "t"},
+		accounts, newScheduler(t, 1), codec, noop, kafka.WithLogger[event](quiet),
+		kafka.WithClientOptions[event](kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(400*time.Millisecond)))
+	require.NoError(t, err)
+	err = k.Prepare(context.Background())
+	require.ErrorIs(t, err, kafka.ErrInvalidArgument)
+	require.ErrorContains(t, err, "heartbeat interval 400ms too long for the session timeout 1s")
+}
