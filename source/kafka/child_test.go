@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +28,7 @@ const (
 	topicEnv   = "AGGFLOW_KAFKA_CHILD_TOPIC"
 	delayEnv   = "AGGFLOW_KAFKA_CHILD_DELAY"   // a handler's simulated I/O, a time.Duration
 	sessionEnv = "AGGFLOW_KAFKA_CHILD_SESSION" // the session timeout, a time.Duration (default: memberClientOptions')
+	pendingEnv = "AGGFLOW_KAFKA_CHILD_PENDING" // WithMaxPending (default: the package's)
 )
 
 // memberClientOptions make a killed member's partitions move in about a
@@ -69,10 +71,15 @@ func runChild(mode string) int {
 		clientOpts = []kgo.Opt{kgo.SessionTimeout(session), kgo.HeartbeatInterval(session / 10), kgo.RebalanceTimeout(10 * time.Second)}
 	}
 	sub := kafka.Subscription{Brokers: strings.Split(os.Getenv(brokersEnv), ","), Group: os.Getenv(groupEnv), Topic: os.Getenv(topicEnv)}
-	k, err := kafka.NewConsumer("member", sub, accounts, sched, codec, handle,
+	opts := []kafka.Option[event]{
 		// Debug level on stderr: the parent reads how long each revocation took.
 		kafka.WithLogger[event](slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))),
-		kafka.WithClientOptions[event](clientOpts...))
+		kafka.WithClientOptions[event](clientOpts...),
+	}
+	if n, err := strconv.Atoi(os.Getenv(pendingEnv)); err == nil {
+		opts = append(opts, kafka.WithMaxPending[event](n))
+	}
+	k, err := kafka.NewConsumer("member", sub, accounts, sched, codec, handle, opts...)
 	if err == nil {
 		err = k.Prepare(ctx)
 	}
