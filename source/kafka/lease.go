@@ -38,8 +38,10 @@ var (
 // the membership outlives the local deadline by the margin at least;
 // another member gets the partition only once it is gone. Once seen
 // passed (or released), the lease is dead for good. A lease made again
-// for a partition whose lease lapsed is not valid before a proof sent
-// after it was made.
+// for a partition whose lease lapsed is valid only from the second proof
+// sent after it was made: it has no deadline yet that a fencing answer
+// would find passed, and franz-go sends a request after such an answer
+// only once it lost the partitions, which kills the lease.
 type lease struct {
 	p       int32
 	member  string
@@ -47,6 +49,7 @@ type lease struct {
 	created int64  // the monotonic time from which proofs count
 
 	mu       sync.Mutex    // serialises proofs
+	needs    int           // proofs to ignore before the first that counts (mu)
 	deadline atomic.Int64  // 0 until the first proof
 	proven   chan struct{} // closed by the first proof
 	alive    context.Context
@@ -55,8 +58,8 @@ type lease struct {
 	lapse    func(*lease) // called once, when the lease is seen passed
 }
 
-func newLease(p int32, member string, epoch uint64, created int64, lapse func(*lease)) *lease {
-	l := &lease{p: p, member: member, epoch: epoch, created: created, proven: make(chan struct{}), lapse: lapse}
+func newLease(p int32, member string, epoch uint64, created int64, needs int, lapse func(*lease)) *lease {
+	l := &lease{p: p, member: member, epoch: epoch, created: created, needs: needs, proven: make(chan struct{}), lapse: lapse}
 	l.alive, l.kill = context.WithCancel(context.Background())
 	return l
 }
@@ -100,6 +103,9 @@ func (l *lease) prove(sent, until int64) {
 	d := l.deadline.Load()
 	switch {
 	case l.alive.Err() != nil:
+		return
+	case l.needs > 0:
+		l.needs--
 		return
 	case d != 0 && mono() >= d:
 		l.expire()
@@ -232,9 +238,9 @@ func (c *Consumer[T]) lapsed(l *lease) {
 // renew releases the partitions whose lease lapsed and the group did not
 // take, as lost (forced, nothing committed), and assigns them again from
 // their last commit, the client's fetch position moved back to it, under
-// new leases valid from the next proof: if the group did not fence the
-// member, their records above the commit run again (in order, Attempt 2);
-// if it did, the loss that follows releases them before that. Called by
+// new leases valid from the second proof sent after: if the group did not
+// fence the member, their records above the commit run again (in order,
+// Attempt 2); if it did, the loss that follows releases them before that. Called by
 // the poll loop while rebalances wait (BlockRebalanceOnPoll).
 func (c *Consumer[T]) renew() {
 	c.mu.Lock()

@@ -26,10 +26,11 @@ func (c *Consumer[T]) onAssigned(_ context.Context, offsets map[string]map[int32
 	return offsets, nil
 }
 
-// assign makes partition p an intake under a new lease, valid from a proof
+// assign makes partition p an intake under a new lease, valid from proofs
 // sent at created or later: with synced, created is the send time of the
-// SyncGroup that assigned it, a proof. committed is the offset the group
-// committed last, negative when none.
+// SyncGroup that assigned it, a proof; else the lease counts from the
+// second (see lease). committed is the offset the group committed last,
+// negative when none.
 func (c *Consumer[T]) assign(p int32, committed, created int64, synced bool) {
 	c.mu.Lock()
 	closing := c.closing
@@ -38,9 +39,12 @@ func (c *Consumer[T]) assign(p int32, committed, created int64, synced bool) {
 		return // leaving the group: the next owner reads it
 	}
 	member, gen := c.cl.GroupMetadata()
-	l := newLease(p, member, uint64(max(gen, 0)), created, c.lapsed)
+	var l *lease
 	if synced {
+		l = newLease(p, member, uint64(max(gen, 0)), created, 0, c.lapsed)
 		l.prove(created, created+c.leaseFor)
+	} else {
+		l = newLease(p, member, uint64(max(gen, 0)), created, 1, c.lapsed) // see lease
 	}
 	in, err := c.disp.Assign(context.WithValue(c.base, leaseCtxKey{}, l), p, max(committed, 0))
 	if err != nil {
