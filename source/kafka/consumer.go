@@ -188,8 +188,9 @@ func (c *Consumer[T]) Done() <-chan struct{} { return c.life.Done() }
 
 // Err returns the first error: a bad record the hook refused (ErrBadRecord),
 // a partition that could not be assigned (ErrAssign), a setting the broker
-// refused (ErrRefused), the final commit of revoked partitions that still failed at the
-// revoke's deadline (ErrCommit). Meaningful once Done is closed.
+// refused (ErrRefused), the final commit of revoked partitions that still
+// failed at the revoke's deadline (ErrCommit). Meaningful once Done is
+// closed.
 func (c *Consumer[T]) Err() error { return c.life.Err() }
 
 // Stats returns the counters.

@@ -50,7 +50,7 @@ func (c *Consumer[T]) deliverAll(ctx context.Context, fs kgo.Fetches) error {
 		}
 		if setting, ok := c.refusal(err); ok {
 			if refusedErr == nil {
-				refusedErr = errorf(ErrRefused, "consumer %q: %s refused by the broker: %w", c.name, setting, err)
+				refusedErr = errorf(ErrRefused, "consumer %q: %s: %w", c.name, setting, err)
 			}
 			return
 		}

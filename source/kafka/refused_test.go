@@ -26,6 +26,7 @@ func TestRefusedSessionTimeoutFailsTheConsumer(t *testing.T) {
 		require.FailNow(t, "the consumer did not stop on a refused session timeout", "owned %v, err %v", k.Owned(), k.Err())
 	}
 	err := k.Err()
+	t.Log(err)
 	require.ErrorIs(t, err, kafka.ErrRefused)
 	require.ErrorContains(t, err, "session timeout 1s")
 	require.ErrorContains(t, err, "INVALID_SESSION_TIMEOUT")
