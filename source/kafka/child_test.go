@@ -2,10 +2,12 @@ package kafka_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -24,7 +26,9 @@ const (
 	brokersEnv = "AGGFLOW_KAFKA_CHILD_BROKERS"
 	groupEnv   = "AGGFLOW_KAFKA_CHILD_GROUP"
 	topicEnv   = "AGGFLOW_KAFKA_CHILD_TOPIC"
-	delayEnv   = "AGGFLOW_KAFKA_CHILD_DELAY" // a handler's simulated I/O, a time.Duration
+	delayEnv   = "AGGFLOW_KAFKA_CHILD_DELAY"   // a handler's simulated I/O, a time.Duration
+	sessionEnv = "AGGFLOW_KAFKA_CHILD_SESSION" // the session timeout, a time.Duration (default: memberClientOptions')
+	pendingEnv = "AGGFLOW_KAFKA_CHILD_PENDING" // WithMaxPending (default: the package's)
 )
 
 // poisonEnv is "id seq": that record fails every time, retried in place
@@ -39,10 +43,11 @@ var memberClientOptions = []kgo.Opt{
 	kgo.RebalanceTimeout(10 * time.Second),
 }
 
-// runChild runs a member until SIGTERM, then stops it gracefully. Each
-// handled record is written to stdout, one unbuffered line each, as
-// "key seq unix-nanos-at-start", so a SIGKILL loses no line of a record
-// whose handler returned.
+// runChild runs a member until SIGTERM, then stops it gracefully and
+// writes its Stats to stderr as "stats {json}". Each handled record is
+// written to stdout, one unbuffered line each, as "key seq
+// unix-nanos-at-start epoch partition offset" (the epoch of its lease), so
+// a SIGKILL loses no line of a record whose handler returned.
 func runChild(mode string) int {
 	if mode != "member" {
 		fmt.Fprintln(os.Stderr, "unknown child mode", mode)
@@ -56,20 +61,30 @@ func runChild(mode string) int {
 		return 1
 	}
 	delay, _ := time.ParseDuration(os.Getenv(delayEnv))
-	handle := func(_ context.Context, d partition.Delivery[event]) error {
+	handle := func(ctx context.Context, d partition.Delivery[event]) error {
 		start := time.Now().UnixNano()
+		l, _ := kafka.LeaseOf(ctx)
 		if delay > 0 {
 			time.Sleep(delay) // the handler's I/O
 		}
-		_, err := fmt.Fprintf(os.Stdout, "%s %d %d\n", d.Exchange.ID, d.Exchange.Seq, start)
+		_, err := fmt.Fprintf(os.Stdout, "%s %d %d %d %d %d\n", d.Exchange.ID, d.Exchange.Seq, start, l.Epoch, d.Partition, d.Position)
 		return err
 	}
+	clientOpts := memberClientOptions
+	if session, err := time.ParseDuration(os.Getenv(sessionEnv)); err == nil {
+		clientOpts = []kgo.Opt{kgo.SessionTimeout(session), kgo.HeartbeatInterval(session / 10), kgo.RebalanceTimeout(10 * time.Second)}
+	}
 	sub := kafka.Subscription{Brokers: strings.Split(os.Getenv(brokersEnv), ","), Group: os.Getenv(groupEnv), Topic: os.Getenv(topicEnv)}
-	k, err := kafka.NewConsumer("member", sub, accounts, sched, codec, withPoison(handle),
+	opts := []kafka.Option[event]{
 		poisonPolicy(),
 		// Debug level on stderr: the parent reads how long each revocation took.
 		kafka.WithLogger[event](slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))),
-		kafka.WithClientOptions[event](memberClientOptions...))
+		kafka.WithClientOptions[event](clientOpts...),
+	}
+	if n, err := strconv.Atoi(os.Getenv(pendingEnv)); err == nil {
+		opts = append(opts, kafka.WithMaxPending[event](n))
+	}
+	k, err := kafka.NewConsumer("member", sub, accounts, sched, codec, withPoison(handle), opts...)
 	if err == nil {
 		err = k.Prepare(ctx)
 	}
@@ -90,6 +105,9 @@ func runChild(mode string) int {
 	if err := k.StopGracefully(stopCtx); err != nil {
 		fmt.Fprintln(os.Stderr, "stop:", err)
 		code = 1
+	}
+	if stats, err := json.Marshal(k.Stats()); err == nil {
+		fmt.Fprintf(os.Stderr, "stats %s\n", stats)
 	}
 	if err := sched.DisposeGracefully(stopCtx); err != nil {
 		fmt.Fprintln(os.Stderr, "dispose:", err)

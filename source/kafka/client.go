@@ -35,6 +35,7 @@ func (c *Consumer[T]) clientOptions() []kgo.Opt {
 		kgo.AdjustFetchOffsetsFn(c.onAssigned),
 		kgo.OnPartitionsRevoked(c.onRevoked),
 		kgo.OnPartitionsLost(c.onLost),
+		kgo.WithHooks(sessionHook[T]{c}),
 	)
 }
 
@@ -47,6 +48,16 @@ func (c *Consumer[T]) check(ctx context.Context) error {
 		return fmt.Errorf("%w: consumer %q: client options: %w", ErrInvalidArgument, c.name, err)
 	}
 	defer cl.Close()
+	session, _ := cl.OptValue(kgo.SessionTimeout).(time.Duration)
+	heartbeat, _ := cl.OptValue(kgo.HeartbeatInterval).(time.Duration)
+	leaseFor := session - session/5
+	if 2*heartbeat >= leaseFor {
+		return fmt.Errorf("%w: consumer %q: heartbeat interval %v too long for the session timeout %v: a lease lasts %v from the last heartbeat answered (keep the interval under %v, so that one late heartbeat does not lapse it)",
+			ErrInvalidArgument, c.name, heartbeat, session, leaseFor, leaseFor/2)
+	}
+	c.mu.Lock()
+	c.leaseFor = int64(leaseFor)
+	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.connectTimeout)
 	defer cancel()
 	topics, err := kadm.NewClient(cl).ListTopics(ctx, c.sub.Topic)

@@ -102,6 +102,9 @@ func (c *Consumer[T]) commit(offsets map[int32]int64) (refused map[int32]error, 
 					}
 					if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil {
 						refused[p.Partition] = fmt.Errorf("partition %d: %w", p.Partition, perr)
+						if moved(perr) {
+							c.stale(p.Partition, off, perr)
+						}
 						continue
 					}
 					acked[p.Partition] = off
@@ -146,6 +149,15 @@ func moved(err error) bool {
 		}
 	}
 	return false
+}
+
+// stale counts and logs a commit the group refused as a zombie's.
+func (c *Consumer[T]) stale(p int32, off int64, why error) {
+	c.stats.staleCommits.Add(1)
+	member, gen := c.cl.GroupMetadata()
+	c.cfg.logger.Warn("kafka: commit refused: this member's generation is over", slog.String("consumer", c.name),
+		slog.Int("partition", int(p)), slog.Int64("offset", off), slog.String("member", member),
+		slog.Int("generation", int(gen)), slog.Any("reason", why))
 }
 
 // acknowledged records what the broker acknowledged and tells the hook.

@@ -60,10 +60,18 @@ type Consumer[T any] struct {
 	pollCtx  context.Context // cancelled by the first stop
 	stopPoll context.CancelFunc
 
-	high      map[int32]int64 // highest offset delivered per partition released (c.mu)
-	pauseMu   sync.Mutex      // orders pause decisions; held across kgo's Pause and Resume only
-	kick      chan struct{}   // a prefix may have moved, or room was freed
-	commitSem chan struct{}   // one commit at a time, in the order taken
+	high     map[int32]int64  // highest offset delivered per partition released (c.mu)
+	lapses   map[int32]*lease // leases seen passed, for the poll loop to renew (c.mu)
+	leases   map[*lease]bool  // of the partitions owned or being released (c.mu)
+	wakePoll func()           // ends the poll in progress (c.mu)
+	// The fence's clock (see sessionHook): the send time, monotonic, of the
+	// last SyncGroup answered, and how long a proof makes a lease valid
+	// (the session timeout less a fifth, set by Prepare).
+	synced    atomic.Int64
+	leaseFor  int64
+	pauseMu   sync.Mutex    // orders pause decisions; held across kgo's Pause and Resume only
+	kick      chan struct{} // a prefix may have moved, or room was freed
+	commitSem chan struct{} // one commit at a time, in the order taken
 	mgrStop   chan struct{}
 	mgr       sync.WaitGroup // the committing goroutine and the forwarders
 	stats     counters
@@ -73,6 +81,8 @@ type Consumer[T any] struct {
 // owned is one partition the consumer owns.
 type owned[T any] struct {
 	in        *partition.Intake[T]
+	lease     *lease
+	from      int64 // the offset the intake started at
 	committed int64 // the offset the broker acknowledged last, -1 if none (c.mu)
 	paused    bool  // c.pauseMu
 	high      int64 // the highest offset delivered, in this process: the poll loop's
@@ -82,7 +92,7 @@ type owned[T any] struct {
 
 type counters struct {
 	delivered, discarded, commits, commitFailures, uncommitted, assigned, revoked, lost, pauses atomic.Int64
-	succeeded, failed, dropped                                                                  atomic.Int64
+	succeeded, failed, dropped, staleCommits, lapsed                                            atomic.Int64
 }
 
 // Stats are a Consumer's counters since it was made.
@@ -113,6 +123,15 @@ type Stats struct {
 	// cancelled, in the partitions released so far: every partition, once
 	// Done is closed.
 	Succeeded, Failed, Dropped int64
+	// StaleCommits counts partition offsets the group refused because this
+	// member's generation is over or being replaced (ILLEGAL_GENERATION,
+	// UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, a fenced instance or
+	// epoch): a zombie's commits, each logged at warning level and never
+	// taken as committed.
+	StaleCommits int64
+	// Lapsed counts the leases seen passed (see LeaseOf): the member may
+	// have been fenced by the group.
+	Lapsed int64
 }
 
 // NewConsumer returns a Consumer named name that reads sub and hands the
@@ -149,12 +168,12 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 	if c.groups > 0 {
 		popts = append(popts, partition.WithGroups[T](c.groups))
 	}
-	disp, err := partition.NewDispatcher(name, named, sched, codec.ID, handler, popts...)
+	disp, err := partition.NewDispatcher(name, named, sched, codec.ID, gate(handler), popts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: consumer %q: %w", ErrInvalidArgument, name, err)
 	}
 	k := &Consumer[T]{name: name, sub: sub, codec: codec, cfg: c, disp: disp,
-		owned: map[int32]*owned[T]{}, high: map[int32]int64{},
+		owned: map[int32]*owned[T]{}, high: map[int32]int64{}, lapses: map[int32]*lease{}, leases: map[*lease]bool{},
 		kick: make(chan struct{}, 1), commitSem: make(chan struct{}, 1), mgrStop: make(chan struct{})}
 	k.life.Init("consumer", name, ErrIllegalState, k.end)
 	if err := k.cfg.failing.bind(k); err != nil {
@@ -175,9 +194,10 @@ func (c *Consumer[T]) State() dispatch.State { return c.life.State() }
 func (c *Consumer[T]) Done() <-chan struct{} { return c.life.Done() }
 
 // Err returns the first error: a bad record the hook refused (ErrBadRecord),
-// a partition that could not be assigned (ErrAssign), a fetch that failed
-// for good, the final commit of revoked partitions that still failed at the
-// revoke's deadline (ErrCommit). Meaningful once Done is closed.
+// a partition that could not be assigned (ErrAssign), a setting the broker
+// refused (ErrRefused), the final commit of revoked partitions that still
+// failed at the revoke's deadline (ErrCommit). Meaningful once Done is
+// closed.
 func (c *Consumer[T]) Err() error { return c.life.Err() }
 
 // Stats returns the counters.
@@ -185,14 +205,17 @@ func (c *Consumer[T]) Stats() Stats {
 	s := &c.stats
 	return Stats{Failures: c.disp.Failures(), Delivered: s.delivered.Load(), Discarded: s.discarded.Load(), Commits: s.commits.Load(),
 		CommitFailures: s.commitFailures.Load(), Uncommitted: s.uncommitted.Load(), Assigned: s.assigned.Load(), Revoked: s.revoked.Load(), Lost: s.lost.Load(),
-		Pauses: s.pauses.Load(), Succeeded: s.succeeded.Load(), Failed: s.failed.Load(), Dropped: s.dropped.Load()}
+		Pauses: s.pauses.Load(), Succeeded: s.succeeded.Load(), Failed: s.failed.Load(), Dropped: s.dropped.Load(),
+		StaleCommits: s.staleCommits.Load(), Lapsed: s.lapsed.Load()}
 }
 
 // Owned returns the partitions owned now, in no order.
 func (c *Consumer[T]) Owned() []int32 { return c.disp.Owned() }
 
 // Prepare checks that the brokers answer within the connect timeout
-// (ErrUnreachable otherwise) and that the topic exists (ErrNoTopic). The
+// (ErrUnreachable otherwise) and that the topic exists (ErrNoTopic), and
+// refuses (ErrInvalidArgument) a heartbeat interval of 2/5 of the session
+// timeout or more, which would let the leases lapse between heartbeats. The
 // handlers' contexts carry ctx's values. It does not join the group. From a
 // state other than StateNew, or while another Prepare runs, it returns an
 // error wrapping ErrIllegalState.
@@ -223,11 +246,14 @@ func (c *Consumer[T]) Start() error {
 		return err
 	}
 	defer c.life.Leave()
+	// The client joins the group at once: c.mu keeps the rebalance
+	// callbacks, which take it, waiting for c.cl.
+	c.mu.Lock()
 	cl, err := kgo.NewClient(c.clientOptions()...)
 	if err != nil {
+		c.mu.Unlock()
 		return fmt.Errorf("%w: consumer %q: client options: %w", ErrInvalidArgument, c.name, err)
 	}
-	c.mu.Lock()
 	c.cl = cl
 	c.mu.Unlock()
 	// The client joins the group from here on, so the goroutines start

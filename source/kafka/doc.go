@@ -43,6 +43,23 @@
 // are in-order replays (Delivery.Attempt is 2 for a record this process had
 // delivered before), and idempotency is the handler's, by aggregate version.
 //
+// # Fence
+//
+// Each assigned partition has a lease (LeaseOf, from the handler's ctx):
+// the member id and an epoch, the group's generation at the assignment,
+// which a later owner's exceeds, so a store that refuses a write of an
+// epoch below the highest it saw for the partition refuses a fenced
+// member's. The lease is valid until the partition is released, and no
+// longer than the send time of the member's last heartbeat (or JoinGroup,
+// SyncGroup) the group answered plus the session timeout less a fifth:
+// the group cannot have fenced the member before. A record whose lease
+// passed is not handled (a member that stalled past its session and wakes
+// up handles nothing more): its outcome is cancelled, never committed, and
+// the partition is forced, then assigned again from its last commit unless
+// the group took it meanwhile. Commits the group refuses as a zombie's
+// count in Stats.StaleCommits. Prepare refuses a heartbeat interval of 2/5
+// of the session timeout or more.
+//
 // # Pause
 //
 // WithMaxPending is the budget of the whole Consumer. A partition whose
@@ -69,7 +86,10 @@
 // # Bad input
 //
 // Unreachable brokers and a missing topic fail Prepare (ErrUnreachable,
-// ErrNoTopic). A record without a key (ErrNoKey) or that Codec.Decode
+// ErrNoTopic). A setting the broker refuses for good (a session timeout
+// outside its group.min/max.session.timeout.ms, an authorization, the
+// group's max size) stops the consumer with Err wrapping ErrRefused, the
+// setting and the broker's error; transient errors are retried. A record without a key (ErrNoKey) or that Codec.Decode
 // refuses (ErrDecode) goes to the bad-record hook: by default it is logged
 // with the reason and discarded, its offset committed past; a hook that
 // returns an error stops the Consumer, which commits up to the record

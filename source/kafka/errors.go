@@ -45,6 +45,18 @@ var (
 	// again, in order). A refusal saying that the group moved on is not an
 	// error: see Stats.Uncommitted.
 	ErrCommit = errors.New("kafka: commit failed")
+	// ErrRefused is Err when the broker refused a setting of the group
+	// member for good (a session timeout outside the broker's
+	// group.min/max.session.timeout.ms, the group's or the topic's
+	// authorization, the group's max size, the balancers): the consumer
+	// stops. It names the setting and wraps the broker's error
+	// (kerr.InvalidSessionTimeout...). Transient errors are retried.
+	ErrRefused = errors.New("kafka: setting refused by the broker")
+	// ErrLeaseLost is the error of a record that was not handled because
+	// its partition's lease had passed (see LeaseOf): its outcome is
+	// cancelled and its offset never committed; the partition's next owner
+	// handles it.
+	ErrLeaseLost = errors.New("kafka: lease lost")
 )
 
 // PanicError is a panic recovered from user code: the decoder, the id

@@ -235,3 +235,56 @@ func ExampleConsumer_runtime() {
 	// bob [10 20 30]
 	// carol [10 20 30]
 }
+
+// fencedStore is a store that fences its writes on the lease: it keeps,
+// per partition, the highest epoch that wrote, and refuses a write of a
+// lower one, a stalled old owner's after the next owner began.
+type fencedStore struct {
+	mu     sync.Mutex
+	epochs map[int32]uint64
+	ledger *ledger
+}
+
+var errStaleEpoch = errors.New("stale epoch")
+
+func (s *fencedStore) apply(ctx context.Context, d partition.Delivery[deposit]) error {
+	l, ok := kafka.LeaseOf(ctx)
+	if !ok {
+		return errors.New("no lease")
+	}
+	return s.write(l, d.Exchange)
+}
+
+func (s *fencedStore) write(l kafka.Lease, d deposit) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.Epoch < s.epochs[l.Partition] {
+		return fmt.Errorf("%w: partition %d, epoch %d below %d", errStaleEpoch, l.Partition, l.Epoch, s.epochs[l.Partition])
+	}
+	s.epochs[l.Partition] = l.Epoch
+	s.ledger.record(d)
+	return nil
+}
+
+// A handler's store fences its writes on the partition's lease, the
+// group's generation at the assignment: a member that the group fenced
+// (stopped past its session timeout, say) writes under an epoch below its
+// successor's, and the store refuses it.
+func ExampleLeaseOf() {
+	c := depositCluster(1)
+	defer c.Close()
+	l := newLedger(9)
+	s := &fencedStore{epochs: map[int32]uint64{}, ledger: l}
+	if _, err := consume(c, "deposits", l, s.apply); err != nil {
+		panic(err)
+	}
+	l.print()
+	// The write of an owner of the generation before.
+	err := s.write(kafka.Lease{Partition: 0, Epoch: s.epochs[0] - 1}, deposit{account: "alice", amount: 99})
+	fmt.Println("stale write refused:", errors.Is(err, errStaleEpoch))
+	// Output:
+	// alice [10 20 30]
+	// bob [10 20 30]
+	// carol [10 20 30]
+	// stale write refused: true
+}

@@ -22,19 +22,23 @@ import (
 
 // handled is one line a member wrote: a record it handled.
 type handled struct {
-	id    string
-	seq   int
-	start int64 // wall clock, ns: one machine, so comparable across members
-	proc  int   // which member process, in start order
-	line  int   // its place in that member's output
+	id        string
+	seq       int
+	start     int64 // wall clock, ns: one machine, so comparable across members
+	epoch     uint64
+	partition int32
+	offset    int64
+	proc      int // which member process, in start order
+	line      int // its place in that member's output
 }
 
 // run is the parent side of a multi-process test: a kfake cluster in this
 // process and members, each this test binary re-executed in child mode.
 type run struct {
-	t       *testing.T
-	cluster *kafkatest.Cluster
-	group   string
+	t            *testing.T
+	cluster      *kafkatest.Cluster
+	group        string
+	keys, perKey int // what verify expects: mpKeys x mpPerKey unless set
 
 	mu       sync.Mutex
 	lines    []handled
@@ -83,8 +87,17 @@ const (
 func newRun(t *testing.T) *run {
 	c, err := kafkatest.Start(kafkatest.WithTopic(mpTopic, mpPartitions), shortSessions)
 	require.NoError(t, err)
-	r := &run{t: t, cluster: c, group: "flow-" + t.Name(), distinct: map[[2]any]bool{}, progress: make(chan struct{}, 1)}
+	r := &run{t: t, cluster: c, group: "flow-" + t.Name(), keys: mpKeys, perKey: mpPerKey, distinct: map[[2]any]bool{}, progress: make(chan struct{}, 1)}
 	t.Cleanup(func() {
+		if t.Failed() { // the members' warnings: lapsed leases, refused commits
+			for i, m := range r.members {
+				for _, line := range strings.Split(m.stderr.String(), "\n") {
+					if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+						t.Logf("[%d] %s", i, line)
+					}
+				}
+			}
+		}
 		for _, m := range r.members {
 			_ = m.cmd.Process.Kill()
 			<-m.waited
@@ -137,14 +150,19 @@ func (r *run) read(proc int, out interface{ Read([]byte) (int, error) }) {
 	sc := bufio.NewScanner(out)
 	for n := 0; sc.Scan(); n++ {
 		f := strings.Fields(sc.Text())
-		if len(f) != 3 {
+		if len(f) != 6 {
 			continue
 		}
-		seq, _ := strconv.Atoi(f[1])
-		start, _ := strconv.ParseInt(f[2], 10, 64)
+		h := handled{id: f[0], proc: proc, line: n}
+		h.seq, _ = strconv.Atoi(f[1])
+		h.start, _ = strconv.ParseInt(f[2], 10, 64)
+		h.epoch, _ = strconv.ParseUint(f[3], 10, 64)
+		p, _ := strconv.ParseInt(f[4], 10, 32)
+		h.partition = int32(p)
+		h.offset, _ = strconv.ParseInt(f[5], 10, 64)
 		r.mu.Lock()
-		r.lines = append(r.lines, handled{id: f[0], seq: seq, start: start, proc: proc, line: n})
-		r.distinct[[2]any{f[0], seq}] = true
+		r.lines = append(r.lines, h)
+		r.distinct[[2]any{h.id, h.seq}] = true
 		r.mu.Unlock()
 		select {
 		case r.progress <- struct{}{}:
@@ -222,12 +240,38 @@ func (r *run) kill(m *member) {
 // verify stops the members left, then checks per-key order across every
 // member by the handlers' start times and returns the duplicates.
 func (r *run) verify(alive ...*member) int {
+	dups, stale := r.verifyEpochs(alive...)
+	require.Zero(r.t, stale, "records handled under a lease older than one that handled their key before")
+	return dups
+}
+
+// verifyEpochs is verify that leaves the stale records out of the order
+// checks and counts them: a record is stale when its lease's epoch is below
+// one seen before for its key (a member fenced by the group that handled
+// it after the next owner began).
+func (r *run) verifyEpochs(alive ...*member) (dups, stale int) {
 	for _, m := range alive {
 		r.stopGracefully(m)
 	}
 	r.readers.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.sortLines()
+	seen := map[string][]int{}
+	epoch := map[string]uint64{}
+	for _, h := range r.lines {
+		if h.epoch < epoch[h.id] {
+			stale++
+			continue
+		}
+		epoch[h.id] = h.epoch
+		seen[h.id] = append(seen[h.id], h.seq)
+	}
+	return checkOrder(r.t, seen, r.keys, r.perKey), stale
+}
+
+// sortLines sorts the lines by the handlers' start times (r.mu).
+func (r *run) sortLines() {
 	slices.SortStableFunc(r.lines, func(a, b handled) int {
 		switch {
 		case a.start != b.start:
@@ -237,11 +281,6 @@ func (r *run) verify(alive ...*member) int {
 		}
 		return a.line - b.line
 	})
-	seen := map[string][]int{}
-	for _, h := range r.lines {
-		seen[h.id] = append(seen[h.id], h.seq)
-	}
-	return checkOrder(r.t, seen, mpKeys, mpPerKey)
 }
 
 // noneTwiceBefore requires that nothing started before the kill was a
@@ -266,9 +305,30 @@ func cmpInt(a, b int64) int {
 	return 1
 }
 
-// Two members; one is killed with SIGKILL mid-run and started again. Every
-// exchange is handled, each key in order; the duplicates are in-order
-// replays of what the killed member had handled above its last commit.
+// uncommitted returns how many records member proc handled above the
+// group's committed offsets, by partition: work a kill of proc leaves to
+// be replayed.
+func (r *run) uncommitted(proc int) int64 {
+	r.t.Helper()
+	committed, err := r.cluster.Committed(ctxTimeout(r.t, 10*time.Second), r.group, mpTopic)
+	require.NoError(r.t, err)
+	var above int64
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, h := range r.lines {
+		if h.proc == proc && h.offset >= committed[h.partition] {
+			above++
+		}
+	}
+	return above
+}
+
+// Two members; one is killed with SIGKILL mid-run, once it handled records
+// above the group's commits, and started again. Every exchange is handled,
+// each key in order; the duplicates are in-order replays of what the
+// killed member had handled above its last commit, and there are some: the
+// kill caught uncommitted work (the committed offsets, read after it, are
+// below what it had handled), so the test cannot pass without a replay.
 func TestMultiProcessKillAndRestart(t *testing.T) {
 	r := newRun(t)
 	begin := time.Now()
@@ -276,9 +336,15 @@ func TestMultiProcessKillAndRestart(t *testing.T) {
 		r.produce(b)
 	}
 	a, b := r.start(), r.start()
-	r.waitFor(25_000, 30*time.Second)
+	r.await("a to handle records above the commits, with 10,000 handled", 30*time.Second, func() bool {
+		r.mu.Lock()
+		n := len(r.distinct)
+		r.mu.Unlock()
+		return n >= 10_000 && r.uncommitted(0) > 0
+	})
 	killed := time.Now().UnixNano()
 	r.kill(a)
+	above := r.uncommitted(0) // a's last commits are in: it is dead
 	a2 := r.start()
 	for batch := 3; batch < mpBatches; batch++ {
 		r.produce(batch)
@@ -286,8 +352,10 @@ func TestMultiProcessKillAndRestart(t *testing.T) {
 	r.waitFor(mpKeys*mpPerKey, 60*time.Second)
 	dups := r.verify(b, a2)
 	r.noneTwiceBefore(killed)
-	t.Logf("%d exchanges, 8 partitions, 2 members, one killed and restarted: %d duplicates (in-order replays), %v",
-		mpKeys*mpPerKey, dups, time.Since(begin).Round(time.Millisecond))
+	t.Logf("%d exchanges, 8 partitions, 2 members, one killed and restarted with %d records handled above the commits: %d duplicates (in-order replays), %v",
+		mpKeys*mpPerKey, above, dups, time.Since(begin).Round(time.Millisecond))
+	require.Positive(t, above, "the kill caught records handled and not committed")
+	require.GreaterOrEqual(t, int64(dups), above, "every record handled above the commits was replayed")
 }
 
 // One member; a second joins mid-run (a rebalance moves partitions to it),

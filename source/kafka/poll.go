@@ -2,9 +2,11 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aggflow/aggflow/internal/panics"
@@ -15,12 +17,23 @@ import (
 // Rebalances wait for each batch to be delivered (BlockRebalanceOnPoll).
 func (c *Consumer[T]) poll(ctx context.Context) error {
 	for {
-		fs := c.cl.PollRecords(ctx, c.cfg.maxPoll)
+		// A lapsed lease ends the poll (lapsed), so that its partition is
+		// renewed while the rebalances wait.
+		pctx, wake := context.WithCancel(ctx)
+		c.mu.Lock()
+		c.wakePoll = wake
+		if len(c.lapses) > 0 {
+			wake()
+		}
+		c.mu.Unlock()
+		fs := c.cl.PollRecords(pctx, c.cfg.maxPoll)
+		wake()
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			c.cl.AllowRebalance()
 			return nil
 		}
 		err := c.deliverAll(ctx, fs)
+		c.renew()
 		c.balance()
 		c.cl.AllowRebalance()
 		if err != nil && ctx.Err() == nil {
@@ -30,12 +43,25 @@ func (c *Consumer[T]) poll(ctx context.Context) error {
 }
 
 func (c *Consumer[T]) deliverAll(ctx context.Context, fs kgo.Fetches) error {
+	var refusedErr error
 	fs.EachError(func(topic string, p int32, err error) {
+		if errors.Is(err, context.Canceled) {
+			return // the poll was ended for a lapsed lease
+		}
+		if setting, ok := c.refusal(err); ok {
+			if refusedErr == nil {
+				refusedErr = errorf(ErrRefused, "consumer %q: %s: %w", c.name, setting, err)
+			}
+			return
+		}
 		// The client retries what can be retried; what reaches here is
 		// reported and the partition goes on from where it was.
 		c.cfg.logger.WarnContext(ctx, "kafka: fetch error", slog.String("consumer", c.name),
 			slog.String("topic", topic), slog.Int("partition", int(p)), slog.Any("error", err))
 	})
+	if refusedErr != nil {
+		return refusedErr
+	}
 	for _, f := range fs {
 		for _, t := range f.Topics {
 			for _, fp := range t.Partitions {
@@ -135,4 +161,34 @@ func logBadRecord(l *slog.Logger, name string) BadRecordHook {
 			slog.Int("partition", int(r.Partition)), slog.Int64("offset", r.Offset), slog.Any("reason", reason))
 		return nil
 	}
+}
+
+// refusal reports whether err, from a poll, is the broker refusing a
+// setting for good, and names the setting. franz-go retries its group
+// session after any error, so a refused JoinGroup or an authorization
+// failure would leave the member idle for ever: only these codes stop the
+// consumer; the others, transient or the group's rebalancing (moved), are
+// retried by the client.
+func (c *Consumer[T]) refusal(err error) (setting string, ok bool) {
+	var ke *kerr.Error
+	if !errors.As(err, &ke) {
+		return "", false
+	}
+	switch ke {
+	case kerr.InvalidSessionTimeout:
+		return fmt.Sprintf("session timeout %v", c.cl.OptValue(kgo.SessionTimeout)), true
+	case kerr.InconsistentGroupProtocol:
+		return fmt.Sprintf("balancers of group %q (the other members use none of them)", c.sub.Group), true
+	case kerr.InvalidGroupID:
+		return fmt.Sprintf("group %q", c.sub.Group), true
+	case kerr.GroupAuthorizationFailed:
+		return fmt.Sprintf("group %q (not authorized)", c.sub.Group), true
+	case kerr.TopicAuthorizationFailed:
+		return fmt.Sprintf("topic %q (not authorized)", c.sub.Topic), true
+	case kerr.GroupMaxSizeReached:
+		return fmt.Sprintf("group %q (group.max.size reached)", c.sub.Group), true
+	case kerr.UnsupportedVersion:
+		return "the client's protocol versions", true
+	}
+	return "", false
 }

@@ -19,37 +19,52 @@ import (
 // offsets are known, before they are fetched: each gets an intake starting
 // at its committed offset (0 when the group never committed it).
 func (c *Consumer[T]) onAssigned(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	synced := c.synced.Load()
 	for p, off := range offsets[c.sub.Topic] {
-		c.assign(p, off.EpochOffset().Offset)
+		c.assign(p, off.EpochOffset().Offset, synced, true)
 	}
 	return offsets, nil
 }
 
-// assign makes partition p an intake; committed is the offset the group
-// committed last, negative when none.
-func (c *Consumer[T]) assign(p int32, committed int64) {
+// assign makes partition p an intake under a new lease, valid from proofs
+// sent at created or later: with synced, created is the send time of the
+// SyncGroup that assigned it, a proof; else the lease counts from the
+// second (see lease). committed is the offset the group committed last,
+// negative when none.
+func (c *Consumer[T]) assign(p int32, committed, created int64, synced bool) {
 	c.mu.Lock()
 	closing := c.closing
 	c.mu.Unlock()
 	if closing {
 		return // leaving the group: the next owner reads it
 	}
-	in, err := c.disp.Assign(c.base, p, max(committed, 0))
+	member, gen := c.cl.GroupMetadata()
+	var l *lease
+	if synced {
+		l = newLease(p, member, uint64(max(gen, 0)), created, 0, c.lapsed)
+		l.prove(created, created+c.leaseFor)
+	} else {
+		l = newLease(p, member, uint64(max(gen, 0)), created, 1, c.lapsed) // see lease
+	}
+	in, err := c.disp.Assign(context.WithValue(c.base, leaseCtxKey{}, l), p, max(committed, 0))
 	if err != nil {
 		c.fail(errorf(ErrAssign, "consumer %q: partition %d: %w", c.name, p, err))
 		return
 	}
-	o := &owned[T]{in: in, committed: max(committed, -1), high: -1, stop: make(chan struct{}), stopped: make(chan struct{})}
+	o := &owned[T]{in: in, lease: l, from: max(committed, 0), committed: max(committed, -1), high: -1,
+		stop: make(chan struct{}), stopped: make(chan struct{})}
 	c.mu.Lock()
 	if high, ok := c.high[p]; ok {
 		o.high = high
 	}
 	if c.closing {
 		c.mu.Unlock()
+		l.kill()
 		_, _ = c.disp.Lose(p) // nothing was delivered to it
 		return
 	}
 	c.owned[p] = o
+	c.leases[l] = true
 	c.mgr.Add(1)
 	c.mu.Unlock()
 	c.stats.assigned.Add(1)
@@ -153,6 +168,19 @@ func (c *Consumer[T]) release(ps []int32, commit bool) {
 	if len(os) == 0 {
 		return
 	}
+	if !commit {
+		for _, o := range os {
+			o.lease.kill() // another member may own it already: its gate stops at once
+		}
+	}
+	defer func() {
+		c.mu.Lock()
+		for _, o := range os {
+			o.lease.kill()
+			delete(c.leases, o.lease)
+		}
+		c.mu.Unlock()
+	}()
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(c.base, c.cfg.revokeTimeout)
 	defer cancel()
@@ -164,7 +192,13 @@ func (c *Consumer[T]) release(ps []int32, commit bool) {
 			var s partition.Settled
 			var err error
 			if commit {
-				s, err = c.disp.Revoke(ctx, p)
+				// A lease that lapses meanwhile ends the drain: its gate
+				// holds the rest, which the force cancels.
+				rctx, cancel := context.WithCancel(ctx)
+				stop := context.AfterFunc(os[p].lease.alive, cancel)
+				s, err = c.disp.Revoke(rctx, p)
+				stop()
+				cancel()
 			} else {
 				s, err = c.disp.Lose(p)
 			}

@@ -1,0 +1,46 @@
+package kafka_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aggflow/aggflow/source/kafka"
+)
+
+// A session timeout outside the broker's group.min/max.session.timeout.ms
+// (kfake's minimum is 6 s by default) is refused at every JoinGroup: the
+// consumer fails with Err naming the setting and the broker's code, instead
+// of warning about it for ever with nothing assigned.
+func TestRefusedSessionTimeoutFailsTheConsumer(t *testing.T) {
+	c := startCluster(t, "refused", 1)
+	k := newConsumer(t, c, "refused", "refused", newScheduler(t, 1), noop,
+		kafka.WithClientOptions[event](kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(100*time.Millisecond)))
+	startConsumer(t, k)
+	select {
+	case <-k.Done():
+	case <-time.After(20 * time.Second):
+		require.FailNow(t, "the consumer did not stop on a refused session timeout", "owned %v, err %v", k.Owned(), k.Err())
+	}
+	err := k.Err()
+	t.Log(err)
+	require.ErrorIs(t, err, kafka.ErrRefused)
+	require.ErrorContains(t, err, "session timeout 1s")
+	require.ErrorContains(t, err, "INVALID_SESSION_TIMEOUT")
+	require.ErrorIs(t, k.StopGracefully(context.Background()), kafka.ErrRefused, "a stop after the end returns Err")
+}
+
+// A heartbeat interval of 2/5 of the session timeout or more would let the
+// leases lapse between two heartbeats: Prepare refuses it, naming both.
+func TestPrepareRefusesAHeartbeatTooLongForTheSession(t *testing.T) {
+	k, err := kafka.NewConsumer("c", kafka.Subscription{Brokers: []string{freePort(t)}, Group: "g", Topic: "t"},
+		accounts, newScheduler(t, 1), codec, noop, kafka.WithLogger[event](quiet),
+		kafka.WithClientOptions[event](kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(400*time.Millisecond)))
+	require.NoError(t, err)
+	err = k.Prepare(context.Background())
+	require.ErrorIs(t, err, kafka.ErrInvalidArgument)
+	require.ErrorContains(t, err, "heartbeat interval 400ms too long for the session timeout 1s")
+}
