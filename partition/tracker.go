@@ -89,6 +89,12 @@ func (t *Tracker) Track(pos int64) error {
 	return nil
 }
 
+// Break is not implemented yet.
+func (t *Tracker) Break() {}
+
+// Broken is not implemented yet.
+func (t *Tracker) Broken() bool { return false }
+
 // grow doubles the ring (and makes the first one) and rebuilds the index at
 // twice the ring's size.
 func (t *Tracker) grow() {
