@@ -45,7 +45,7 @@ func TestPrefixNeverPassesAnUnfinishedPosition(t *testing.T) {
 		var tr partition.Tracker
 		from := int64(0)
 		tr.Reset(from)
-		next := from // the broker's next position
+		next := from          // the broker's next position
 		var delivered []int64 // since the reset, in order
 		finished := map[int64]bool{}
 		pending := []int64{}
