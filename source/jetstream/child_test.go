@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aggflow/aggflow/dispatch"
@@ -35,6 +36,8 @@ const (
 	envTTL        = "AGGFLOW_JETSTREAM_TTL"     // the leases' TTL
 	envNoFence    = "AGGFLOW_JETSTREAM_NOFENCE" // set: the control of the fence
 	envStallAfter = "AGGFLOW_JETSTREAM_STALL"   // n: once n exchanges were handled, the handlers wait for their end (a backlog by construction)
+	envPullExpiry = "AGGFLOW_JETSTREAM_PULL_EXPIRY" // a duration: the pulls' server-side expiry
+	envWork       = "AGGFLOW_JETSTREAM_WORK"        // a duration: each handler's work
 )
 
 // childDurable is the durable prefix every child shares.
@@ -92,7 +95,15 @@ func child() error {
 		return err
 	}
 	defer out.Close()
-	nc, js, err := jetstream.Connect(os.Getenv(envURL))
+	if d := os.Getenv(envPullExpiry); d != "" {
+		expiry, err := time.ParseDuration(d)
+		if err != nil {
+			return err
+		}
+		jetstream.SetPullExpiry(expiry)
+	}
+	work, _ := time.ParseDuration(os.Getenv(envWork)) // 0: none
+	nc, js, err := jetstream.Connect(os.Getenv(envURL), reconnecting...)
 	if err != nil {
 		return err
 	}
@@ -111,6 +122,9 @@ func child() error {
 		if stallAfter > 0 && handled.Add(1) > stallAfter {
 			<-ctx.Done() // the process is killed with what it fetched and did not handle
 			return ctx.Err()
+		}
+		if work > 0 {
+			time.Sleep(work) // the handler's work, not a synchronisation
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -149,8 +163,14 @@ func child() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	return r.Run(ctx)
+	err = r.Run(ctx)
+	fmt.Fprintf(os.Stderr, "stats: %+v\n", c.Stats())
+	return err
 }
+
+// reconnecting are the connection options of the children and of the
+// tests that restart the server: reconnect for ever, soon after a loss.
+var reconnecting = []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}
 
 // dynamicTopology reads the topology of a dynamic assignment.
 func dynamicTopology() (jetstream.Topology, error) {

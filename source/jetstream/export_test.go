@@ -1,5 +1,7 @@
 package jetstream
 
+import "time"
+
 // WithoutReset is the control of the tests: the consumer resumes as the
 // server redelivers (no reset to the ack floor on Start), and takes a
 // redelivered position below the last one as it comes.
@@ -21,3 +23,8 @@ var (
 	Plan      = plan
 	FairShare = fairShare
 )
+
+// SetPullExpiry sets the pulls' server-side expiry (default 5 s), before
+// any consumer runs: the tests that pause a process across an expiry
+// shorten it.
+func SetPullExpiry(d time.Duration) { pullExpiry = d }

@@ -59,8 +59,9 @@ type part[T any] struct {
 func (pt *part[T]) valid() bool { return pt.lease == nil || pt.lease.valid() }
 
 // pullExpiry is how long one fetch waits on the server for its batch to
-// fill; what arrives meanwhile is delivered as it comes.
-const pullExpiry = 5 * time.Second
+// fill; what arrives meanwhile is delivered as it comes. A variable for the
+// tests only.
+var pullExpiry = 5 * time.Second
 
 // open resets partition p's durable consumer cons to its ack floor + 1,
 // assigns the partition from there, under lease l (nil with a static
