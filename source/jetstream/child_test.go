@@ -29,13 +29,13 @@ const (
 	envURL        = "AGGFLOW_JETSTREAM_URL"
 	envOwn        = "AGGFLOW_JETSTREAM_OWN" // owned partitions, comma-separated
 	envPartitions = "AGGFLOW_JETSTREAM_PARTITIONS"
-	envOut        = "AGGFLOW_JETSTREAM_OUT"     // the file the child appends "key seq attempt" lines to
-	envControl    = "AGGFLOW_JETSTREAM_CONTROL" // set: resume without the reset
-	envBench      = "AGGFLOW_JETSTREAM_BENCH"   // "plain" or "aggflow": consume the owned partitions to their end, then exit
-	envMember     = "AGGFLOW_JETSTREAM_MEMBER"  // set: a dynamic assignment, this member's name; the records name their epoch
-	envTTL        = "AGGFLOW_JETSTREAM_TTL"     // the leases' TTL
-	envNoFence    = "AGGFLOW_JETSTREAM_NOFENCE" // set: the control of the fence
-	envStallAfter = "AGGFLOW_JETSTREAM_STALL"   // n: once n exchanges were handled, the handlers wait for their end (a backlog by construction)
+	envOut        = "AGGFLOW_JETSTREAM_OUT"         // the file the child appends "key seq attempt" lines to
+	envControl    = "AGGFLOW_JETSTREAM_CONTROL"     // set: resume without the reset
+	envBench      = "AGGFLOW_JETSTREAM_BENCH"       // "plain" or "aggflow": consume the owned partitions to their end, then exit
+	envMember     = "AGGFLOW_JETSTREAM_MEMBER"      // set: a dynamic assignment, this member's name; the records name their epoch
+	envTTL        = "AGGFLOW_JETSTREAM_TTL"         // the leases' TTL
+	envNoFence    = "AGGFLOW_JETSTREAM_NOFENCE"     // set: the control of the fence
+	envStallAfter = "AGGFLOW_JETSTREAM_STALL"       // n: once n exchanges were handled, the handlers wait for their end (a backlog by construction)
 	envPullExpiry = "AGGFLOW_JETSTREAM_PULL_EXPIRY" // a duration: the pulls' server-side expiry
 	envWork       = "AGGFLOW_JETSTREAM_WORK"        // a duration: each handler's work
 )
