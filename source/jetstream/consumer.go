@@ -57,6 +57,7 @@ type Consumer[T any] struct {
 	acks    atomic.Int64
 	reject  atomic.Int64
 	dups    atomic.Int64
+	resets  atomic.Int64
 
 	// life is the state, the first error, the force and Done: its holds are
 	// supervise, each Revoke, handoff and loss, and Prepare and Start while
@@ -214,18 +215,21 @@ func (c *Consumer[T]) Err() error { return c.life.Err() }
 // Stats counts what the consumer did: messages fetched, acknowledgements
 // sent (one per prefix move, cumulative), messages rejected and settled,
 // redeliveries dropped (of positions a partition received already since its
-// reset, in Fetched too), and the exchanges' outcomes, summed over the
-// partitions' dispatchers (those released included).
+// reset, in Fetched too), partitions reset while running (a delivery
+// missed, a failed pull, a lost connection: see the package doc), and the
+// exchanges' outcomes, summed over the partitions' dispatchers (those
+// released included).
 type Stats struct {
-	Fetched, Acks, Rejected, Duplicates int64
-	Exchanges                           dispatch.Stats
+	Fetched, Acks, Rejected, Duplicates, Resets int64
+	Exchanges                                   dispatch.Stats
 }
 
-// Stats returns the counters: four atomic loads and one snapshot per
+// Stats returns the counters: five atomic loads and one snapshot per
 // partition opened, each consistent on its own (Received == Succeeded +
 // Failed + Discarded + InFlight holds in the sum).
 func (c *Consumer[T]) Stats() Stats {
-	s := Stats{Fetched: c.fetched.Load(), Acks: c.acks.Load(), Rejected: c.reject.Load(), Duplicates: c.dups.Load()}
+	s := Stats{Fetched: c.fetched.Load(), Acks: c.acks.Load(), Rejected: c.reject.Load(), Duplicates: c.dups.Load(),
+		Resets: c.resets.Load()}
 	c.mu.Lock()
 	opened := slices.Clone(c.opened)
 	c.mu.Unlock()

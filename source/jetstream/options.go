@@ -55,6 +55,10 @@ const (
 	// server itself: stream and consumer info, consumer reset, the
 	// confirmed acknowledgement of a revocation.
 	DefaultRequestTimeout = 5 * time.Second
+	// DefaultServerLossTimeout is how long a partition whose pull failed
+	// (the server restarted, the connection broke) waits for the server to
+	// come back before the consumer fails.
+	DefaultServerLossTimeout = time.Minute
 )
 
 // Option configures NewConsumer. A nil Option is ignored.
@@ -72,7 +76,7 @@ type RejectFunc func(ctx context.Context, msg natsjs.Msg, err error) error
 
 type config[T any] struct {
 	maxPending, batch, maxAckPending int
-	ackWait, timeout                 time.Duration
+	ackWait, timeout, serverWait     time.Duration
 	durable                          string
 	reject                           RejectFunc
 	logger                           *slog.Logger
@@ -120,6 +124,15 @@ func WithRequestTimeout[T any](d time.Duration) Option[T] {
 	return func(c *config[T]) { c.timeout = d }
 }
 
+// WithServerLossTimeout sets how long a partition whose pull failed or
+// whose connection broke waits for the server before the consumer fails
+// with ErrUnreachable (default DefaultServerLossTimeout). Meanwhile the
+// connection reconnects by itself (see Connect) and the partition, reset,
+// replays from its ack floor once the server answers.
+func WithServerLossTimeout[T any](d time.Duration) Option[T] {
+	return func(c *config[T]) { c.serverWait = d }
+}
+
 // WithRejected sets what happens to a message without KeyHeader or that the
 // decoder refused. By default (nil) the consumer stops with the error,
 // having acknowledged only what came before the message in its partition:
@@ -163,7 +176,7 @@ func WithDynamicAssignment[T any](member string, ttl time.Duration) Option[T] {
 
 func newConfig[T any](name string, opts []Option[T]) (config[T], error) {
 	c := config[T]{maxPending: dispatch.DefaultMaxPending, batch: DefaultFetchBatch, ackWait: DefaultAckWait,
-		timeout: DefaultRequestTimeout, durable: name, logger: slog.Default()}
+		timeout: DefaultRequestTimeout, serverWait: DefaultServerLossTimeout, durable: name, logger: slog.Default()}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -172,8 +185,9 @@ func newConfig[T any](name string, opts []Option[T]) (config[T], error) {
 	switch {
 	case c.maxPending < 1 || c.batch < 1:
 		return c, fmt.Errorf("%w: pending budget %d and fetch batch %d must be at least 1", ErrInvalidArgument, c.maxPending, c.batch)
-	case c.ackWait <= 0 || c.timeout <= 0:
-		return c, fmt.Errorf("%w: ack wait %v and request timeout %v must be positive", ErrInvalidArgument, c.ackWait, c.timeout)
+	case c.ackWait <= 0 || c.timeout <= 0 || c.serverWait <= 0:
+		return c, fmt.Errorf("%w: ack wait %v, request timeout %v and server loss timeout %v must be positive",
+			ErrInvalidArgument, c.ackWait, c.timeout, c.serverWait)
 	case c.logger == nil:
 		return c, fmt.Errorf("%w: nil logger", ErrInvalidArgument)
 	case c.durable == "" || !validName(c.durable):
