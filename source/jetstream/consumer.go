@@ -207,9 +207,9 @@ func (c *Consumer[T]) State() dispatch.State { return c.life.State() }
 func (c *Consumer[T]) Done() <-chan struct{} { return c.life.Done() }
 
 // Err returns the first failure, meaningful once Done is closed: a failed
-// Start, a partition's failure (a rejected message, ErrRedelivered, the
-// server lost), a revocation that did not drain or whose acknowledgement was
-// not confirmed.
+// Start, a partition's failure (a rejected message, the server not back
+// within the server loss timeout), a revocation that did not drain or whose
+// acknowledgement was not confirmed.
 func (c *Consumer[T]) Err() error { return c.life.Err() }
 
 // Stats counts what the consumer did: messages fetched, acknowledgements
