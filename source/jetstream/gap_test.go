@@ -81,3 +81,55 @@ func TestGapResetsAndReplaysInOrder(t *testing.T) {
 		require.Equal(t, 1, times, "%s handled once (positions 1 and 2 were acknowledged before the replay): %v", k, order)
 	}
 }
+
+// Under a lease the same: another client resets the partition's durable
+// consumer, so the consumer sequence starts again at 1 where the partition
+// expects 11. The partition resets under the lease it holds (same epoch,
+// no handoff, no re-claim) and handles what follows once, in order.
+func TestExternalResetUnderALeaseKeepsTheLease(t *testing.T) {
+	const n = 10
+	e := newEnv(t, 1)
+	var mu sync.Mutex
+	var seqs []uint64
+	epochs := map[uint64]bool{}
+	handler := func(ctx context.Context, d partition.Delivery[keyed]) error {
+		l, ok := jetstream.LeaseOf(ctx)
+		require.True(t, ok)
+		mu.Lock()
+		defer mu.Unlock()
+		seqs = append(seqs, d.Exchange.Seq)
+		epochs[l.Epoch] = true
+		return nil
+	}
+	handled := func(k int) func() bool {
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(seqs) >= k
+		}
+	}
+	c, err := jetstream.NewConsumer("c", e.sub(nil), named, newSched(t), keyedCodec, handler,
+		jetstream.WithDynamicAssignment[keyed]("a", 10*time.Second))
+	require.NoError(t, err)
+	require.NoError(t, c.Prepare(ctx(t)))
+	require.NoError(t, c.Start())
+	e.publish(t, 1, n)
+	require.Eventually(t, handled(n), 20*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return e.ackFloor(t, "c", 0) == n }, 20*time.Second, 5*time.Millisecond)
+
+	_, err = e.js.ResetConsumer(ctx(t), e.topo.Stream, "c-0") // another client's reset
+	require.NoError(t, err)
+	require.NoError(t, e.publishFrom(ctx(t), 1, n, n))
+	require.Eventually(t, handled(2*n), 20*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return e.ackFloor(t, "c", 0) == 2*n }, 20*time.Second, 5*time.Millisecond)
+	require.Equal(t, dispatch.StateRunning, c.State(), "the consumer went on: %v", c.Err())
+	require.NoError(t, c.StopGracefully(ctx(t)))
+	mu.Lock()
+	defer mu.Unlock()
+	want := make([]uint64, 2*n)
+	for i := range want {
+		want[i] = uint64(i + 1)
+	}
+	require.Equal(t, want, seqs, "each once, in order")
+	require.Len(t, epochs, 1, "one epoch: the partition stayed under its lease")
+}
