@@ -114,8 +114,15 @@ func freePort(t *testing.T) int {
 // shut down gracefully for 1 s, each time with exchanges delivered and not
 // acknowledged, and restarted on its port and store. The consumer must ride
 // both out: it does not stop, loses nothing, keeps every aggregate's order,
-// and its replays are redeliveries (attempt 2 or more).
+// and its replays are redeliveries (attempt 2 or more). Static, and as the
+// only member of a dynamic assignment (its leases, in a bucket of the same
+// server, of a TTL above the outage).
 func TestServerRestartIsRiddenOut(t *testing.T) {
+	t.Run("static", func(t *testing.T) { serverRestart(t, false) })
+	t.Run("dynamic", func(t *testing.T) { serverRestart(t, true) })
+}
+
+func serverRestart(t *testing.T, dynamic bool) {
 	const keys, perKey = 400, 100
 	total := keys * perKey
 	port, dir := freePort(t), t.TempDir()
@@ -134,7 +141,14 @@ func TestServerRestartIsRiddenOut(t *testing.T) {
 
 	out := filepath.Join(t.TempDir(), "records")
 	deadline := time.Now().Add(mpDeadline)
-	c := startChild(t, e, allOwned, out, false, envWork+"=200us")
+	var c *proc
+	fields := 3
+	if dynamic {
+		c = startChild(t, e, "", out, false, envWork+"=200us", envMember+"=a", envTTL+"=20s")
+		fields = 5
+	} else {
+		c = startChild(t, e, allOwned, out, false, envWork+"=200us")
+	}
 	keysOf := make([]string, keys)
 	for k := range keysOf {
 		keysOf[k] = keyName(k)
@@ -163,7 +177,9 @@ func TestServerRestartIsRiddenOut(t *testing.T) {
 	c.stop(t, syscall.SIGTERM)
 	stderr := c.stderr()
 	require.NotContains(t, stderr, "consumer failed")
-	r := checkReplays([][]handled{readRun(t, out)}, keysOf, perKey)
+	var run []handled
+	readLines(t, out, fields, func(h handled, _ [][]byte) { run = append(run, h) })
+	r := checkReplays([][]handled{run}, keysOf, perKey)
 	stats := stderr
 	if i := strings.LastIndex(stats, "stats: "); i >= 0 {
 		stats = stats[i:]
