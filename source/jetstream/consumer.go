@@ -33,7 +33,9 @@ import (
 // redelivers by itself. On Start each durable consumer is reset to its ack
 // floor + 1: after a crash the partition is delivered again, in order, from
 // the first position not acknowledged, so an aggregate sees an in-order
-// replay of its last exchanges and never a reordering.
+// replay of its last exchanges and never a reordering. While it runs, a
+// partition whose continuity breaks (a delivery it missed, a failed pull, a
+// server restart: see Resets in the package doc) is reset the same way.
 //
 // A graceful stop revokes every partition (partition.Dispatcher.Revoke: the
 // fetching stops, what was delivered drains, and what is left when ForceStop
@@ -43,8 +45,8 @@ import (
 // receives again what was not acknowledged.
 //
 // Goroutines: per owned partition two (fetching and acknowledging) plus the
-// partition.Dispatcher's two, and one for the consumer; all are joined before
-// Done closes. Every method is safe for concurrent use.
+// partition.Dispatcher's two, one for the consumer, and one per partition
+// being reset; all are joined before Done closes. Every method is safe for concurrent use.
 type Consumer[T any] struct {
 	name    string
 	js      natsjs.JetStream

@@ -216,9 +216,11 @@ func (pt *part[T]) pull() {
 }
 
 // expiring gives a pull its server-side expiry: FetchContext takes the
-// request's expiry from its context's deadline (90% of the time left), and
-// this context reports a deadline so that the expiry is pullExpiry, but is
-// never cancelled by it, only with ctx: the server ends the pull.
+// request's expiry from its context's deadline (the time left less a tenth
+// of it, at most 1 s) and cannot be combined with FetchMaxWait, so this
+// context reports a deadline that makes the expiry pullExpiry (up to 9 s),
+// but is cancelled only with ctx, never by that deadline: the server ends
+// the pull.
 func expiring(ctx context.Context) context.Context {
 	return pullContext{ctx, time.Now().Add(pullExpiry + pullExpiry/9)}
 }

@@ -80,7 +80,8 @@ func (c *Consumer[T]) reopen(old *part[T]) {
 		case l != nil && (errors.Is(err, errLeasePassed) || !l.valid()):
 			c.cfg.logger.Warn("jetstream: partition lost", slog.String("consumer", c.name), slog.Int("partition", int(p)),
 				slog.Uint64("epoch", l.epoch), slog.String("reason", "its lease passed while it was reset"))
-		case errors.Is(err, ErrStreamNotFound), errors.Is(err, natsjs.ErrConsumerNotFound), !time.Now().Add(wait).Before(deadline):
+		case errors.Is(err, ErrStreamNotFound), errors.Is(err, natsjs.ErrConsumerNotFound), errors.Is(err, nats.ErrConnectionClosed),
+			!time.Now().Add(wait).Before(deadline):
 			c.fail(fmt.Errorf("%w: consumer %q: partition %d: not reopened within %v of its reset: %v",
 				ErrUnreachable, c.name, p, c.cfg.serverWait, err))
 		default:
