@@ -38,6 +38,7 @@ const (
 	envStallAfter = "AGGFLOW_JETSTREAM_STALL"       // n: once n exchanges were handled, the handlers wait for their end (a backlog by construction)
 	envPullExpiry = "AGGFLOW_JETSTREAM_PULL_EXPIRY" // a duration: the pulls' server-side expiry
 	envWork       = "AGGFLOW_JETSTREAM_WORK"        // a duration: each handler's work
+	envRacing     = "AGGFLOW_JETSTREAM_RACING"      // set: pulls with a client deadline (WithRacingPulls)
 )
 
 // childDurable is the durable prefix every child shares.
@@ -141,6 +142,9 @@ func child() error {
 	opts := []jetstream.Option[keyed]{jetstream.WithDurable[keyed](childDurable), jetstream.WithMaxPending[keyed](512)}
 	if os.Getenv(envControl) != "" {
 		opts = append(opts, jetstream.WithoutReset[keyed]())
+	}
+	if os.Getenv(envRacing) != "" {
+		opts = append(opts, jetstream.WithRacingPulls[keyed]())
 	}
 	if member != "" {
 		ttl, err := time.ParseDuration(os.Getenv(envTTL))

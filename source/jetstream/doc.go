@@ -72,8 +72,11 @@
 // each with a status after everything it delivered; the client sets no
 // deadline of its own that could drop a message already received (a
 // process paused across the expiry would see both at once). nats.go still
-// ends a pull that stays silent for its expiry plus 1 s, and drops what it
-// received meanwhile: a break like any other, which a reset repairs.
+// ends a pull itself when it stays silent for its expiry plus 1 s, dropping
+// what it received meanwhile; a pull that lasted that long is followed by a
+// request for the server's count of deliveries, and a partition that
+// received fewer resets (what a later delivery's skipped sequence would
+// tell too, but only once there is one).
 //
 // # Assignment
 //

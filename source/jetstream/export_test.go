@@ -12,6 +12,12 @@ func WithoutReset[T any]() Option[T] { return func(c *config[T]) { c.noReset = t
 // ignored, so a stalled owner goes on handling and acknowledging.
 func WithoutFence[T any]() Option[T] { return func(c *config[T]) { c.noFence = true } }
 
+// WithRacingPulls gives every pull a client deadline at its expiry, as the
+// consumer did before the pulls expired on the server only: a message that
+// arrives as the deadline passes (a process paused across it) is dropped,
+// so that the resets have holes to repair.
+func WithRacingPulls[T any]() Option[T] { return func(c *config[T]) { c.racingPull = true } }
+
 // LeaseBucket is the name of the lease bucket of a durable prefix.
 var LeaseBucket = leaseBucket
 

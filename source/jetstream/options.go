@@ -82,6 +82,7 @@ type config[T any] struct {
 	logger                           *slog.Logger
 	partition                        []partition.Option[T]
 	noReset                          bool // the control of the tests: resume as the server redelivers
+	racingPull                       bool // the tests': a client deadline on each pull, which drops what races it
 
 	member  string        // dynamic assignment: this process's member name
 	ttl     time.Duration // dynamic assignment: the leases' TTL; 0 for static

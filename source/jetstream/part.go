@@ -161,7 +161,12 @@ func (pt *part[T]) pull() {
 			return
 		}
 		ctx, cancel := context.WithCancel(pt.stop)
-		batch, err := pt.cons.Fetch(c.cfg.batch, append(opts, natsjs.FetchContext(expiring(ctx)))...)
+		pctx := expiring(ctx)
+		if c.cfg.racingPull {
+			pctx, cancel = context.WithTimeout(pt.stop, pullExpiry)
+		}
+		began := time.Now()
+		batch, err := pt.cons.Fetch(c.cfg.batch, append(opts, natsjs.FetchContext(pctx))...)
 		if err != nil {
 			cancel()
 			if pt.stop.Err() == nil {
@@ -208,11 +213,47 @@ func (pt *part[T]) pull() {
 				return
 			}
 			// the control goes on, unpinned
+		case err == nil && time.Since(began) < pullExpiry+time.Second:
+			// The server ended the pull: its status comes after every
+			// delivery of the pull.
+		case err == nil, c.cfg.racingPull && errors.Is(err, context.DeadlineExceeded):
+			// nats.go ended the pull itself (silent for its expiry + 1 s,
+			// or the tests' client deadline), dropping what it received
+			// meanwhile: the server's count of deliveries tells.
+			if !pt.continuous() {
+				return
+			}
 		case err != nil:
 			c.reset(pt, "pulling: "+err.Error())
 			return
 		}
 	}
+}
+
+// continuous asks the server whether every delivery since the reset
+// reached the partition, between two pulls, when no delivery is on its way;
+// if not, or if the server cannot tell, the partition resets and continuous
+// returns false. One request.
+func (pt *part[T]) continuous() bool {
+	c := pt.c
+	if pt.next == 0 {
+		return true // the control without the reset counts nothing
+	}
+	ctx, cancel := context.WithTimeout(pt.stop, c.cfg.timeout)
+	defer cancel()
+	info, err := pt.cons.Info(ctx)
+	switch {
+	case pt.stop.Err() != nil:
+		return false
+	case err != nil:
+		c.reset(pt, "the server's count of deliveries unknown: "+err.Error())
+		return false
+	case info.Delivered.Consumer >= pt.next:
+		c.reset(pt, "deliveries the partition did not receive", slog.Uint64("expected", pt.next),
+			slog.Uint64("delivered", info.Delivered.Consumer))
+		return false
+	}
+	return true
 }
 
 // expiring gives a pull its server-side expiry: FetchContext takes the

@@ -62,11 +62,18 @@ func (e *env) drainedKeys(t testing.TB, keys int) bool {
 // between pauses, a part of the scenario.
 func hold(from time.Time, d time.Duration) { <-time.After(time.Until(from.Add(d))) }
 
-func pauseAcrossExpiries(t *testing.T, dynamic bool) {
+// pauseAcrossExpiries runs the pauses against a consumer process, static
+// or the only member of a dynamic assignment; racing gives its pulls a
+// client deadline (WithRacingPulls), so that some exchanges delivered are
+// dropped and only the resets keep them from being lost.
+func pauseAcrossExpiries(t *testing.T, dynamic, racing bool) {
 	e := newEnv(t, mpPartitions)
 	out := filepath.Join(t.TempDir(), "records")
 	deadline := time.Now().Add(mpDeadline)
 	extra := []string{envPullExpiry + "=" + pauseExpiry.String()}
+	if racing {
+		extra = append(extra, envRacing+"=1")
+	}
 	var c *proc
 	if dynamic {
 		c = startChild(t, e, "", out, false, append(extra, envMember+"=a", envTTL+"=10s")...)
@@ -120,7 +127,18 @@ func pauseAcrossExpiries(t *testing.T, dynamic bool) {
 	require.Zero(t, r.firstTry, "a duplicate is a redelivery")
 	require.GreaterOrEqual(t, hits, pauses/4, "the pauses must catch deliveries in flight")
 	require.True(t, drained, "every partition acknowledged to its end")
+	if racing {
+		require.Regexp(t, `Resets:[1-9]`, stats, "dropped deliveries, repaired by resets")
+	}
 }
 
-func TestPauseAcrossPullExpiryLosesNothingStatic(t *testing.T)  { pauseAcrossExpiries(t, false) }
-func TestPauseAcrossPullExpiryLosesNothingDynamic(t *testing.T) { pauseAcrossExpiries(t, true) }
+func TestPauseAcrossPullExpiryLosesNothingStatic(t *testing.T)  { pauseAcrossExpiries(t, false, false) }
+func TestPauseAcrossPullExpiryLosesNothingDynamic(t *testing.T) { pauseAcrossExpiries(t, true, false) }
+
+// With pulls that race a client deadline, as before they expired on the
+// server only: the dropped deliveries are holes in the consumer sequence,
+// each repaired by a reset.
+func TestPauseWithRacingPullsIsRepairedByResets(t *testing.T) {
+	t.Run("static", func(t *testing.T) { pauseAcrossExpiries(t, false, true) })
+	t.Run("dynamic", func(t *testing.T) { pauseAcrossExpiries(t, true, true) })
+}
