@@ -68,9 +68,12 @@ type Consumer[T any] struct {
 
 	mu     sync.Mutex
 	parts  map[int32]*part[T]
-	opened []*part[T]                // every partition opened, owned still or not: for Stats
-	cons   map[int32]natsjs.Consumer // made by Prepare
-	stream natsjs.Stream             // found by Prepare
+	opened []*part[T] // every partition opened, owned still or not: for Stats
+	// resetStats sums the counters of the parts a reset replaced, taken
+	// out of opened.
+	resetStats dispatch.Stats
+	cons       map[int32]natsjs.Consumer // made by Prepare
+	stream     natsjs.Stream             // found by Prepare
 
 	// With a dynamic assignment: the bucket, the leases held (owned, or
 	// being released), and the assigning goroutine's signals.
@@ -227,13 +230,15 @@ type Stats struct {
 }
 
 // Stats returns the counters: five atomic loads and one snapshot per
-// partition opened, each consistent on its own (Received == Succeeded +
-// Failed + Discarded + InFlight holds in the sum).
+// partition opened (a part replaced by a reset is a kept sum), each
+// consistent on its own (Received == Succeeded + Failed + Discarded +
+// InFlight holds in the sum).
 func (c *Consumer[T]) Stats() Stats {
 	s := Stats{Fetched: c.fetched.Load(), Acks: c.acks.Load(), Rejected: c.reject.Load(), Duplicates: c.dups.Load(),
 		Resets: c.resets.Load()}
 	c.mu.Lock()
 	opened := slices.Clone(c.opened)
+	s.Exchanges = c.resetStats
 	c.mu.Unlock()
 	for _, pt := range opened {
 		x := pt.in.Stats()

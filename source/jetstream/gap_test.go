@@ -75,6 +75,10 @@ func TestGapResetsAndReplaysInOrder(t *testing.T) {
 		"acknowledged to the end")
 	require.Equal(t, dispatch.StateRunning, c.State(), "the consumer went on: %v", c.Err())
 	require.NoError(t, c.StopGracefully(ctx(t)))
+	st := c.Stats()
+	require.EqualValues(t, 1, st.Resets)
+	require.EqualValues(t, n, st.Exchanges.Received, "the part the reset replaced counted too: %+v", st)
+	require.EqualValues(t, n, st.Exchanges.Succeeded)
 	mu.Lock()
 	defer mu.Unlock()
 	for k, times := range handled {

@@ -129,7 +129,10 @@ func WithRequestTimeout[T any](d time.Duration) Option[T] {
 // whose connection broke waits for the server before the consumer fails
 // with ErrUnreachable (default DefaultServerLossTimeout). Meanwhile the
 // connection reconnects by itself (see Connect) and the partition, reset,
-// replays from its ack floor once the server answers.
+// replays from its ack floor once the server answers. It counts from the
+// reset, whose release of the partition comes first (its drain and the
+// confirmation of its settled prefix, each within the request timeout):
+// the consumer fails after the longer of the two.
 func WithServerLossTimeout[T any](d time.Duration) Option[T] {
 	return func(c *config[T]) { c.serverWait = d }
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -41,16 +42,18 @@ func (c *Consumer[T]) reset(pt *part[T], why string, attrs ...any) {
 	delete(c.parts, pt.p)
 	c.mu.Unlock()
 	pt.reopening = true
+	deadline := time.Now().Add(c.cfg.serverWait)
 	go func() {
 		defer c.life.Release()
-		c.reopen(pt)
+		c.reopen(pt, deadline)
 	}()
 }
 
 // reopen is reset's background part: it releases old and opens its
-// partition again, retrying while the server is away, until the server
-// loss timeout, after which the consumer fails with ErrUnreachable.
-func (c *Consumer[T]) reopen(old *part[T]) {
+// partition again, retrying while the server is away, until deadline (the
+// server loss timeout after the reset began), after which the consumer
+// fails with ErrUnreachable.
+func (c *Consumer[T]) reopen(old *part[T], deadline time.Time) {
 	p, l := old.p, old.lease
 	ctx, cancel := context.WithTimeout(c.drainCtx, c.cfg.timeout)
 	s, err := old.release(ctx)
@@ -62,7 +65,6 @@ func (c *Consumer[T]) reopen(old *part[T]) {
 	if c.life.Forced() {
 		return // a ForceStop: nothing more is opened
 	}
-	deadline := time.Now().Add(c.cfg.serverWait)
 	var pt *part[T]
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		if err = c.connected(deadline); err == nil {
@@ -104,6 +106,17 @@ func (c *Consumer[T]) reopen(old *part[T]) {
 	if !quit {
 		c.parts[p] = pt
 		c.opened = append(c.opened, pt)
+	}
+	// old's counters are final: kept as a sum, so that a partition reset
+	// often does not keep every part it was.
+	if i := slices.Index(c.opened, old); i >= 0 {
+		c.opened = slices.Delete(c.opened, i, i+1)
+		x := old.in.Stats()
+		c.resetStats.Received += x.Received
+		c.resetStats.Succeeded += x.Succeeded
+		c.resetStats.Failed += x.Failed
+		c.resetStats.Discarded += x.Discarded
+		c.resetStats.InFlight += x.InFlight
 	}
 	c.mu.Unlock()
 	if quit {
@@ -147,7 +160,7 @@ func (c *Consumer[T]) connected(deadline time.Time) error {
 		select {
 		case <-changed:
 		case <-timer.C:
-			return fmt.Errorf("%w for %v", nats.ErrDisconnected, c.cfg.serverWait)
+			return nats.ErrDisconnected
 		case <-c.quit:
 			return dispatch.ErrStopped
 		}
