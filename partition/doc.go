@@ -30,6 +30,20 @@
 // aggregate sees an in-order replay of its last exchanges, never a reordering.
 // Idempotency is the handler's, by aggregate version.
 //
+// # The invariant: no acknowledgement passes a position not handled
+//
+// An acknowledgement (a commit) is cumulative: it covers every position of
+// the partition below it, tracked or not. So the prefix must never pass a
+// position the broker delivered and the binding did not handle or settle
+// deliberately (a rejected record parked by its hook). Positions are not
+// dense, so the Tracker cannot see a record that never reached it: the
+// binding can (a JetStream consumer sequence that skips, a redelivery behind
+// the last position, a pull that failed with records in it), and calls
+// Tracker.Break. From then on Track refuses (ErrBroken) until a Reset, so the
+// prefix stays at or below the last position tracked before the break; the
+// binding drains what it admitted, acknowledges that prefix, and has the
+// broker deliver again from it (Reset to the prefix + 1).
+//
 // # Ended but not acknowledgeable
 //
 // A dispatcher ends every exchange exactly once: handled (success, error,

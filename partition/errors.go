@@ -19,6 +19,10 @@ var (
 	// below the finished prefix (everything delivered there has finished).
 	// Nothing changes.
 	ErrEnded = errors.New("partition: position already ended")
+	// ErrBroken is returned by Tracker.Track after Tracker.Break: the
+	// binding missed a delivery, so nothing above the hole may be tracked
+	// (and acknowledged) until a Reset. The position is not tracked.
+	ErrBroken = errors.New("partition: continuity broken, reset first")
 )
 
 // Errors of Dispatcher.

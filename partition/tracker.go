@@ -36,7 +36,8 @@ const minRing = 16
 // dispatcher, with Discard for the exchanges it discarded). A discarded
 // position stops the prefix below it for good: what a forced stop dropped is
 // never acknowledged, and the broker delivers it again after a Reset or to
-// the partition's next owner.
+// the partition's next owner. A binding that missed a delivery calls Break:
+// Track refuses until a Reset, so the prefix cannot pass the hole.
 //
 // Cost: O(1) time per position (expected, whatever the gaps between
 // positions), memory proportional to the positions held, those above the
@@ -64,14 +65,19 @@ type Tracker struct {
 	pending   int
 	blocked   int64 // the lowest discarded position held, when isBlocked
 	isBlocked bool
+	broken    bool // Break was called: Track refuses until a Reset
 }
 
 // Track records pos as delivered and not yet ended. pos must be above every
 // position tracked before (and at least the position of the last Reset);
-// otherwise the error wraps ErrOutOfOrder and pos is not tracked.
+// otherwise the error wraps ErrOutOfOrder and pos is not tracked. After a
+// Break, until a Reset, it wraps ErrBroken.
 func (t *Tracker) Track(pos int64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.broken {
+		return fmt.Errorf("partition: track %d: after a break in continuity above %d: %w", pos, t.last, ErrBroken)
+	}
 	if t.hasLast && pos <= t.last {
 		return fmt.Errorf("partition: track %d: not above %d: %w", pos, t.last, ErrOutOfOrder)
 	}
@@ -87,6 +93,27 @@ func (t *Tracker) Track(pos int64) error {
 	t.last, t.hasLast = pos, true
 	t.pending++
 	return nil
+}
+
+// Break records a break in continuity: the broker delivered a position the
+// binding did not track (a consumer sequence skipped, a redelivery behind
+// the last position, a pull that failed with messages in it). Positions are
+// not dense, so the tracker cannot see the hole itself: acknowledging a
+// position above it (cumulatively) would acknowledge what was never handled.
+// From Break on, Track refuses every position (ErrBroken) until a Reset, so
+// the prefix never passes the last position tracked before the break; what
+// was tracked still finishes and may be acknowledged. Idempotent, O(1).
+func (t *Tracker) Break() {
+	t.mu.Lock()
+	t.broken = true
+	t.mu.Unlock()
+}
+
+// Broken reports whether Break was called since the last Reset.
+func (t *Tracker) Broken() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.broken
 }
 
 // grow doubles the ring (and makes the first one) and rebuilds the index at
@@ -190,7 +217,8 @@ func (t *Tracker) Blocked() (pos int64, ok bool) {
 // ErrUntracked, so call Reset once the exchanges at those positions have
 // ended, or a late Finish could end a redelivered position. A Reset at or
 // below the prefix starts afresh: the prefix is unknown (ok false) until a
-// position from pos on finishes. It costs O(1) per position forgotten.
+// position from pos on finishes. It ends a Break. It costs O(1) per position
+// forgotten.
 func (t *Tracker) Reset(pos int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -213,6 +241,7 @@ func (t *Tracker) Reset(pos int64) {
 		t.isBlocked = false
 	}
 	t.last, t.hasLast = pos-1, pos != math.MinInt64
+	t.broken = false
 }
 
 func (s state) String() string {

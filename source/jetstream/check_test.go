@@ -35,6 +35,18 @@ type report struct {
 // another (prev + 1); a run may begin an aggregate at or below the last
 // sequence seen plus one (an in-order replay after a crash), never above.
 func checkRuns(runs [][]handled, keys []string, perKey uint64) report {
+	return check(runs, keys, perKey, false)
+}
+
+// checkReplays is checkRuns for processes that reset their partitions while
+// they run: within a run too, an aggregate may go back to a sequence at or
+// below the previous one, as a redelivery (attempt 2 or more) that begins
+// an in-order replay; any other step is a violation.
+func checkReplays(runs [][]handled, keys []string, perKey uint64) report {
+	return check(runs, keys, perKey, true)
+}
+
+func check(runs [][]handled, keys []string, perKey uint64, resets bool) report {
 	var r report
 	last := map[string]uint64{}
 	seen := map[string]map[uint64]bool{}
@@ -47,6 +59,8 @@ func checkRuns(runs [][]handled, keys []string, perKey uint64) report {
 			}
 			p, inRun := prev[h.key]
 			switch {
+			case inRun && resets && h.seq <= p && h.attempt >= 2:
+				// an in-order replay begins within the run
 			case inRun && h.seq != p+1:
 				r.violations++
 			case !inRun && h.seq > last[h.key]+1:
@@ -118,6 +132,12 @@ func TestCheckRunsFindsReorderingsGapsLossAndReplays(t *testing.T) {
 	got := checkRuns(reordered, keys, 2)
 	require.Equal(t, 2, got.violations, "the first is a gap, the second goes back")
 	require.Equal(t, 1, got.duplicates)
+
+	inRun := [][]handled{{h("a", 1, 1), h("a", 2, 1), h("a", 2, 2), h("a", 3, 1), h("b", 1, 1), h("b", 2, 1)}}
+	require.Equal(t, 1, checkRuns(inRun, keys, 3).violations, "a replay within a run, not allowed by checkRuns")
+	require.Equal(t, report{records: 6, redelivered: 1, duplicates: 1, lost: 1}, checkReplays(inRun, keys, 3))
+	require.Equal(t, 2, checkReplays([][]handled{{h("a", 2, 1), h("a", 1, 1)}}, keys, 2).violations, "a gap at the start, then going back on a first attempt")
+	require.Equal(t, 1, checkReplays([][]handled{{h("a", 1, 1), h("a", 3, 2), h("a", 2, 2)}}, keys, 3).violations, "a skip, then a replay")
 
 	lost := [][]handled{{h("a", 1, 1)}, {h("a", 3, 1)}}
 	got = checkRuns(lost, keys, 3)

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aggflow/aggflow/dispatch"
@@ -28,15 +29,18 @@ const (
 	envURL        = "AGGFLOW_JETSTREAM_URL"
 	envOwn        = "AGGFLOW_JETSTREAM_OWN" // owned partitions, comma-separated
 	envPartitions = "AGGFLOW_JETSTREAM_PARTITIONS"
-	envOut        = "AGGFLOW_JETSTREAM_OUT"     // the file the child appends "key seq attempt" lines to
-	envControl    = "AGGFLOW_JETSTREAM_CONTROL" // set: resume without the reset
-	envBench      = "AGGFLOW_JETSTREAM_BENCH"   // "plain" or "aggflow": consume the owned partitions to their end, then exit
-	envMember     = "AGGFLOW_JETSTREAM_MEMBER"  // set: a dynamic assignment, this member's name; the records name their epoch
-	envTTL        = "AGGFLOW_JETSTREAM_TTL"     // the leases' TTL
-	envNoFence    = "AGGFLOW_JETSTREAM_NOFENCE" // set: the control of the fence
-	envStallAfter = "AGGFLOW_JETSTREAM_STALL"   // n: once n exchanges were handled, the handlers wait for their end (a backlog by construction)
-	envStatic     = "AGGFLOW_JETSTREAM_STATIC"  // set: a static assignment under this member name (with envTTL and envWait); the records name their epoch
-	envWait       = "AGGFLOW_JETSTREAM_WAIT"    // a static assignment's wait for a partition another member holds
+	envOut        = "AGGFLOW_JETSTREAM_OUT"         // the file the child appends "key seq attempt" lines to
+	envControl    = "AGGFLOW_JETSTREAM_CONTROL"     // set: resume without the reset
+	envBench      = "AGGFLOW_JETSTREAM_BENCH"       // "plain" or "aggflow": consume the owned partitions to their end, then exit
+	envMember     = "AGGFLOW_JETSTREAM_MEMBER"      // set: a dynamic assignment, this member's name; the records name their epoch
+	envTTL        = "AGGFLOW_JETSTREAM_TTL"         // the leases' TTL
+	envNoFence    = "AGGFLOW_JETSTREAM_NOFENCE"     // set: the control of the fence
+	envStallAfter = "AGGFLOW_JETSTREAM_STALL"       // n: once n exchanges were handled, the handlers wait for their end (a backlog by construction)
+	envStatic     = "AGGFLOW_JETSTREAM_STATIC"      // set: a static assignment under this member name (with envTTL and envWait); the records name their epoch
+	envWait       = "AGGFLOW_JETSTREAM_WAIT"        // a static assignment's wait for a partition another member holds
+	envPullExpiry = "AGGFLOW_JETSTREAM_PULL_EXPIRY" // a duration: the pulls' server-side expiry
+	envWork       = "AGGFLOW_JETSTREAM_WORK"        // a duration: each handler's work
+	envRacing     = "AGGFLOW_JETSTREAM_RACING"      // set: pulls with a client deadline (WithRacingPulls)
 )
 
 // envPoison is "key seq": that exchange fails every time, retried in place
@@ -98,7 +102,15 @@ func child() error {
 		return err
 	}
 	defer out.Close()
-	nc, js, err := jetstream.Connect(os.Getenv(envURL))
+	if d := os.Getenv(envPullExpiry); d != "" {
+		expiry, err := time.ParseDuration(d)
+		if err != nil {
+			return err
+		}
+		jetstream.SetPullExpiry(expiry)
+	}
+	work, _ := time.ParseDuration(os.Getenv(envWork)) // 0: none
+	nc, js, err := jetstream.Connect(os.Getenv(envURL), reconnecting...)
 	if err != nil {
 		return err
 	}
@@ -120,6 +132,9 @@ func child() error {
 			<-ctx.Done() // the process is killed with what it fetched and did not handle
 			return ctx.Err()
 		}
+		if work > 0 {
+			time.Sleep(work) // the handler's work, not a synchronisation
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if l, ok := jetstream.LeaseOf(ctx); ok && epochs {
@@ -138,6 +153,9 @@ func child() error {
 	}
 	if os.Getenv(envControl) != "" {
 		opts = append(opts, jetstream.WithoutReset[keyed]())
+	}
+	if os.Getenv(envRacing) != "" {
+		opts = append(opts, jetstream.WithRacingPulls[keyed]())
 	}
 	if member != "" {
 		ttl, err := time.ParseDuration(os.Getenv(envTTL))
@@ -172,8 +190,14 @@ func child() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	return r.Run(ctx)
+	err = r.Run(ctx)
+	fmt.Fprintf(os.Stderr, "stats: %+v\n", c.Stats())
+	return err
 }
+
+// reconnecting are the connection options of the children and of the
+// tests that restart the server: reconnect for ever, soon after a loss.
+var reconnecting = []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}
 
 // dynamicTopology reads the topology of a dynamic assignment.
 func dynamicTopology() (jetstream.Topology, error) {

@@ -33,7 +33,9 @@ import (
 // redelivers by itself. On Start each durable consumer is reset to its ack
 // floor + 1: after a crash the partition is delivered again, in order, from
 // the first position not acknowledged, so an aggregate sees an in-order
-// replay of its last exchanges and never a reordering.
+// replay of its last exchanges and never a reordering. While it runs, a
+// partition whose continuity breaks (a delivery it missed, a failed pull, a
+// server restart: see Resets in the package doc) is reset the same way.
 //
 // A graceful stop revokes every partition (partition.Dispatcher.Revoke: the
 // fetching stops, what was delivered drains, and what is left when ForceStop
@@ -43,9 +45,9 @@ import (
 // receives again what was not acknowledged.
 //
 // Goroutines: per owned partition two (fetching and acknowledging) plus the
-// partition.Dispatcher's two, and two for the consumer (supervising, and
-// renewing and claiming the leases); all are joined before Done closes.
-// Every method is safe for concurrent use.
+// partition.Dispatcher's two, two for the consumer (supervising, and
+// renewing and claiming the leases), and one per partition being reset; all
+// are joined before Done closes. Every method is safe for concurrent use.
 type Consumer[T any] struct {
 	name    string
 	js      natsjs.JetStream
@@ -58,6 +60,7 @@ type Consumer[T any] struct {
 	acks    atomic.Int64
 	reject  atomic.Int64
 	dups    atomic.Int64
+	resets  atomic.Int64
 
 	// life is the state, the first error, the force and Done: its holds are
 	// supervise, each Revoke, handoff and loss, and Prepare and Start while
@@ -66,8 +69,11 @@ type Consumer[T any] struct {
 
 	mu     sync.Mutex
 	parts  map[int32]*part[T]
-	opened []*part[T]    // every partition opened, owned still or not: for Stats
-	stream natsjs.Stream // found by Prepare
+	opened []*part[T] // every partition opened, owned still or not: for Stats
+	// resetStats sums the counters of the parts a reset replaced, taken
+	// out of opened.
+	resetStats dispatch.Stats
+	stream     natsjs.Stream // found by Prepare
 
 	// The bucket, the leases held (owned, or being released), the
 	// partitions of a static assignment not held (under mu), and the
@@ -213,30 +219,35 @@ func (c *Consumer[T]) State() dispatch.State { return c.life.State() }
 func (c *Consumer[T]) Done() <-chan struct{} { return c.life.Done() }
 
 // Err returns the first failure, meaningful once Done is closed: a failed
-// Start, a partition's failure (a rejected message, ErrRedelivered, the
-// server lost), a revocation that did not drain or whose acknowledgement was
-// not confirmed.
+// Start, a partition's failure (a rejected message, the server not back
+// within the server loss timeout), a revocation that did not drain or whose
+// acknowledgement was not confirmed.
 func (c *Consumer[T]) Err() error { return c.life.Err() }
 
 // Stats counts what the consumer did: messages fetched, acknowledgements
 // sent (one per prefix move, cumulative), messages rejected and settled,
 // redeliveries dropped (of positions a partition received already since its
-// reset, in Fetched too), and the exchanges' outcomes, summed over the
-// partitions' dispatchers (those released included).
+// reset, in Fetched too), partitions reset while running (a delivery
+// missed, a failed pull, a lost connection: see the package doc), and the
+// exchanges' outcomes, summed over the partitions' dispatchers (those
+// released included).
 type Stats struct {
-	Fetched, Acks, Rejected, Duplicates int64
-	Exchanges                           dispatch.Stats
+	Fetched, Acks, Rejected, Duplicates, Resets int64
+	Exchanges                                   dispatch.Stats
 	// Failures counts what the failure policy did (WithFailurePolicy).
 	Failures partition.FailureStats
 }
 
-// Stats returns the counters: four atomic loads and one snapshot per
-// partition opened, each consistent on its own (Received == Succeeded +
-// Failed + Discarded + InFlight holds in the sum).
+// Stats returns the counters: five atomic loads and one snapshot per
+// partition opened (a part replaced by a reset is a kept sum), each
+// consistent on its own (Received == Succeeded + Failed + Discarded +
+// InFlight holds in the sum).
 func (c *Consumer[T]) Stats() Stats {
-	s := Stats{Fetched: c.fetched.Load(), Acks: c.acks.Load(), Rejected: c.reject.Load(), Duplicates: c.dups.Load()}
+	s := Stats{Fetched: c.fetched.Load(), Acks: c.acks.Load(), Rejected: c.reject.Load(), Duplicates: c.dups.Load(),
+		Resets: c.resets.Load()}
 	c.mu.Lock()
 	opened := slices.Clone(c.opened)
+	s.Exchanges = c.resetStats
 	c.mu.Unlock()
 	for _, pt := range opened {
 		x := pt.in.Stats()

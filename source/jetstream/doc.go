@@ -26,7 +26,12 @@
 // position not acknowledged, in order: an aggregate sees an in-order replay
 // of the exchanges that had run after that position, never a reordering.
 // The replayed deliveries have Attempt of 2 or more (the server's count,
-// which a reset restarts, raised to 2 for a position delivered before).
+// which a reset restarts, raised to 2 for a position delivered before, by
+// the server's state or, after a reset in the process, by what the process
+// received). The one exception: a server that crashed (kill -9) may lose the
+// latest delivered state of a file-stored durable consumer (written
+// asynchronously); a consumer process that restarted too then replays the
+// positions delivered after the state kept with Attempt 1.
 // Idempotency is the handler's: keep, with each aggregate's state, the
 // Delivery.Position of the last exchange applied, and skip a delivery at or
 // below it (see the example of NewConsumer).
@@ -39,11 +44,39 @@
 // queues the position again, though it was delivered since. The server
 // numbers its deliveries from 1 at the reset; while they come without a gap,
 // every delivery since the reset reached the partition, so a position at or
-// below the last one is a redelivery of one received: it is dropped (counted
-// in Stats.Duplicates). A gap (a delivery that went elsewhere) loses a
-// partition under a lease (its next owner replays from the ack floor); with a
-// static assignment a position behind the last one then stops the consumer
-// with ErrRedelivered rather than break the order.
+// below the last one is a redelivery of one received: it is dropped
+// (counted in Stats.Duplicates).
+//
+// # Resets
+//
+// An acknowledgement is cumulative, so no acknowledgement may pass a
+// position the partition did not handle (or settle through WithRejected).
+// A break in continuity makes sure of it, in static and dynamic assignment
+// alike: a consumer sequence that skips (a delivery went elsewhere, another
+// client reset the consumer), a redelivery behind the last position, a pull
+// that failed, a connection that broke (what was on its way is lost, though
+// the server counts it delivered). The partition then resets: its tracker
+// refuses positions from then on (partition.Tracker.Break), so the prefix
+// stops below the hole; fetching stops; what was admitted drains (for at
+// most the request timeout, then it is forced) and the settled prefix is
+// acknowledged and confirmed; the connection is awaited; the durable
+// consumer is reset to its ack floor + 1 and the partition assigned again
+// from there (under the same lease, unpinned and pinned again, with a
+// dynamic assignment): an in-order replay, counted in Stats.Resets and
+// logged at WARN with the expected and the seen sequence. The consumer
+// fails only when the server does not answer within WithServerLossTimeout
+// (ErrUnreachable). Consumer.Revoke of a partition being reset returns
+// ErrNotOwned.
+//
+// Pulls expire on the server (about 5 s after they are sent), which ends
+// each with a status after everything it delivered; the client sets no
+// deadline of its own that could drop a message already received (a
+// process paused across the expiry would see both at once). nats.go still
+// ends a pull itself when it stays silent for its expiry plus 1 s, dropping
+// what it received meanwhile; a pull that lasted that long is followed by a
+// request for the server's count of deliveries, and a partition that
+// received fewer resets (what a later delivery's skipped sequence would
+// tell too, but only once there is one).
 //
 // # Assignment
 //
@@ -122,10 +155,10 @@
 // WithRejected lets the application park it (a dead-letter subject) and go
 // on, its position then counting as finished. An unreachable server returns
 // ErrUnreachable, a missing stream ErrStreamNotFound, from Connect and
-// Prepare. A pull that fails while the consumer runs (the server shut down,
-// the connection closed) fails the consumer: it stops gracefully with the
-// error, acknowledging what it can, and the process restarts it (the
-// partitions then replay in order from their ack floor).
+// Prepare. A pull that fails while the consumer runs (the server restarted
+// or shut down, the connection broke) resets its partition, which waits for
+// the reconnect; the consumer fails with ErrUnreachable only when the server
+// is not back within WithServerLossTimeout (default 1 minute).
 //
 // # Costs
 //
@@ -145,10 +178,13 @@
 // URLs: nats-server MinServerVersion (2.14.0, the consumer reset API) or
 // later; Connect, NewConsumer and Prepare refuse an older one at once with
 // ErrServerVersion, from the version its INFO gives, rather than let a
-// request to an API it lacks time out as ErrUnreachable. Create the stream
-// from Topology.StreamConfig with the replicas and limits the deployment
-// needs, and start one consumer process per set of owned partitions
-// (static), or any number of processes of one durable prefix, each a member
-// of its own name (WithDynamicAssignment). Either needs the rights to the
-// KV bucket "<durable>-leases" and to the consumer unpin API.
+// request to an API it lacks time out as ErrUnreachable. Connect with
+// nats.MaxReconnects(-1) (or enough to cover the server loss timeout) and a
+// short nats.ReconnectWait (its default, 2 s, is time added to every server
+// restart ridden out). Create the stream from Topology.StreamConfig with the
+// replicas and limits the deployment needs, and start one consumer process
+// per set of owned partitions (static), or any number of processes of one
+// durable prefix, each a member of its own name (WithDynamicAssignment).
+// Either needs the rights to the KV bucket "<durable>-leases" and to the
+// consumer unpin API.
 package jetstream

@@ -364,16 +364,24 @@ func (c *Consumer[T]) lose(pt *part[T], why string) {
 	go func() {
 		defer c.life.Release()
 		_, _ = pt.release(c.drainCtx) // what a loss leaves is the next owner's
-		if !c.cfg.dynamic() {
-			c.mu.Lock()
-			c.wanted[pt.p] = claimWait{until: mono(), lost: why, epoch: pt.lease.epoch}
-			c.mu.Unlock()
-			select {
-			case c.kick <- struct{}{}:
-			default:
-			}
-		}
+		c.reclaim(pt.p, why, pt.lease.epoch)
 	}()
+}
+
+// reclaim has the assigning goroutine claim a static partition again after
+// its loss, for the reason why under epoch; a dynamic assignment's balance
+// claims on its own.
+func (c *Consumer[T]) reclaim(p int32, why string, epoch uint64) {
+	if c.cfg.dynamic() {
+		return
+	}
+	c.mu.Lock()
+	c.wanted[p] = claimWait{until: mono(), lost: why, epoch: epoch}
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
 }
 
 // dropLease deletes l on its revision (a lease not ours any more is left)

@@ -43,12 +43,10 @@ var (
 	// ErrDecode is the reason given for a message the decoder refused (it
 	// wraps the decoder's error) or panicked on (a *PanicError).
 	ErrDecode = errors.New("jetstream: message cannot be decoded")
-	// ErrRedelivered is the failure of a partition of a static assignment
-	// whose server delivered a position at or below one delivered before,
-	// after a delivery that did not reach it (another client reset the
-	// consumer, or pulled from it). The consumer stops rather than break the
-	// order of an aggregate. (A redelivery of a position received since the
-	// reset, with no delivery missed, is dropped instead.)
+	// ErrRedelivered is no longer returned: a partition whose server
+	// delivered a position at or below one delivered before, after a
+	// delivery that did not reach it, resets instead (see the package doc).
+	// Kept so that code comparing with it still builds.
 	ErrRedelivered = errors.New("jetstream: server redelivered behind the consumer")
 	// ErrIllegalState is returned by Prepare, Start and Revoke called in a
 	// state that does not allow them.

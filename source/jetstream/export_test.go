@@ -1,5 +1,7 @@
 package jetstream
 
+import "time"
+
 // WithoutReset is the control of the tests: the consumer resumes as the
 // server redelivers (no reset to the ack floor on Start), and takes a
 // redelivered position below the last one as it comes.
@@ -9,6 +11,12 @@ func WithoutReset[T any]() Option[T] { return func(c *config[T]) { c.noReset = t
 // owner's clock, a lease taken by another member and a refused pull are
 // ignored, so a stalled owner goes on handling and acknowledging.
 func WithoutFence[T any]() Option[T] { return func(c *config[T]) { c.noFence = true } }
+
+// WithRacingPulls gives every pull a client deadline at its expiry, as the
+// consumer did before the pulls expired on the server only: a message that
+// arrives as the deadline passes (a process paused across it) is dropped,
+// so that the resets have holes to repair.
+func WithRacingPulls[T any]() Option[T] { return func(c *config[T]) { c.racingPull = true } }
 
 // LeaseBucket is the name of the lease bucket of a durable prefix.
 var LeaseBucket = leaseBucket
@@ -21,3 +29,8 @@ var (
 	Plan      = plan
 	FairShare = fairShare
 )
+
+// SetPullExpiry sets the pulls' server-side expiry (default 5 s), before
+// any consumer runs: the tests that pause a process across an expiry
+// shorten it.
+func SetPullExpiry(d time.Duration) { pullExpiry = d }

@@ -45,6 +45,15 @@ type env struct {
 	nc   *nats.Conn
 	js   natsjs.JetStream
 	topo jetstream.Topology
+	addr string // the server's URL when srv is nil (a server process)
+}
+
+// url returns the server's URL.
+func (e *env) url() string {
+	if e.srv == nil {
+		return e.addr
+	}
+	return e.srv.URL()
 }
 
 func newEnv(t testing.TB, partitions int) *env {

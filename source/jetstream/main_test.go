@@ -11,5 +11,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envChild) != "" {
 		os.Exit(runChild())
 	}
+	if os.Getenv(envServe) != "" {
+		os.Exit(runServer())
+	}
 	goleak.VerifyTestMain(m)
 }

@@ -47,7 +47,7 @@ func (p *proc) stderr() string {
 func startChild(t *testing.T, e *env, own, out string, control bool, extra ...string) *proc {
 	t.Helper()
 	p := &proc{cmd: exec.Command(os.Args[0]), out: out}
-	p.cmd.Env = append(os.Environ(), envChild+"=1", envURL+"="+e.srv.URL(), envOwn+"="+own,
+	p.cmd.Env = append(os.Environ(), envChild+"=1", envURL+"="+e.url(), envOwn+"="+own,
 		envPartitions+"="+strconv.Itoa(mpPartitions), envOut+"="+out)
 	if control {
 		p.cmd.Env = append(p.cmd.Env, envControl+"=1")

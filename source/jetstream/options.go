@@ -56,6 +56,10 @@ const (
 	// server itself: stream and consumer info, consumer reset, the
 	// confirmed acknowledgement of a revocation.
 	DefaultRequestTimeout = 5 * time.Second
+	// DefaultServerLossTimeout is how long a partition whose pull failed
+	// (the server restarted, the connection broke) waits for the server to
+	// come back before the consumer fails.
+	DefaultServerLossTimeout = time.Minute
 )
 
 // Option configures NewConsumer. A nil Option is ignored.
@@ -73,13 +77,14 @@ type RejectFunc func(ctx context.Context, msg natsjs.Msg, err error) error
 
 type config[T any] struct {
 	maxPending, batch, maxAckPending int
-	ackWait, timeout                 time.Duration
+	ackWait, timeout, serverWait     time.Duration
 	durable                          string
 	reject                           RejectFunc
 	logger                           *slog.Logger
 	partition                        []partition.Option[T]
 	failing                          *failing[T]
 	noReset                          bool // the control of the tests: resume as the server redelivers
+	racingPull                       bool // the tests': a client deadline on each pull, which drops what races it
 
 	member  string        // this process's member name
 	ttl     time.Duration // the leases' TTL
@@ -124,6 +129,18 @@ func WithDurable[T any](prefix string) Option[T] { return func(c *config[T]) { c
 // DefaultRequestTimeout).
 func WithRequestTimeout[T any](d time.Duration) Option[T] {
 	return func(c *config[T]) { c.timeout = d }
+}
+
+// WithServerLossTimeout sets how long a partition whose pull failed or
+// whose connection broke waits for the server before the consumer fails
+// with ErrUnreachable (default DefaultServerLossTimeout). Meanwhile the
+// connection reconnects by itself (see Connect) and the partition, reset,
+// replays from its ack floor once the server answers. It counts from the
+// reset, whose release of the partition comes first (its drain and the
+// confirmation of its settled prefix, each within the request timeout):
+// the consumer fails after the longer of the two.
+func WithServerLossTimeout[T any](d time.Duration) Option[T] {
+	return func(c *config[T]) { c.serverWait = d }
 }
 
 // WithRejected sets what happens to a message without KeyHeader or that the
@@ -193,7 +210,7 @@ func WithStaticLease[T any](member string, ttl, wait time.Duration) Option[T] {
 
 func newConfig[T any](name string, opts []Option[T]) (config[T], error) {
 	c := config[T]{maxPending: dispatch.DefaultMaxPending, batch: DefaultFetchBatch, ackWait: DefaultAckWait,
-		timeout: DefaultRequestTimeout, durable: name, logger: slog.Default()}
+		timeout: DefaultRequestTimeout, serverWait: DefaultServerLossTimeout, durable: name, logger: slog.Default()}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -202,8 +219,9 @@ func newConfig[T any](name string, opts []Option[T]) (config[T], error) {
 	switch {
 	case c.maxPending < 1 || c.batch < 1:
 		return c, fmt.Errorf("%w: pending budget %d and fetch batch %d must be at least 1", ErrInvalidArgument, c.maxPending, c.batch)
-	case c.ackWait <= 0 || c.timeout <= 0:
-		return c, fmt.Errorf("%w: ack wait %v and request timeout %v must be positive", ErrInvalidArgument, c.ackWait, c.timeout)
+	case c.ackWait <= 0 || c.timeout <= 0 || c.serverWait <= 0:
+		return c, fmt.Errorf("%w: ack wait %v, request timeout %v and server loss timeout %v must be positive",
+			ErrInvalidArgument, c.ackWait, c.timeout, c.serverWait)
 	case c.logger == nil:
 		return c, fmt.Errorf("%w: nil logger", ErrInvalidArgument)
 	case c.durable == "" || !validName(c.durable):

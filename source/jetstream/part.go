@@ -52,6 +52,9 @@ type part[T any] struct {
 	// pull was refused): it is released without acknowledging more.
 	lease *lease
 	lost  atomic.Bool
+	// reopening says a reset releases the partition to open it again: its
+	// lease stays (set before the release, on the fetching goroutine).
+	reopening bool
 }
 
 // valid reports whether the partition may still deliver and acknowledge:
@@ -59,8 +62,9 @@ type part[T any] struct {
 func (pt *part[T]) valid() bool { return pt.lease == nil || pt.lease.valid() }
 
 // pullExpiry is how long one fetch waits on the server for its batch to
-// fill; what arrives meanwhile is delivered as it comes.
-const pullExpiry = 5 * time.Second
+// fill; what arrives meanwhile is delivered as it comes. A variable for the
+// tests only.
+var pullExpiry = 5 * time.Second
 
 // open resets partition p's durable consumer cons to its ack floor + 1,
 // assigns the partition from there, under lease l (nil with a static
@@ -131,9 +135,18 @@ func (pt *part[T]) fetch() {
 	returned = true
 }
 
-// pull is fetch's loop.
+// pull is fetch's loop. Each pull asks the server for a batch and expires
+// on the server (pullExpiry), which then ends it with a status after
+// everything it delivered: the loop reads until the batch closes, so that
+// nothing received is dropped by a deadline of the client's racing the
+// server's (a process paused across the expiry would find both ready). Only
+// a stop or a lost connection cancels a pull; a lost connection, a failed
+// pull and a delivery the partition missed reset it (reset).
 func (pt *part[T]) pull() {
 	c := pt.c
+	nc := c.js.Conn()
+	down := nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
+	defer nc.RemoveStatusListener(down)
 	opts := []natsjs.FetchOpt(nil)
 	if pt.lease != nil {
 		opts = append(opts, natsjs.FetchPriorityGroup(pinGroup))
@@ -143,27 +156,55 @@ func (pt *part[T]) pull() {
 			c.lose(pt, "its lease passed")
 			return
 		}
-		ctx, cancel := context.WithTimeout(pt.stop, pullExpiry)
-		batch, err := pt.cons.Fetch(c.cfg.batch, append(opts, natsjs.FetchContext(ctx))...)
+		if !nc.IsConnected() {
+			c.reset(pt, "the connection is down")
+			return
+		}
+		ctx, cancel := context.WithCancel(pt.stop)
+		pctx := expiring(ctx)
+		if c.cfg.racingPull {
+			pctx, cancel = context.WithTimeout(pt.stop, pullExpiry)
+		}
+		began := time.Now()
+		batch, err := pt.cons.Fetch(c.cfg.batch, append(opts, natsjs.FetchContext(pctx))...)
 		if err != nil {
 			cancel()
 			if pt.stop.Err() == nil {
-				c.fail(fmt.Errorf("jetstream: consumer %q: partition %d: pulling: %w", c.name, pt.p, err))
+				c.reset(pt, "pulling: "+err.Error())
 			}
 			return
 		}
-		ok := true
-		for msg := range batch.Messages() {
-			c.fetched.Add(1)
-			if ok = pt.handle(msg); !ok {
-				break
+		ok, lost := true, false
+		msgs := batch.Messages()
+	read:
+		for {
+			select {
+			case msg, more := <-msgs:
+				if !more {
+					break read
+				}
+				c.fetched.Add(1)
+				if ok = pt.handle(msg); !ok {
+					break read
+				}
+			case <-down:
+				// What was on its way when the connection broke is lost,
+				// though the server counts it delivered.
+				lost = true
+				break read
 			}
 		}
 		cancel()
-		for range batch.Messages() { // the fetch's goroutine ends once it closed them
+		for range msgs { // the fetch's goroutine ends once it closed them
 		}
 		err = batch.Error()
-		if ok && errors.Is(err, natsjs.ErrPinIDMismatch) && pt.lease != nil {
+		switch {
+		case !ok || pt.stop.Err() != nil:
+			return
+		case lost:
+			c.reset(pt, "the connection was lost")
+			return
+		case errors.Is(err, natsjs.ErrPinIDMismatch) && pt.lease != nil:
 			if !c.cfg.noFence {
 				// The server unpinned this owner: another member claimed
 				// the partition (or the pin timed out). Nothing more of it
@@ -171,24 +212,66 @@ func (pt *part[T]) pull() {
 				c.lose(pt, "its pull was refused (pin id mismatch)")
 				return
 			}
-			err = nil // the control goes on, unpinned
-		}
-		if ok && err != nil && pt.stop.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
-			c.fail(fmt.Errorf("jetstream: consumer %q: partition %d: pulling: %w", c.name, pt.p, err))
-			return
-		}
-		if !ok {
-			return
-		}
-		if pt.stop.Err() == nil && !c.js.Conn().IsConnected() {
-			// The pull ended unanswered while the connection is down (the
-			// server shut down between two pulls): the next would wait in
-			// the reconnect buffer. A reconnect is not ridden out.
-			c.fail(fmt.Errorf("%w: consumer %q: partition %d: pulling: %w", ErrUnreachable, c.name, pt.p, nats.ErrDisconnected))
+			// the control goes on, unpinned
+		case err == nil && time.Since(began) < pullExpiry+time.Second:
+			// The server ended the pull: its status comes after every
+			// delivery of the pull.
+		case err == nil, c.cfg.racingPull && errors.Is(err, context.DeadlineExceeded):
+			// nats.go ended the pull itself (silent for its expiry + 1 s,
+			// or the tests' client deadline), dropping what it received
+			// meanwhile: the server's count of deliveries tells.
+			if !pt.continuous() {
+				return
+			}
+		case err != nil:
+			c.reset(pt, "pulling: "+err.Error())
 			return
 		}
 	}
 }
+
+// continuous asks the server whether every delivery since the reset
+// reached the partition, between two pulls, when no delivery is on its way;
+// if not, or if the server cannot tell, the partition resets and continuous
+// returns false. One request.
+func (pt *part[T]) continuous() bool {
+	c := pt.c
+	if pt.next == 0 {
+		return true // the control without the reset counts nothing
+	}
+	ctx, cancel := context.WithTimeout(pt.stop, c.cfg.timeout)
+	defer cancel()
+	info, err := pt.cons.Info(ctx)
+	switch {
+	case pt.stop.Err() != nil:
+		return false
+	case err != nil:
+		c.reset(pt, "the server's count of deliveries unknown: "+err.Error())
+		return false
+	case info.Delivered.Consumer >= pt.next:
+		c.reset(pt, "deliveries the partition did not receive", slog.Uint64("expected", pt.next),
+			slog.Uint64("delivered", info.Delivered.Consumer))
+		return false
+	}
+	return true
+}
+
+// expiring gives a pull its server-side expiry: FetchContext takes the
+// request's expiry from its context's deadline (the time left less a tenth
+// of it, at most 1 s) and cannot be combined with FetchMaxWait, so this
+// context reports a deadline that makes the expiry pullExpiry (up to 9 s),
+// but is cancelled only with ctx, never by that deadline: the server ends
+// the pull.
+func expiring(ctx context.Context) context.Context {
+	return pullContext{ctx, time.Now().Add(pullExpiry + pullExpiry/9)}
+}
+
+type pullContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c pullContext) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // handle delivers one message; false means the partition stops fetching.
 func (pt *part[T]) handle(msg natsjs.Msg) bool {
@@ -208,7 +291,15 @@ func (pt *part[T]) handle(msg natsjs.Msg) bool {
 	}
 	if pt.next != 0 {
 		if seq := meta.Sequence.Consumer; seq != pt.next {
-			if !pt.missed(seq) {
+			if c.cfg.noFence {
+				pt.missed(seq) // the control of the fence takes the sequence as it is
+			} else {
+				// A delivery since the reset did not reach the partition (it
+				// went to a pull given up, or to another client), or the
+				// consumer was reset by another: acknowledging above the
+				// hole could acknowledge a position never handled.
+				c.reset(pt, "a delivery missed the partition", slog.Uint64("expected", pt.next), slog.Uint64("sequence", seq),
+					slog.Int64("position", pos))
 				return false
 			}
 		} else if pt.next++; pos <= pt.last {
@@ -237,8 +328,11 @@ func (pt *part[T]) handle(msg natsjs.Msg) bool {
 	switch {
 	case err == nil:
 		return true
-	case errors.Is(err, partition.ErrOutOfOrder):
-		c.fail(fmt.Errorf("%w: consumer %q: %w (attempt %d)", ErrRedelivered, c.name, err, attempt))
+	case errors.Is(err, partition.ErrOutOfOrder), errors.Is(err, partition.ErrBroken):
+		// A redelivery behind the last position: handled (or handling)
+		// already, so not acknowledged since, or never received.
+		c.reset(pt, "a redelivery behind the last position", slog.Int64("position", pos), slog.Int64("last", pt.last),
+			slog.Int("attempt", attempt))
 	case errors.Is(err, dispatch.ErrStopped), c.runCtx.Err() != nil:
 		// revoked or forced: the message stays unacknowledged
 	default:
@@ -247,24 +341,14 @@ func (pt *part[T]) handle(msg natsjs.Msg) bool {
 	return false
 }
 
-// missed handles a delivery whose consumer sequence seq is not the one
-// expected: a delivery since the reset did not reach the partition (it went
-// to a pull request already given up), or another client reset the
-// consumer. Acknowledging above the hole could acknowledge a position never
-// handled, so a partition under a lease is lost (its next owner replays from
-// the ack floor) and missed returns false; with a static assignment the
-// sequence is taken as it is, and a position behind the last one stops the
-// consumer (ErrRedelivered).
-func (pt *part[T]) missed(seq uint64) bool {
+// missed is the control's (WithoutFence) take on a delivery whose consumer
+// sequence seq is not the one expected: it goes on from seq, as a consumer
+// without the reset would.
+func (pt *part[T]) missed(seq uint64) {
 	c := pt.c
-	if pt.lease != nil && !c.cfg.noFence {
-		c.lose(pt, fmt.Sprintf("a delivery missed it (consumer sequence %d, %d expected)", seq, pt.next))
-		return false
-	}
 	c.cfg.logger.Warn("jetstream: a delivery missed the partition", slog.String("consumer", c.name),
 		slog.Int("partition", int(pt.p)), slog.Uint64("sequence", seq), slog.Uint64("expected", pt.next))
 	pt.next = seq + 1
-	return true
 }
 
 // decode reads the key and decodes msg, recovering the decoder's panic.
@@ -303,7 +387,7 @@ func (pt *part[T]) rejected(msg natsjs.Msg, pos int64, reason error) bool {
 	c.reject.Add(1)
 	t := pt.in.Tracker()
 	if err := t.Track(pos); err != nil {
-		c.fail(fmt.Errorf("%w: consumer %q: %w", ErrRedelivered, c.name, err))
+		c.reset(pt, "a redelivery behind the last position", slog.Int64("position", pos), slog.Any("error", err))
 		return false
 	}
 	pt.held.push(pos, msg)
@@ -396,7 +480,7 @@ func (pt *part[T]) release(ctx context.Context) (partition.Settled, error) {
 	if !c.life.Forced() && !pt.lost.Load() && s.OK && pt.valid() {
 		err = errors.Join(err, pt.confirm(s.Prefix))
 	}
-	if pt.lease != nil && !c.life.Forced() {
+	if pt.lease != nil && !c.life.Forced() && !pt.reopening {
 		c.dropLease(pt.lease)
 	}
 	return s, err
