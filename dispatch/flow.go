@@ -44,8 +44,6 @@ func newFlow(maxPending int, onDrained func()) *flow {
 	return f
 }
 
-// stats returns a snapshot in which the identity of Stats holds: the final
-// counters are read before received.
 // snapshot is stats read as one: received is read before and after the
 // ended counters until the two agree, so that the counters held together at
 // some moment between the reads and InFlight was really in flight then
@@ -62,6 +60,8 @@ func (f *flow) snapshot() Stats {
 	}
 }
 
+// stats returns a snapshot in which the identity of Stats holds: the final
+// counters are read before received.
 func (f *flow) stats() Stats {
 	s := Stats{Succeeded: f.succeeded.Load(), Failed: f.failed.Load(), Discarded: f.discarded.Load()}
 	s.Received = f.received.Load()

@@ -41,7 +41,11 @@ import (
 // scheduler, as dispatch/middleware's Retry does: for waits longer than a
 // handling time, run the named aggregate on a bounded elastic scheduler.
 // Once the retries are spent, Then decides: Settle (default), DeadLetter
-// or Stop.
+// or Stop. A failure the retries cannot reach (a runtime.Goexit, a panic
+// of the id function or of WithContextOf before the handler, an exchange
+// whose own ctx ended without a force) is settled under Settle and stops
+// the consumer under DeadLetter or Stop: it is never acknowledged past
+// against the policy.
 //
 // The dispatcher counts a failed delivery as failed whatever the policy
 // (dispatch.Stats.Failed); its outcome's error (dispatch.Result.Err) wraps
@@ -423,9 +427,12 @@ func (f *failures[T]) ended(ctx context.Context, r *dispatch.Result[Delivery[T]]
 		return false
 	case r.Outcome == dispatch.OutcomeSuccess:
 		return true
-	case r.Outcome == dispatch.OutcomePanic && f.wrapped && f.p.Then.action != settle:
-		// A runtime.Goexit got past the wrapper: it cannot be retried nor
-		// published from a goroutine that is exiting, so it stops.
+	case v == nil && f.p.Then.action != settle:
+		// A failure the wrapper did not decide about: a runtime.Goexit got
+		// past it, the route's user code (the id function, WithContextOf)
+		// failed before the handler, or the exchange's own ctx ended
+		// without a force. It cannot be retried nor published (from an
+		// exiting goroutine, or under an ended ctx), so it stops.
 		_ = f.stop(ctx, r.Exchange, r.Exchange.Attempt, r.Err)
 		return false
 	}

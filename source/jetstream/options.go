@@ -9,6 +9,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/internal/safelog"
 	"github.com/aggflow/aggflow/partition"
 )
 
@@ -150,7 +151,7 @@ func WithServerLossTimeout[T any](d time.Duration) Option[T] {
 func WithRejected[T any](f RejectFunc) Option[T] { return func(c *config[T]) { c.reject = f } }
 
 // WithLogger sets the logger of the consumer and its partitions (default
-// slog.Default()).
+// slog.Default()). A panic of its handler costs the line it was writing.
 func WithLogger[T any](l *slog.Logger) Option[T] { return func(c *config[T]) { c.logger = l } }
 
 // WithPartitionOptions passes options to the partition.Dispatcher: groups
@@ -227,6 +228,7 @@ func newConfig[T any](name string, opts []Option[T]) (config[T], error) {
 	case c.durable == "" || !validName(c.durable):
 		return c, fmt.Errorf("%w: durable name %q", ErrInvalidArgument, c.durable)
 	}
+	c.logger = safelog.Guard(c.logger) // a panicking log handler costs its line, not the goroutine logging
 	if c.assign && c.static {
 		return c, fmt.Errorf("%w: WithStaticLease with a dynamic assignment (WithDynamicAssignment names the member and the TTL)", ErrInvalidArgument)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/internal/safelog"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
 )
@@ -158,6 +159,7 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 		return nil, fmt.Errorf("%w: consumer %q: max pending %d, max poll records %d, groups %d, revoke timeout %v, commit timeout %v, connect timeout %v",
 			ErrInvalidArgument, name, c.maxPending, c.maxPoll, c.groups, c.revokeTimeout, c.commitTimeout, c.connectTimeout)
 	}
+	c.logger = safelog.Guard(c.logger) // a panicking log handler costs its line, not the goroutine logging
 	if c.onBad == nil {
 		c.onBad = logBadRecord(c.logger, name)
 	}

@@ -2,7 +2,9 @@ package kafka_test
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,7 +35,29 @@ func recordsOf(keys, from, to int) []*kgo.Record {
 // partition and assigns it again from its last commit, under a lease valid
 // from the second heartbeat after, and goes on: every record handled, in
 // order, all under the one generation (the group never fenced it).
-func TestLapsedLeaseTheGroupKeptIsRenewed(t *testing.T) {
+func TestLapsedLeaseTheGroupKeptIsRenewed(t *testing.T) { lapseRenewed(t) }
+
+// A log handler that panics on the lapse's warning costs the line: the
+// partition is still forced, assigned again and handled to its end.
+func TestLapsedLeaseLogHandlerPanics(t *testing.T) {
+	lapseRenewed(t, kafka.WithLogger[event](slog.New(&panicsOn{msg: "kafka: lease lapsed"})))
+}
+
+// panicsOn is a slog.Handler that panics on the records of one message and
+// drops the others.
+type panicsOn struct{ msg string }
+
+func (p *panicsOn) Enabled(context.Context, slog.Level) bool { return true }
+func (p *panicsOn) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, p.msg) {
+		panic("log handler: " + r.Message)
+	}
+	return nil
+}
+func (p *panicsOn) WithAttrs([]slog.Attr) slog.Handler { return p }
+func (p *panicsOn) WithGroup(string) slog.Handler      { return p }
+
+func lapseRenewed(t *testing.T, opts ...kafka.Option[event]) {
 	const keys, perKey, stall = 20, 10, 3600 * time.Millisecond
 	c := startCluster(t, "lapse", 1, shortSessions)
 	ctx := context.Background()
@@ -51,7 +75,8 @@ func TestLapsedLeaseTheGroupKeptIsRenewed(t *testing.T) {
 		j.add(d.Exchange)
 		first.add(d.Exchange)
 		return nil
-	}, kafka.WithClientOptions[event](kgo.SessionTimeout(4*time.Second), kgo.HeartbeatInterval(100*time.Millisecond)))
+	}, append([]kafka.Option[event]{kafka.WithClientOptions[event](kgo.SessionTimeout(4*time.Second),
+		kgo.HeartbeatInterval(100*time.Millisecond))}, opts...)...)
 	startConsumer(t, k)
 	first.wait(t, 20*time.Second)
 

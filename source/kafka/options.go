@@ -118,7 +118,8 @@ func WithConnectTimeout[T any](d time.Duration) Option[T] {
 	return func(c *config[T]) { c.connectTimeout = d }
 }
 
-// WithLogger sets the logger (default slog.Default()).
+// WithLogger sets the logger (default slog.Default()). A panic of its
+// handler costs the line it was writing.
 func WithLogger[T any](l *slog.Logger) Option[T] { return func(c *config[T]) { c.logger = l } }
 
 // WithBadRecordHook sets what happens to a record without a key or that
