@@ -73,7 +73,11 @@ type Consumer[T any] struct {
 	// resetStats sums the counters of the parts a reset replaced, taken
 	// out of opened.
 	resetStats dispatch.Stats
-	stream     natsjs.Stream // found by Prepare
+	// received is the highest position this process received of each
+	// partition, over the parts released: a later part counts the
+	// positions at or below it as delivered before (Attempt 2 at least).
+	received map[int32]int64
+	stream   natsjs.Stream // found by Prepare
 
 	// The bucket, the leases held (owned, or being released), the
 	// partitions of a static assignment not held (under mu), and the
@@ -137,8 +141,8 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 		return nil, fmt.Errorf("%w: consumer %q: %w", ErrInvalidArgument, name, err)
 	}
 	c := &Consumer[T]{name: name, js: sub.JetStream, topo: topo, owned: slices.Clone(owned), decode: codec.Decode, cfg: cfg, disp: disp,
-		parts: map[int32]*part[T]{},
-		quit:  make(chan struct{}), leased: map[int32]*lease{}, wanted: map[int32]claimWait{}, kick: make(chan struct{}, 1),
+		parts: map[int32]*part[T]{}, received: map[int32]int64{},
+		quit: make(chan struct{}), leased: map[int32]*lease{}, wanted: map[int32]claimWait{}, kick: make(chan struct{}, 1),
 		balanceStopped: make(chan struct{}), stopRenew: make(chan struct{}), assignDone: make(chan struct{})}
 	c.drainCtx, c.cancelDrain = context.WithCancel(context.Background())
 	c.life.Init("consumer", name, ErrIllegalState, c.end)

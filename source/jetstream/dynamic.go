@@ -231,7 +231,10 @@ func (c *Consumer[T]) claimWanted() {
 		switch {
 		case err != nil && c.runCtx.Err() != nil:
 			return
-		case err != nil && mono() < w.until:
+		case err != nil && (mono() < w.until || w.lost != "" && mono() < w.until+int64(c.cfg.serverWait)):
+			// Within the wait, or, after a loss (a server restart can take
+			// longer than a lease), within the server loss timeout: tried
+			// again on the next round.
 			c.cfg.logger.Warn("jetstream: partition not claimed", slog.String("consumer", c.name),
 				slog.Int("partition", int(p)), slog.Any("error", err))
 		case err != nil:

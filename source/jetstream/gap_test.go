@@ -14,11 +14,16 @@ import (
 	"github.com/aggflow/aggflow/source/jetstream"
 )
 
-// A delivery the partition never received (another client pulled position
-// 3 from its durable consumer while the partition had no pull waiting):
-// the consumer sequence skips. The partition must not acknowledge past the
-// hole: it resets to the ack floor and replays in order, so position 3 is
-// handled, the consumer goes on, and the reset is counted.
+// Another client pulling from a partition's durable consumer: while the
+// owner holds the consumer's pin, it gets nothing; one that unpins the
+// consumer first takes position 3, a delivery the partition never
+// received. The partition must not acknowledge past the hole: its next pull
+// is refused (the pin moved), it loses the partition and claims it again,
+// and replays from the ack floor in order, so position 3 is handled and the
+// consumer goes on. (Before both assignments held leases, the thief took
+// position 3 unpinned and the gap itself reset the partition; the gap's
+// reset is tested by the pauses with racing pulls and by the external reset
+// below.)
 func TestGapResetsAndReplaysInOrder(t *testing.T) {
 	const n = 6
 	e := newEnv(t, 1)
@@ -27,6 +32,7 @@ func TestGapResetsAndReplaysInOrder(t *testing.T) {
 	entered := make(chan struct{})
 	var mu sync.Mutex
 	var order []string
+	var firstTries []string // handled again without saying it is a redelivery
 	handled := map[string]int{}
 	handler := func(ctx context.Context, d partition.Delivery[keyed]) error {
 		if d.Position == 1 && d.Attempt == 1 {
@@ -36,13 +42,16 @@ func TestGapResetsAndReplaysInOrder(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		order = append(order, d.Exchange.Key)
-		handled[d.Exchange.Key]++
+		if handled[d.Exchange.Key]++; handled[d.Exchange.Key] > 1 && !d.Redelivered() {
+			firstTries = append(firstTries, d.Exchange.Key)
+		}
 		return nil
 	}
 	// One message a pull and one in flight: once position 1 runs and 2 waits
 	// for the budget, the partition has no pull waiting on the server.
 	c, err := jetstream.NewConsumer("c", e.sub([]int32{0}), named, newSched(t), keyedCodec, handler,
-		jetstream.WithFetchBatch[keyed](1), jetstream.WithMaxPending[keyed](1))
+		jetstream.WithFetchBatch[keyed](1), jetstream.WithMaxPending[keyed](1),
+		jetstream.WithStaticLease[keyed]("", jetstream.MinLeaseTTL, 0))
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx(t)))
 	require.NoError(t, c.Start())
@@ -54,12 +63,20 @@ func TestGapResetsAndReplaysInOrder(t *testing.T) {
 		return err == nil && info.Delivered.Consumer == 2 && info.NumWaiting == 0
 	}, 20*time.Second, 5*time.Millisecond, "positions 1 and 2 delivered, no pull waiting")
 
-	batch, err := cons.Fetch(1, natsjs.FetchMaxWait(5*time.Second)) // another client takes position 3
-	require.NoError(t, err)
-	var stolen []natsjs.Msg
-	for m := range batch.Messages() {
-		stolen = append(stolen, m)
+	steal := func() []natsjs.Msg {
+		batch, err := cons.Fetch(1, natsjs.FetchMaxWait(time.Second), natsjs.FetchPriorityGroup("aggflow"))
+		require.NoError(t, err)
+		var got []natsjs.Msg
+		for m := range batch.Messages() {
+			got = append(got, m)
+		}
+		return got
 	}
+	require.Empty(t, steal(), "the owner's pin keeps another client out")
+	stream, err := e.js.Stream(ctx(t), e.topo.Stream)
+	require.NoError(t, err)
+	require.NoError(t, stream.UnpinConsumer(ctx(t), "c-0", "aggflow"))
+	stolen := steal() // the thief is pinned now, and takes position 3
 	require.Len(t, stolen, 1)
 	meta, err := stolen[0].Metadata()
 	require.NoError(t, err)
@@ -75,15 +92,9 @@ func TestGapResetsAndReplaysInOrder(t *testing.T) {
 		"acknowledged to the end")
 	require.Equal(t, dispatch.StateRunning, c.State(), "the consumer went on: %v", c.Err())
 	require.NoError(t, c.StopGracefully(ctx(t)))
-	st := c.Stats()
-	require.EqualValues(t, 1, st.Resets)
-	require.EqualValues(t, n, st.Exchanges.Received, "the part the reset replaced counted too: %+v", st)
-	require.EqualValues(t, n, st.Exchanges.Succeeded)
 	mu.Lock()
 	defer mu.Unlock()
-	for k, times := range handled {
-		require.Equal(t, 1, times, "%s handled once (positions 1 and 2 were acknowledged before the replay): %v", k, order)
-	}
+	require.Empty(t, firstTries, "a second run is a redelivery (Attempt >= 2): %v", order)
 }
 
 // Under a lease the same: another client resets the partition's durable

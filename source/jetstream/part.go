@@ -102,7 +102,13 @@ func (c *Consumer[T]) open(p int32, cons natsjs.Consumer, l *lease) (*part[T], e
 		return nil, fmt.Errorf("jetstream: consumer %q: %w", c.name, err)
 	}
 	stop, cancelStop := context.WithCancel(c.runCtx)
-	return &part[T]{c: c, p: p, cons: cons, stop: stop, cancelStop: cancelStop, in: in, poke: make(chan struct{}, 1), seen: int64(info.Delivered.Stream),
+	c.mu.Lock()
+	// A reset restarts the server's delivery count, which a server restart
+	// may have lost too: what this process received before counts as
+	// delivered, whether this part follows a reset or a loss.
+	seen := max(int64(info.Delivered.Stream), c.received[p])
+	c.mu.Unlock()
+	return &part[T]{c: c, p: p, cons: cons, stop: stop, cancelStop: cancelStop, in: in, poke: make(chan struct{}, 1), seen: seen,
 		stopAck: make(chan struct{}), fetchDone: make(chan struct{}), ackDone: make(chan struct{}), lease: l, from: from,
 		last: from - 1, next: next}, nil
 }
@@ -473,6 +479,9 @@ func (pt *part[T]) release(ctx context.Context) (partition.Settled, error) {
 	}
 	close(pt.stopAck)
 	<-pt.fetchDone
+	c.mu.Lock()
+	c.received[pt.p] = max(c.received[pt.p], pt.seen, pt.last)
+	c.mu.Unlock()
 	<-pt.ackDone
 	if err != nil {
 		err = fmt.Errorf("jetstream: consumer %q: %w", c.name, err)

@@ -103,9 +103,6 @@ func (c *Consumer[T]) reopen(old *part[T], deadline time.Time) {
 		}
 		return
 	}
-	// A reset restarts the server's delivery count, which a server restart
-	// may have lost too: what this process received counts as delivered.
-	pt.seen = max(pt.seen, old.seen, old.last)
 	c.mu.Lock()
 	quit := c.stopping()
 	if !quit {
