@@ -1,0 +1,130 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aggflow/aggflow/partition"
+	"github.com/aggflow/aggflow/source/kafka/kafkatest"
+)
+
+// endOffsets asks the cluster for the topic's high watermarks, with a
+// client of its own.
+func endOffsets(t *testing.T, c *kafkatest.Cluster, topic string) map[int32]int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	listed, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	require.NoError(t, err)
+	require.NoError(t, listed.Error())
+	ends := map[int32]int64{}
+	listed.Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
+	return ends
+}
+
+// CaughtUp returns only once every record published before the call was
+// handled, those the failure policy settled included, twice in a row with
+// records published in between; Lag is zero everywhere then.
+func TestCaughtUpReturnsOnceThePublishedRecordsAreHandled(t *testing.T) {
+	const keys, perKey, partitions = 50, 40, 4
+	c := startCluster(t, "orders", partitions)
+	ctx := context.Background()
+	var handled atomic.Int64
+	gate := make(chan struct{})
+	h := func(ctx context.Context, d partition.Delivery[event]) error {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		handled.Add(1)
+		if d.Exchange.Seq%10 == 0 {
+			return errors.New("refused") // settled by the default failure policy: it counts as finished
+		}
+		return nil
+	}
+	k := newConsumer(t, c, "g", "orders", newScheduler(t, 4), h)
+	require.NoError(t, c.Produce(ctx, "orders", records(keys, perKey)...))
+	startConsumer(t, k)
+
+	done := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		err := k.CaughtUp(cctx)
+		done <- err
+		if err == nil {
+			done <- fmt.Errorf("%d handled", handled.Load())
+		}
+	}()
+	close(gate)
+	require.NoError(t, <-done)
+	require.EqualError(t, <-done, fmt.Sprintf("%d handled", keys*perKey), "handled when CaughtUp returned")
+
+	require.NoError(t, c.Produce(ctx, "orders", records(keys, perKey)...))
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	require.NoError(t, k.CaughtUp(cctx))
+	require.Equal(t, int64(2*keys*perKey), handled.Load(), "handled when the second CaughtUp returned")
+	lag := k.Lag()
+	require.Len(t, lag, partitions, "a lag per owned partition")
+	for p, n := range lag {
+		require.Zero(t, n, "partition %d", p)
+	}
+	require.Equal(t, int64(keys*perKey/10), k.Stats().Failures.Settled, "settled records")
+	stop(t, k)
+}
+
+// With one record held by its handler, CaughtUp does not return before its
+// ctx ends, and its error names the held record's partition and how far
+// behind it is; Lag says the same.
+func TestCaughtUpNamesThePartitionBehindAStuckRecord(t *testing.T) {
+	const keys, perKey, partitions = 20, 10, 4
+	c := startCluster(t, "orders", partitions)
+	ctx := context.Background()
+	release := make(chan struct{})
+	stuck := make(chan partition.Delivery[event], 1)
+	h := func(ctx context.Context, d partition.Delivery[event]) error {
+		if d.Exchange.ID == "acct-0" && d.Exchange.Seq == 1 {
+			stuck <- d
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	}
+	k := newConsumer(t, c, "g", "orders", newScheduler(t, 4), h)
+	require.NoError(t, c.Produce(ctx, "orders", records(keys, perKey)...))
+	startConsumer(t, k)
+	d := <-stuck
+	// acct-0's first record is the first produced: the first of its
+	// partition, so nothing of the partition finishes before it.
+	require.Zero(t, d.Position)
+	ends := endOffsets(t, c, "orders")
+	require.Positive(t, ends[d.Partition])
+
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	err := k.CaughtUp(cctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), fmt.Sprintf("partition %d: %d behind", d.Partition, ends[d.Partition]))
+	require.Equal(t, ends[d.Partition], k.Lag()[d.Partition], "lag of the held record's partition")
+
+	close(release)
+	cctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	require.NoError(t, k.CaughtUp(cctx))
+	stop(t, k)
+}
