@@ -130,3 +130,32 @@ func TestCaughtUpNamesThePartitionBehindAStuckMessage(t *testing.T) {
 	defer cancel()
 	require.NoError(t, c.CaughtUp(cctx))
 }
+
+// CaughtUp refuses before Start, and one waiting behind a held message
+// when the consumer stops returns ErrIllegalState, not nil: the stop
+// released every partition, which does not make the consumer caught up.
+func TestCaughtUpRefusesAConsumerNotRunning(t *testing.T) {
+	e := newEnv(t, 2)
+	stuck := make(chan struct{})
+	h := func(ctx context.Context, d partition.Delivery[keyed]) error {
+		if d.Exchange.Key == keyName(0) && d.Exchange.Seq == 1 {
+			close(stuck)
+			<-ctx.Done() // until the force
+		}
+		return nil
+	}
+	c, err := jetstream.NewConsumer("c", e.sub([]int32{0, 1}), named, newSched(t), keyedCodec, h,
+		jetstream.WithLogger[keyed](slog.New(slog.DiscardHandler)))
+	require.NoError(t, err)
+	require.ErrorIs(t, c.CaughtUp(ctx(t)), jetstream.ErrIllegalState, "before Start")
+	e.publish(t, 4, 2)
+	require.NoError(t, c.Prepare(ctx(t)))
+	require.NoError(t, c.Start())
+	<-stuck
+	done := make(chan error, 1)
+	go func() { done <- c.CaughtUp(ctx(t)) }()
+	c.ForceStop()
+	require.ErrorIs(t, <-done, jetstream.ErrIllegalState, "stopped while waiting")
+	<-c.Done()
+	require.ErrorIs(t, c.CaughtUp(ctx(t)), jetstream.ErrIllegalState, "after the stop")
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aggflow/aggflow/partition"
+	"github.com/aggflow/aggflow/source/kafka"
 	"github.com/aggflow/aggflow/source/kafka/kafkatest"
 )
 
@@ -127,4 +128,31 @@ func TestCaughtUpNamesThePartitionBehindAStuckRecord(t *testing.T) {
 	defer cancel()
 	require.NoError(t, k.CaughtUp(cctx))
 	stop(t, k)
+}
+
+// CaughtUp refuses before Start, and one waiting behind a held record
+// when the consumer stops returns ErrIllegalState, not nil: the stop
+// released every partition, which does not make the member caught up.
+func TestCaughtUpRefusesAConsumerNotRunning(t *testing.T) {
+	c := startCluster(t, "orders", 2)
+	ctx := context.Background()
+	stuck := make(chan struct{})
+	h := func(ctx context.Context, d partition.Delivery[event]) error {
+		if d.Exchange.ID == "acct-0" && d.Exchange.Seq == 1 {
+			close(stuck)
+			<-ctx.Done() // until the force
+		}
+		return nil
+	}
+	k := newConsumer(t, c, "g", "orders", newScheduler(t, 4), h)
+	require.ErrorIs(t, k.CaughtUp(ctx), kafka.ErrIllegalState, "before Start")
+	require.NoError(t, c.Produce(ctx, "orders", records(4, 2)...))
+	startConsumer(t, k)
+	<-stuck
+	done := make(chan error, 1)
+	go func() { done <- k.CaughtUp(ctx) }()
+	k.ForceStop()
+	require.ErrorIs(t, <-done, kafka.ErrIllegalState, "stopped while waiting")
+	<-k.Done()
+	require.ErrorIs(t, k.CaughtUp(ctx), kafka.ErrIllegalState, "after the stop")
 }
