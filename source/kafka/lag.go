@@ -46,8 +46,11 @@ func (c *Consumer[T]) Lag() map[int32]int64 {
 // returns ctx's error wrapped, naming the partitions still behind and by how
 // many records; an error wrapping ErrIllegalState when the consumer is not
 // running or stops meanwhile; the request's error when the ends cannot be
-// read. Cost: the request, then a look at the owned partitions' prefixes
-// every 10 ms while it waits. Safe for concurrent use.
+// read. A topic written in transactions ends with a commit marker, which
+// takes an offset and is never delivered: there the marker's partition is
+// caught up only once a record after it finished. Cost: the request, then a
+// look at the owned partitions' prefixes every 10 ms while it waits. Safe
+// for concurrent use.
 func (c *Consumer[T]) CaughtUp(ctx context.Context) error {
 	if s := c.State(); s != dispatch.StateRunning {
 		return errorf(ErrIllegalState, "consumer %q: caught up: not running (%v)", c.name, s)
