@@ -156,3 +156,75 @@ func TestCaughtUpRefusesAConsumerNotRunning(t *testing.T) {
 	<-k.Done()
 	require.ErrorIs(t, k.CaughtUp(ctx), kafka.ErrIllegalState, "after the stop")
 }
+
+// A partition revoked while CaughtUp waits is not waited for: a holds the
+// first record of each of its partitions, b joins and takes some of them
+// (a's drain of those is forced), a's kept ones are let go, and a's
+// CaughtUp returns nil without the revoked ones having finished there; b's
+// returns once it handled them.
+func TestCaughtUpLeavesTheRevokedPartitionsToTheirNextOwner(t *testing.T) {
+	const keys, perKey, partitions = 40, 5, 4
+	c := startCluster(t, "moves", partitions, shortSessions)
+	ctx := context.Background()
+	require.NoError(t, c.Produce(ctx, "moves", records(keys, perKey)...))
+	gates := map[int32]chan struct{}{}
+	for p := range int32(partitions) {
+		gates[p] = make(chan struct{})
+	}
+	var held atomic.Int64
+	holding := func(ctx context.Context, d partition.Delivery[event]) error {
+		if d.Position == 0 {
+			held.Add(1)
+			select {
+			case <-gates[d.Partition]:
+			case <-ctx.Done(): // a revoke's force
+				return context.Cause(ctx)
+			}
+		}
+		return nil
+	}
+	opts := []kafka.Option[event]{kafka.WithClientOptions[event](memberClientOptions...),
+		kafka.WithRevokeTimeout[event](200 * time.Millisecond)}
+	sched := newScheduler(t, 16)
+	a := newConsumer(t, c, "moves", "moves", sched, holding, opts...)
+	startConsumer(t, a)
+	require.Eventually(t, func() bool { return held.Load() == partitions }, 20*time.Second, 5*time.Millisecond,
+		"a holds the first record of every partition")
+	aDone := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		aDone <- a.CaughtUp(cctx)
+	}()
+
+	var bHandled atomic.Int64
+	b := newConsumer(t, c, "moves", "moves", sched, func(context.Context, partition.Delivery[event]) error {
+		bHandled.Add(1)
+		return nil
+	}, opts...)
+	startConsumer(t, b)
+	require.Eventually(t, func() bool { return len(a.Owned()) < partitions && len(b.Owned()) > 0 }, 20*time.Second, 5*time.Millisecond,
+		"the join moved partitions to b")
+	kept := a.Owned()
+	select {
+	case err := <-aDone:
+		require.FailNow(t, "a caught up while holding its kept partitions", "%v", err)
+	default:
+	}
+	for _, p := range kept {
+		close(gates[p])
+	}
+	require.NoError(t, <-aDone)
+	require.Equal(t, int64(partitions-len(kept)), a.Stats().Revoked, "revoked from a")
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	require.NoError(t, b.CaughtUp(cctx))
+	ends := endOffsets(t, c, "moves")
+	want := int64(0)
+	for _, p := range b.Owned() {
+		want += ends[p]
+	}
+	require.Equal(t, want, bHandled.Load(), "b handled every record of its partitions, the first ones a held included")
+	stop(t, a)
+	stop(t, b)
+}
