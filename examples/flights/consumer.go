@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,8 +12,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/examples/flights/internal/airport"
@@ -173,12 +172,6 @@ func consume(ctx context.Context, cfg config, url string, as assignment, goAhead
 		return report, err
 	}
 	defer nc.Close()
-	total := int64(-1) // a member runs until SIGTERM
-	if as.member == "" {
-		if total, err = flightsIn(ctx, js, as.own); err != nil {
-			return report, err
-		}
-	}
 	sched, err := schedulers.NewParallel("flights", cfg.pool)
 	if err != nil {
 		return report, err
@@ -188,7 +181,6 @@ func consume(ctx context.Context, cfg config, url string, as assignment, goAhead
 	held := &airports{states: map[string]*heldAirport{}}
 	take := newTakeovers(nc, as.member, held)
 	var applied, replayed, redelivered atomic.Int64
-	all := make(chan struct{})
 	handle := func(ctx context.Context, d partition.Delivery[departure]) error {
 		if l, ok := jetstream.LeaseOf(ctx); ok && as.member != "" { // a static owner has no peer to take states from
 			if err := take.ensure(ctx, l); err != nil {
@@ -203,9 +195,7 @@ func consume(ctx context.Context, cfg config, url string, as assignment, goAhead
 			replayed.Add(1)
 			return nil
 		}
-		if applied.Add(1) == total {
-			close(all)
-		}
+		applied.Add(1)
 		return nil
 	}
 	obs := &observer{}
@@ -240,13 +230,19 @@ func consume(ctx context.Context, cfg config, url string, as assignment, goAhead
 			return report, err
 		}
 	}
-	if total == 0 {
-		close(all)
-	}
-	select {
-	case <-all:
-	case <-ctx.Done():
-	case <-c.Done():
+	var caught error
+	if as.member == "" && ctx.Err() == nil {
+		// A static owner runs until every flight the stream held is
+		// handled (the stream was filled before it started), or ctx ends,
+		// or the consumer fails (the stop below reports it).
+		if caught = c.CaughtUp(ctx); ctx.Err() != nil || errors.Is(caught, jetstream.ErrIllegalState) {
+			caught = nil
+		}
+	} else { // a member runs until SIGTERM
+		select {
+		case <-ctx.Done():
+		case <-c.Done():
+		}
 	}
 	report.Partitions = c.Owned()
 	stopCtx, cancel := context.WithTimeout(context.Background(), consumerStopTimeout)
@@ -264,24 +260,5 @@ func consume(ctx context.Context, cfg config, url string, as assignment, goAhead
 	report.QueueWait = percentiles{P50: obs.queueWait.Quantile(0.50), P99: obs.queueWait.Quantile(0.99)}
 	report.Handling = percentiles{P50: obs.handling.Quantile(0.50), P99: obs.handling.Quantile(0.99)}
 	report.States = held.snapshot(nil)
-	return report, err
-}
-
-// flightsIn counts the flights the stream holds in partitions own.
-func flightsIn(ctx context.Context, js natsjs.JetStream, own []int32) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, flightsTopology.Stream)
-	if err != nil {
-		return 0, err
-	}
-	info, err := s.Info(ctx, natsjs.WithSubjectFilter(flightsTopology.Prefix+".>"))
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for _, p := range own {
-		n += int64(info.State.Subjects[flightsTopology.Subject(p)])
-	}
-	return n, nil
+	return report, errors.Join(caught, err)
 }

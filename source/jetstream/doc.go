@@ -160,6 +160,14 @@
 // the reconnect; the consumer fails with ErrUnreachable only when the server
 // is not back within WithServerLossTimeout (default 1 minute).
 //
+// # Caught up
+//
+// Lag gives each owned partition's messages not finished, from the last
+// delivery's NumPending and the messages held above the finished prefix;
+// CaughtUp reads the stream's last sequence on each owned partition's
+// subject and waits until the partitions have finished up to it: what a
+// test or a batch job writes instead of an idle detector.
+//
 // # Costs
 //
 // Per owned partition: two goroutines of the consumer (fetching and

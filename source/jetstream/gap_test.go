@@ -116,26 +116,19 @@ func TestExternalResetUnderALeaseKeepsTheLease(t *testing.T) {
 		epochs[l.Epoch] = true
 		return nil
 	}
-	handled := func(k int) func() bool {
-		return func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return len(seqs) >= k
-		}
-	}
 	c, err := jetstream.NewConsumer("c", e.sub(nil), named, newSched(t), keyedCodec, handler,
 		jetstream.WithDynamicAssignment[keyed]("a", 10*time.Second))
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx(t)))
 	require.NoError(t, c.Start())
 	e.publish(t, 1, n)
-	require.Eventually(t, handled(n), 20*time.Second, 5*time.Millisecond)
+	require.NoError(t, c.CaughtUp(ctx(t)))
 	require.Eventually(t, func() bool { return e.ackFloor(t, "c", 0) == n }, 20*time.Second, 5*time.Millisecond)
 
 	_, err = e.js.ResetConsumer(ctx(t), e.topo.Stream, "c-0") // another client's reset
 	require.NoError(t, err)
 	require.NoError(t, e.publishFrom(ctx(t), 1, n, n))
-	require.Eventually(t, handled(2*n), 20*time.Second, 5*time.Millisecond)
+	require.NoError(t, c.CaughtUp(ctx(t)))
 	require.Eventually(t, func() bool { return e.ackFloor(t, "c", 0) == 2*n }, 20*time.Second, 5*time.Millisecond)
 	require.Equal(t, dispatch.StateRunning, c.State(), "the consumer went on: %v", c.Err())
 	require.NoError(t, c.StopGracefully(ctx(t)))

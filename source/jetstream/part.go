@@ -52,6 +52,9 @@ type part[T any] struct {
 	// pull was refused): it is released without acknowledging more.
 	lease *lease
 	lost  atomic.Bool
+	// pending is the last delivery's NumPending: what the server had left
+	// to deliver after it (Lag).
+	pending atomic.Uint64
 	// reopening says a reset releases the partition to open it again: its
 	// lease stays (set before the release, on the fetching goroutine).
 	reopening bool
@@ -288,6 +291,7 @@ func (pt *part[T]) handle(msg natsjs.Msg) bool {
 		return false
 	}
 	pos, attempt := int64(meta.Sequence.Stream), int(meta.NumDelivered)
+	pt.pending.Store(meta.NumPending)
 	if pos <= pt.seen {
 		attempt = max(attempt, 2)
 	}

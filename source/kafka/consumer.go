@@ -87,6 +87,8 @@ type owned[T any] struct {
 	committed int64 // the offset the broker acknowledged last, -1 if none (c.mu)
 	paused    bool  // c.pauseMu
 	high      int64 // the highest offset delivered, in this process: the poll loop's
+	end       int64 // the high watermark the last fetch reported, when fetched (c.mu)
+	fetched   bool
 	stop      chan struct{}
 	stopped   chan struct{}
 }

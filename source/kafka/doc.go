@@ -69,6 +69,34 @@
 // have room: Decaton's max pending records, per partition. Records pending
 // stay under the budget plus one polled batch.
 //
+// Size the budget by time, not records: a revoked partition drains its
+// share within WithRevokeTimeout only if share × handler time / goroutines
+// fits in it, and a graceful stop drains the whole budget the same way. So
+// budget ≈ goroutines × revoke timeout / handler time, halved for a margin:
+// with 2 goroutines, 1 ms handlers and the 10 s revoke timeout, 10,000
+// records, where the default 64 Ki takes 33 s and the revoke is forced.
+//
+// # Sessions and failover
+//
+// A member killed without leaving the group (kill -9, a crash, a lost host)
+// keeps its partitions until the group's session timeout passes since its
+// last heartbeat: franz-go's default kgo.SessionTimeout is 45 s (and
+// kgo.HeartbeatInterval 3 s), so its partitions stand still for about 50 s
+// before another member reads them. Set both through WithClientOptions to
+// what a failover may cost: kgo.SessionTimeout(6*time.Second) and
+// kgo.HeartbeatInterval(600*time.Millisecond) make it about 7 s; 6 s is the
+// lowest a broker allows by default (group.min.session.timeout.ms, kfake's
+// too), and Prepare refuses a heartbeat of 2/5 of the session or more. A
+// shorter session fences a member sooner after a pause (GC, SIGSTOP), so
+// keep it above the longest stall a healthy member may have.
+//
+// # Caught up
+//
+// Lag gives each owned partition's records not finished, from the high
+// watermark the fetches report; CaughtUp reads the end offsets once and
+// waits until the owned partitions have finished the records below them:
+// what a test or a batch job writes instead of an idle detector.
+//
 // # Failures
 //
 // A record whose handler fails (an error or a panic) is never settled

@@ -65,6 +65,7 @@ func (c *Consumer[T]) deliverAll(ctx context.Context, fs kgo.Fetches) error {
 	for _, f := range fs {
 		for _, t := range f.Topics {
 			for _, fp := range t.Partitions {
+				c.watermark(fp.Partition, fp.HighWatermark)
 				if len(fp.Records) == 0 {
 					continue
 				}

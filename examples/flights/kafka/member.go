@@ -77,6 +77,10 @@ type stateSlot struct {
 
 // runMember consumes until SIGTERM and writes its report to stdout; it
 // returns the exit status.
+// memberSession is a member's session timeout: how long a killed member's
+// partitions wait before the group moves them (see kafka's package doc).
+const memberSession = 6 * time.Second
+
 func runMember(spec string, stdout, stderr io.Writer) int {
 	args, err := parseMemberArgs(spec)
 	if err != nil {
@@ -103,7 +107,10 @@ func runMember(spec string, stdout, stderr io.Writer) int {
 	k, err := kafka.NewConsumer(args.name, kafka.Subscription{Brokers: args.brokers, Group: args.group, Topic: args.topic},
 		airportAggregate, sched, kafka.Codec[departure]{Decode: decode, ID: func(d departure) string { return d.origin }}, handle,
 		kafka.WithLogger[departure](slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-		kafka.WithClientOptions[departure](kgo.HeartbeatInterval(100*time.Millisecond)))
+		// A member killed without leaving holds its partitions for the
+		// session: franz-go's 45 s default would stop them for about 50 s.
+		// 6 s is the lowest a broker allows by default.
+		kafka.WithClientOptions[departure](kgo.SessionTimeout(memberSession), kgo.HeartbeatInterval(memberSession/10)))
 	if err == nil {
 		err = k.Prepare(ctx)
 	}
