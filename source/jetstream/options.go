@@ -77,6 +77,8 @@ type RejectFunc func(ctx context.Context, msg natsjs.Msg, err error) error
 
 type config[T any] struct {
 	maxPending, batch, maxAckPending int
+	maxHeld                          int
+	maxHeldBytes                     int64
 	ackWait, timeout, serverWait     time.Duration
 	durable                          string
 	reject                           RejectFunc
@@ -102,6 +104,20 @@ func (c *config[T]) dynamic() bool { return c.assign }
 // delivered and not finished (default dispatch.DefaultMaxPending). It also
 // caps the fetch batch.
 func WithMaxPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxPending = n } }
+
+// WithMaxHeld sets each partition's bound above its acknowledged prefix:
+// at most records messages held, delivered and not acknowledged (finished
+// or not), and bytes of their data (0: records only), by default
+// partition.DefaultMaxHeldRecords and partition.DefaultMaxHeldBytes. A
+// partition asks each pull for at most what the bound has room for, and
+// pulls nothing once it is reached, until what it holds fell to half; the
+// other partitions go on. So a stuck exchange keeps at most the bound
+// (plus one message over the bytes limit) of the messages after it, and
+// the server's MaxAckPending (derived: the bound plus one fetch batch) is
+// never what stops the partition. Invalid values return ErrInvalidArgument.
+func WithMaxHeld[T any](records int, bytes int64) Option[T] {
+	return func(c *config[T]) { c.maxHeld, c.maxHeldBytes = records, bytes }
+}
 
 // WithFetchBatch sets how many messages a partition pulls ahead of its
 // handlers (default DefaultFetchBatch, at most the pending budget).
