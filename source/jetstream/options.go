@@ -102,7 +102,8 @@ func (c *config[T]) dynamic() bool { return c.assign }
 
 // WithMaxPending sets each partition's pending budget: at most n exchanges
 // delivered and not finished (default dispatch.DefaultMaxPending). It also
-// caps the fetch batch.
+// caps the fetch batch. The exchanges pending are a part of those held
+// (WithMaxHeld): at most the smaller of the two.
 func WithMaxPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxPending = n } }
 
 // WithMaxHeld sets each partition's bound above its acknowledged prefix:
@@ -130,10 +131,11 @@ func WithFetchBatch[T any](n int) Option[T] { return func(c *config[T]) { c.batc
 // consumer drops those redeliveries (Stats.Duplicates).
 func WithAckWait[T any](d time.Duration) Option[T] { return func(c *config[T]) { c.ackWait = d } }
 
-// WithMaxAckPending sets the durable consumers' MaxAckPending (default twice
-// the pending budget plus the fetch batch): the positions delivered and not
-// acknowledged, which include the finished ones above the prefix. Below the
-// budget, the server would throttle the consumer before its budget does.
+// WithMaxAckPending sets the durable consumers' MaxAckPending (default the
+// bound held, WithMaxHeld, plus the fetch batch): the positions delivered
+// and not acknowledged, which include the finished ones above the prefix.
+// Below the bound the server stops the partition before the bound does;
+// below both the pending budget and the bound, it is ErrInvalidArgument.
 func WithMaxAckPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxAckPending = n } }
 
 // WithDurable sets the prefix of the durable consumers' names: partition p
@@ -226,6 +228,7 @@ func WithStaticLease[T any](member string, ttl, wait time.Duration) Option[T] {
 
 func newConfig[T any](name string, opts []Option[T]) (config[T], error) {
 	c := config[T]{maxPending: dispatch.DefaultMaxPending, batch: DefaultFetchBatch, ackWait: DefaultAckWait,
+		maxHeld: partition.DefaultMaxHeldRecords, maxHeldBytes: partition.DefaultMaxHeldBytes,
 		timeout: DefaultRequestTimeout, serverWait: DefaultServerLossTimeout, durable: name, logger: slog.Default()}
 	for _, o := range opts {
 		if o != nil {
@@ -235,6 +238,8 @@ func newConfig[T any](name string, opts []Option[T]) (config[T], error) {
 	switch {
 	case c.maxPending < 1 || c.batch < 1:
 		return c, fmt.Errorf("%w: pending budget %d and fetch batch %d must be at least 1", ErrInvalidArgument, c.maxPending, c.batch)
+	case c.maxHeld < 1 || c.maxHeldBytes < 0:
+		return c, fmt.Errorf("%w: max held %d records, %d bytes: at least 1 record, bytes not negative", ErrInvalidArgument, c.maxHeld, c.maxHeldBytes)
 	case c.ackWait <= 0 || c.timeout <= 0 || c.serverWait <= 0:
 		return c, fmt.Errorf("%w: ack wait %v, request timeout %v and server loss timeout %v must be positive",
 			ErrInvalidArgument, c.ackWait, c.timeout, c.serverWait)
@@ -267,12 +272,13 @@ func newConfig[T any](name string, opts []Option[T]) (config[T], error) {
 	case !bucketName.MatchString(leaseBucket(c.durable)):
 		return c, fmt.Errorf("%w: durable name %q makes no bucket name", ErrInvalidArgument, c.durable)
 	}
-	c.batch = min(c.batch, c.maxPending)
+	c.batch = min(c.batch, c.maxPending, c.maxHeld)
 	if c.maxAckPending == 0 {
-		c.maxAckPending = 2*c.maxPending + c.batch
+		c.maxAckPending = c.maxHeld + c.batch
 	}
-	if c.maxAckPending < c.maxPending {
-		return c, fmt.Errorf("%w: max ack pending %d below the pending budget %d", ErrInvalidArgument, c.maxAckPending, c.maxPending)
+	if held := min(c.maxPending, c.maxHeld); c.maxAckPending < held {
+		return c, fmt.Errorf("%w: max ack pending %d below the pending budget %d and the bound held %d", ErrInvalidArgument,
+			c.maxAckPending, c.maxPending, c.maxHeld)
 	}
 	return c, nil
 }
