@@ -89,7 +89,8 @@ func WithClientOptions[T any](opts ...kgo.Opt) Option[T] {
 // share (the budget over the partitions owned) is paused until they fall
 // below half of it, so one slow partition never stalls the others. The
 // records pending stay under n + the max poll records (a batch is delivered
-// whole): that is the consumer's memory bound, in records.
+// whole). It counts the unfinished records only: what a stuck record makes
+// a partition hold, finished records above it included, is WithMaxHeld's.
 func WithMaxPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxPending = n } }
 
 // WithMaxHeld sets each partition's bound above its committed offset (the
