@@ -114,8 +114,9 @@ func (pt *part[T]) run() {
 }
 
 // fetch pulls the partition's messages in batches of at most the fetch
-// batch (and the room under the partition's bound) and delivers them in order, until release stops it, the intake
-// shuts, or the partition fails. (One pull request per batch, rather than
+// batch and the room under the partition's bound (WithMaxHeld) and
+// delivers them in order, until release stops it, the intake shuts, or the
+// partition fails. (One pull request per batch, rather than
 // the client's prefetching iterator, whose next pull can be skipped when
 // the previous one is still being sent as its last message arrives: the
 // partition then stalls until the pull expires.)

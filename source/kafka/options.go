@@ -85,9 +85,9 @@ func WithClientOptions[T any](opts ...kgo.Opt) Option[T] {
 }
 
 // WithMaxPending sets the budget of the whole consumer: records delivered
-// and not yet ended, over all its partitions (default DefaultMaxPending). A partition whose pending records reach its
-// share (the budget over the partitions owned) is paused until they fall
-// below half of it, so one slow partition never stalls the others. The
+// and not yet ended, over all its partitions (default DefaultMaxPending).
+// A partition whose pending records reach its share (the budget over the
+// partitions owned) is paused until they fall below half of it, so one slow partition never stalls the others. The
 // records pending stay under n + the max poll records (a batch is delivered
 // whole). It counts the unfinished records only: what a stuck record makes
 // a partition hold, finished records above it included, is WithMaxHeld's.
