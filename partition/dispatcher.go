@@ -54,6 +54,8 @@ type Option[T any] func(*config[T])
 
 type config[T any] struct {
 	groups, maxPending int
+	maxHeld            int   // records held above the prefix (Tracker.SetBound)
+	maxHeldBytes       int64 // bytes held above the prefix, 0: records only
 	grace              time.Duration
 	logger             *slog.Logger
 	dispatch           []dispatch.Option[Delivery[T]]
@@ -70,6 +72,20 @@ func WithGroups[T any](n int) Option[T] { return func(c *config[T]) { c.groups =
 // waits while it is used up, which is how a binding's fetch loop slows down
 // (Decaton's max pending records).
 func WithMaxPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxPending = n } }
+
+// WithMaxHeld sets each partition's bound above its finished prefix: at
+// most records positions held, finished or not, and bytes of them (as the
+// binding sizes them at DeliverSize; 0: records only), by default
+// DefaultMaxHeldRecords and DefaultMaxHeldBytes. It bounds what one stuck
+// exchange makes a partition keep: everything delivered after it. Once
+// either is reached the partition's Room is 0 and the binding stops
+// fetching that partition (only) until both fell to half (Freed). A
+// partition holds at most the bound plus one fetched batch; its pending
+// budget (WithMaxPending, unfinished only) is a part of it, so pending <=
+// min(pending budget, held). Costs nothing per record beyond Track's.
+func WithMaxHeld[T any](records int, bytes int64) Option[T] {
+	return func(c *config[T]) { c.maxHeld, c.maxHeldBytes = records, bytes }
+}
 
 // WithForceGrace sets how long Revoke and Lose wait for the handlers a force
 // cancelled before they give up with ErrNotDrained (default 1 s).
@@ -94,7 +110,7 @@ func WithDispatchOptions[T any](opts ...dispatch.Option[Delivery[T]]) Option[T] 
 func NewDispatcher[T any](name string, named aggregate.NamedAggregate, sched schedulers.Scheduler,
 	idOf func(T) string, handler dispatch.Handler[Delivery[T]], opts ...Option[T]) (*Dispatcher[T], error) {
 	c := config[T]{groups: aggregate.DefaultParallelism, maxPending: dispatch.DefaultMaxPending,
-		grace: time.Second, logger: slog.Default()}
+		maxHeld: DefaultMaxHeldRecords, maxHeldBytes: DefaultMaxHeldBytes, grace: time.Second, logger: slog.Default()}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -105,6 +121,8 @@ func NewDispatcher[T any](name string, named aggregate.NamedAggregate, sched sch
 		return nil, fmt.Errorf("%w: a partition dispatcher needs a name, a named aggregate, a scheduler, an id function and a handler", ErrInvalidArgument)
 	case c.groups < 1 || c.maxPending < 1 || c.grace < 0 || c.logger == nil:
 		return nil, fmt.Errorf("%w: partition dispatcher %q: groups %d, max pending %d, grace %v", ErrInvalidArgument, name, c.groups, c.maxPending, c.grace)
+	case c.maxHeld < 1 || c.maxHeldBytes < 0:
+		return nil, fmt.Errorf("%w: partition dispatcher %q: max held %d records, %d bytes", ErrInvalidArgument, name, c.maxHeld, c.maxHeldBytes)
 	}
 	if err := c.failure.check(c.actions); err != nil {
 		return nil, fmt.Errorf("%w (partition dispatcher %q)", err, name)
@@ -143,6 +161,7 @@ func (d *Dispatcher[T]) Assign(ctx context.Context, p int32, from int64) (*Intak
 	}
 	in := &Intake[T]{p: p, advanced: make(chan struct{}, 1), logger: d.cfg.logger, f: d.fail}
 	in.t.Reset(from)
+	in.t.SetBound(d.cfg.maxHeld, d.cfg.maxHeldBytes)
 	groups := d.cfg.groups
 	idOf := d.idOf
 	opts := append([]dispatch.Option[Delivery[T]]{
@@ -203,7 +222,14 @@ func (in *Intake[T]) Partition() int32 { return in.p }
 // binding delivers it again only after Tracker().Reset at or below it (a
 // consumer reset to the prefix), or leaves it to the next owner.
 func (in *Intake[T]) Deliver(ctx context.Context, x T, pos int64, attempt int) error {
-	if err := in.t.Track(pos); err != nil {
+	return in.DeliverSize(ctx, x, pos, attempt, 0)
+}
+
+// DeliverSize is Deliver for a record of size bytes, which count in the
+// partition's bound above the prefix (WithMaxHeld) until the prefix passes
+// it.
+func (in *Intake[T]) DeliverSize(ctx context.Context, x T, pos int64, attempt, size int) error {
+	if err := in.t.TrackSize(pos, size); err != nil {
 		return fmt.Errorf("partition %d: %w", in.p, err)
 	}
 	err := in.d.Emit(ctx, Delivery[T]{Exchange: x, Partition: in.p, Position: pos, Attempt: attempt})
@@ -221,6 +247,15 @@ func (in *Intake[T]) Prefix() (pos int64, ok bool) { return in.t.Prefix() }
 // partition finished: the prefix may have moved. A binding acknowledges from
 // its own goroutine when it receives.
 func (in *Intake[T]) Advanced() <-chan struct{} { return in.advanced }
+
+// Room returns how many more records the partition may fetch under its
+// bound above the prefix (WithMaxHeld, Tracker.Room): 0 while the binding
+// must not fetch it. Never blocks.
+func (in *Intake[T]) Room() int { return in.t.Room() }
+
+// Freed receives (at most one pending signal) when a partition whose Room
+// was 0 fell to the low-water mark (half its bound) and may fetch again.
+func (in *Intake[T]) Freed() <-chan struct{} { return in.t.Freed() }
 
 // Tracker returns the partition's tracker, for Pending and Blocked.
 func (in *Intake[T]) Tracker() *Tracker { return &in.t }

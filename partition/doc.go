@@ -84,7 +84,19 @@
 // Track plus Finish costs O(1) time per position whatever the gaps, takes one
 // short mutex each (no foreign code under it) and allocates nothing in the
 // steady state: a Tracker's ring and index double when full and are reused.
-// Memory is about 48 bytes per position held above the prefix. Every method
+// Memory is about 48 bytes per position held above the prefix.
+//
+// # The bound above the prefix
+//
+// One unfinished position holds every position tracked after it, finished
+// or not, until it finishes. WithMaxHeld bounds that per partition, in
+// records and bytes (as the binding sizes them at Intake.DeliverSize): once
+// either limit is reached, Intake.Room is 0 and the binding fetches nothing
+// more of that partition (Kafka pauses it, JetStream makes no pull) until
+// both fell to half, which Intake.Freed signals; the other partitions go
+// on. The pending budget (WithMaxPending) counts the unfinished only, a
+// part of what is held: pending <= min(budget, held), held <= bound + one
+// fetched batch. Every method
 // of Tracker and Set is safe for concurrent use: one goroutine tracks a
 // partition, any number finish its positions.
 package partition

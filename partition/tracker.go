@@ -19,6 +19,7 @@ const (
 type entry struct {
 	pos   int64
 	state state
+	size  uint32 // bytes, as TrackSize was given (0 with Track)
 }
 
 // minRing is the ring's first capacity.
@@ -66,6 +67,14 @@ type Tracker struct {
 	blocked   int64 // the lowest discarded position held, when isBlocked
 	isBlocked bool
 	broken    bool // Break was called: Track refuses until a Reset
+
+	// The bound above the prefix (SetBound): bytes held, the limits (0: none)
+	// and whether the bound was reached and the low-water mark not yet.
+	bytes      int64
+	maxRecords int
+	maxBytes   int64
+	full       bool
+	freed      chan struct{}
 }
 
 // Track records pos as delivered and not yet ended. pos must be above every
@@ -73,6 +82,14 @@ type Tracker struct {
 // otherwise the error wraps ErrOutOfOrder and pos is not tracked. After a
 // Break, until a Reset, it wraps ErrBroken.
 func (t *Tracker) Track(pos int64) error {
+	return t.TrackSize(pos, 0)
+}
+
+// TrackSize is Track for a record of size bytes (its key and value, say),
+// which count in the bytes held above the prefix (Held, SetBound) until the
+// prefix passes pos or a Reset forgets it. Sizes above 4 GiB count as
+// 4 GiB; a negative size as 0. Same cost as Track: O(1), no allocation.
+func (t *Tracker) TrackSize(pos int64, size int) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.broken {
@@ -87,11 +104,16 @@ func (t *Tracker) Track(pos int64) error {
 	if t.tail-t.head == uint64(len(t.ring)) {
 		t.grow()
 	}
-	t.ring[t.tail&uint64(len(t.ring)-1)] = entry{pos: pos}
+	sz := uint32(min(max(size, 0), math.MaxUint32))
+	t.ring[t.tail&uint64(len(t.ring)-1)] = entry{pos: pos, size: sz}
 	t.index.put(pos, t.tail)
 	t.tail++
 	t.last, t.hasLast = pos, true
 	t.pending++
+	t.bytes += int64(sz)
+	if t.maxRecords > 0 && !t.full && (t.tail-t.head >= uint64(t.maxRecords) || t.maxBytes > 0 && t.bytes >= t.maxBytes) {
+		t.full = true
+	}
 	return nil
 }
 
@@ -180,7 +202,9 @@ func (t *Tracker) advance() {
 		}
 		t.prefix, t.hasPrefix = e.pos, true
 		t.index.del(e.pos)
+		t.bytes -= int64(e.size)
 		t.head++
+		t.fell()
 	}
 }
 
@@ -232,8 +256,10 @@ func (t *Tracker) Reset(pos int64) {
 			t.pending--
 		}
 		t.index.del(e.pos)
+		t.bytes -= int64(e.size)
 		t.tail--
 	}
+	t.fell()
 	if t.hasPrefix && t.prefix >= pos {
 		t.hasPrefix = false
 	}

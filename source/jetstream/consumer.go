@@ -135,7 +135,8 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 		}
 	}
 	handler = gate(handler)
-	popts := append(slices.Clone(cfg.partition), partition.WithMaxPending[T](cfg.maxPending), partition.WithLogger[T](cfg.logger))
+	popts := append(slices.Clone(cfg.partition), partition.WithMaxPending[T](cfg.maxPending), partition.WithLogger[T](cfg.logger),
+		partition.WithMaxHeld[T](cfg.maxHeld, cfg.maxHeldBytes))
 	disp, err := partition.NewDispatcher(name, named, sched, codec.ID, handler, popts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: consumer %q: %w", ErrInvalidArgument, name, err)

@@ -37,7 +37,7 @@
 // below it (see the example of NewConsumer).
 //
 // The server never redelivers by itself: AckWait is long (an hour by
-// default) and MaxAckPending above the pending budget, since a redelivery by
+// default) and MaxAckPending above the bound held (WithMaxHeld), since a redelivery by
 // timeout or nak would come after newer exchanges of the same aggregate.
 // One comes anyway when a delivery the server had queued for a pull request
 // given up (another owner's, or one from before the reset) fails: the server
@@ -175,7 +175,10 @@
 // fetch batch, one cumulative acknowledgement each time the prefix moves
 // (measured: about one per 100 to 200 exchanges at full speed), and the
 // messages delivered and not yet acknowledged, held for their
-// acknowledgement (at most MaxAckPending). Throughput in one process is that
+// acknowledgement: at most the bound above the prefix (WithMaxHeld: each
+// pull asks for no more than its room, and none is made while it is
+// reached, so a stuck exchange stops its own partition's pulls, not the
+// others', before the server's MaxAckPending would). Throughput in one process is that
 // of a plain jetstream loop with the same acknowledgements (docs/scale-out.md
 // has the figures).
 //

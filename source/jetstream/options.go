@@ -78,6 +78,8 @@ type RejectFunc func(ctx context.Context, msg natsjs.Msg, err error) error
 
 type config[T any] struct {
 	maxPending, batch, maxAckPending int
+	maxHeld                          int
+	maxHeldBytes                     int64
 	ackWait, timeout, serverWait     time.Duration
 	durable                          string
 	reject                           RejectFunc
@@ -101,8 +103,23 @@ func (c *config[T]) dynamic() bool { return c.assign }
 
 // WithMaxPending sets each partition's pending budget: at most n exchanges
 // delivered and not finished (default dispatch.DefaultMaxPending). It also
-// caps the fetch batch.
+// caps the fetch batch. The exchanges pending are a part of those held
+// (WithMaxHeld): at most the smaller of the two.
 func WithMaxPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxPending = n } }
+
+// WithMaxHeld sets each partition's bound above its acknowledged prefix:
+// at most records messages held, delivered and not acknowledged (finished
+// or not), and bytes of their data (0: records only), by default
+// partition.DefaultMaxHeldRecords and partition.DefaultMaxHeldBytes. A
+// partition asks each pull for at most what the bound has room for, and
+// pulls nothing once it is reached, until what it holds fell to half; the
+// other partitions go on. So a stuck exchange keeps at most the bound
+// (plus one message over the bytes limit) of the messages after it, and
+// the server's MaxAckPending (derived: the bound plus one fetch batch) is
+// never what stops the partition. Invalid values return ErrInvalidArgument.
+func WithMaxHeld[T any](records int, bytes int64) Option[T] {
+	return func(c *config[T]) { c.maxHeld, c.maxHeldBytes = records, bytes }
+}
 
 // WithFetchBatch sets how many messages a partition pulls ahead of its
 // handlers (default DefaultFetchBatch, at most the pending budget).
@@ -115,10 +132,11 @@ func WithFetchBatch[T any](n int) Option[T] { return func(c *config[T]) { c.batc
 // consumer drops those redeliveries (Stats.Duplicates).
 func WithAckWait[T any](d time.Duration) Option[T] { return func(c *config[T]) { c.ackWait = d } }
 
-// WithMaxAckPending sets the durable consumers' MaxAckPending (default twice
-// the pending budget plus the fetch batch): the positions delivered and not
-// acknowledged, which include the finished ones above the prefix. Below the
-// budget, the server would throttle the consumer before its budget does.
+// WithMaxAckPending sets the durable consumers' MaxAckPending (default the
+// bound held, WithMaxHeld, plus the fetch batch): the positions delivered
+// and not acknowledged, which include the finished ones above the prefix.
+// Below the bound the server stops the partition before the bound does;
+// below both the pending budget and the bound, it is ErrInvalidArgument.
 func WithMaxAckPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxAckPending = n } }
 
 // WithDurable sets the prefix of the durable consumers' names: partition p
@@ -211,6 +229,7 @@ func WithStaticLease[T any](member string, ttl, wait time.Duration) Option[T] {
 
 func newConfig[T any](name string, opts []Option[T]) (config[T], error) {
 	c := config[T]{maxPending: dispatch.DefaultMaxPending, batch: DefaultFetchBatch, ackWait: DefaultAckWait,
+		maxHeld: partition.DefaultMaxHeldRecords, maxHeldBytes: partition.DefaultMaxHeldBytes,
 		timeout: DefaultRequestTimeout, serverWait: DefaultServerLossTimeout, durable: name, logger: slog.Default()}
 	for _, o := range opts {
 		if o != nil {
@@ -220,6 +239,8 @@ func newConfig[T any](name string, opts []Option[T]) (config[T], error) {
 	switch {
 	case c.maxPending < 1 || c.batch < 1:
 		return c, fmt.Errorf("%w: pending budget %d and fetch batch %d must be at least 1", ErrInvalidArgument, c.maxPending, c.batch)
+	case c.maxHeld < 1 || c.maxHeldBytes < 0:
+		return c, fmt.Errorf("%w: max held %d records, %d bytes: at least 1 record, bytes not negative", ErrInvalidArgument, c.maxHeld, c.maxHeldBytes)
 	case c.ackWait <= 0 || c.timeout <= 0 || c.serverWait <= 0:
 		return c, fmt.Errorf("%w: ack wait %v, request timeout %v and server loss timeout %v must be positive",
 			ErrInvalidArgument, c.ackWait, c.timeout, c.serverWait)
@@ -253,12 +274,13 @@ func newConfig[T any](name string, opts []Option[T]) (config[T], error) {
 	case !bucketName.MatchString(leaseBucket(c.durable)):
 		return c, fmt.Errorf("%w: durable name %q makes no bucket name", ErrInvalidArgument, c.durable)
 	}
-	c.batch = min(c.batch, c.maxPending)
+	c.batch = min(c.batch, c.maxPending, c.maxHeld)
 	if c.maxAckPending == 0 {
-		c.maxAckPending = 2*c.maxPending + c.batch
+		c.maxAckPending = c.maxHeld + c.batch
 	}
-	if c.maxAckPending < c.maxPending {
-		return c, fmt.Errorf("%w: max ack pending %d below the pending budget %d", ErrInvalidArgument, c.maxAckPending, c.maxPending)
+	if held := min(c.maxPending, c.maxHeld); c.maxAckPending < held {
+		return c, fmt.Errorf("%w: max ack pending %d below the pending budget %d and the bound held %d", ErrInvalidArgument,
+			c.maxAckPending, c.maxPending, c.maxHeld)
 	}
 	return c, nil
 }

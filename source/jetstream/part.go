@@ -123,8 +123,9 @@ func (pt *part[T]) run() {
 }
 
 // fetch pulls the partition's messages in batches of at most the fetch
-// batch and delivers them in order, until release stops it, the intake
-// shuts, or the partition fails. (One pull request per batch, rather than
+// batch and the room under the partition's bound (WithMaxHeld) and
+// delivers them in order, until release stops it, the intake shuts, or the
+// partition fails. (One pull request per batch, rather than
 // the client's prefetching iterator, whose next pull can be skipped when
 // the previous one is still being sent as its last message arrives: the
 // partition then stalls until the pull expires.)
@@ -169,13 +170,23 @@ func (pt *part[T]) pull() {
 			c.reset(pt, "the connection is down")
 			return
 		}
+		// The bound above the prefix (WithMaxHeld): ask for no more than it
+		// has room for, and for nothing while it is reached.
+		n := min(c.cfg.batch, pt.in.Room())
+		if n == 0 {
+			select {
+			case <-pt.in.Freed():
+			case <-pt.stop.Done():
+			}
+			continue
+		}
 		ctx, cancel := context.WithCancel(pt.stop)
 		pctx := expiring(ctx)
 		if c.cfg.racingPull {
 			pctx, cancel = context.WithTimeout(pt.stop, pullExpiry)
 		}
 		began := time.Now()
-		batch, err := pt.cons.Fetch(c.cfg.batch, append(opts, natsjs.FetchContext(pctx))...)
+		batch, err := pt.cons.Fetch(n, append(opts, natsjs.FetchContext(pctx))...)
 		if err != nil {
 			cancel()
 			if pt.stop.Err() == nil {
@@ -327,13 +338,13 @@ func (pt *part[T]) handle(msg natsjs.Msg) bool {
 		return pt.rejected(msg, pos, err)
 	}
 	pt.held.push(pos, msg)
-	err = pt.in.Deliver(c.runCtx, x, pos, attempt)
+	err = pt.in.DeliverSize(c.runCtx, x, pos, attempt, len(msg.Data()))
 	if (c.cfg.noReset || c.cfg.noFence) && errors.Is(err, partition.ErrOutOfOrder) {
 		// The controls: take the server's redelivery as it comes (without
 		// the fence, a stalled member's late reset moves the owner's
 		// delivery back under it, and the control goes on).
 		pt.in.Tracker().Reset(pos)
-		err = pt.in.Deliver(c.runCtx, x, pos, attempt)
+		err = pt.in.DeliverSize(c.runCtx, x, pos, attempt, len(msg.Data()))
 	}
 	switch {
 	case err == nil:

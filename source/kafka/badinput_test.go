@@ -54,6 +54,14 @@ func TestNewConsumerRefusesInvalidArguments(t *testing.T) {
 			_, err := kafka.NewConsumer("c", sub, accounts, sched, codec, noop, kafka.WithMaxPending[event](0))
 			return err
 		},
+		"max held 0": func() error {
+			_, err := kafka.NewConsumer("c", sub, accounts, sched, codec, noop, kafka.WithMaxHeld[event](0, 0))
+			return err
+		},
+		"max held bytes negative": func() error {
+			_, err := kafka.NewConsumer("c", sub, accounts, sched, codec, noop, kafka.WithMaxHeld[event](10, -1))
+			return err
+		},
 		"revoke timeout 0": func() error {
 			_, err := kafka.NewConsumer("c", sub, accounts, sched, codec, noop, kafka.WithRevokeTimeout[event](0))
 			return err

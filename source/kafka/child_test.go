@@ -49,6 +49,9 @@ var memberClientOptions = []kgo.Opt{
 // unix-nanos-at-start epoch partition offset" (the epoch of its lease), so
 // a SIGKILL loses no line of a record whose handler returned.
 func runChild(mode string) int {
+	if mode == "rss" {
+		return runRSSChild() // rss_test.go
+	}
 	if mode != "member" {
 		fmt.Fprintln(os.Stderr, "unknown child mode", mode)
 		return 2

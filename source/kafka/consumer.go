@@ -160,6 +160,8 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 		c.connectTimeout <= 0 || c.logger == nil || c.groups < 0:
 		return nil, fmt.Errorf("%w: consumer %q: max pending %d, max poll records %d, groups %d, revoke timeout %v, commit timeout %v, connect timeout %v",
 			ErrInvalidArgument, name, c.maxPending, c.maxPoll, c.groups, c.revokeTimeout, c.commitTimeout, c.connectTimeout)
+	case c.maxHeld < 1 || c.maxHeldBytes < 0:
+		return nil, fmt.Errorf("%w: consumer %q: max held %d records, %d bytes", ErrInvalidArgument, name, c.maxHeld, c.maxHeldBytes)
 	}
 	c.logger = safelog.Guard(c.logger) // a panicking log handler costs its line, not the goroutine logging
 	if c.onBad == nil {
@@ -168,7 +170,8 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 	popts := append([]partition.Option[T]{}, c.partition...)
 	// A partition's own budget holds the consumer's plus one polled batch, so
 	// that delivering a batch never waits: the pause rule keeps the sum.
-	popts = append(popts, partition.WithMaxPending[T](c.maxPending+c.maxPoll), partition.WithLogger[T](c.logger))
+	popts = append(popts, partition.WithMaxPending[T](c.maxPending+c.maxPoll), partition.WithLogger[T](c.logger),
+		partition.WithMaxHeld[T](c.maxHeld, c.maxHeldBytes))
 	if c.groups > 0 {
 		popts = append(popts, partition.WithGroups[T](c.groups))
 	}

@@ -62,12 +62,17 @@
 //
 // # Pause
 //
-// WithMaxPending is the budget of the whole Consumer. A partition whose
-// pending records reach its share (the budget over the partitions owned) is
-// paused (kgo's PauseFetchPartitions) and resumed once they fall to half of
-// it, so the poll loop never waits on a slow partition while the others
-// have room: Decaton's max pending records, per partition. Records pending
-// stay under the budget plus one polled batch.
+// Two rules pause a partition (kgo's PauseFetchPartitions, that partition
+// only), each resumed at half its limit. WithMaxHeld bounds what a
+// partition holds above its committed offset, every record finished or not
+// and their bytes (partition.WithMaxHeld: Decaton's max pending records,
+// per partition), so a stuck record keeps at most the bound plus one polled
+// batch after it. WithMaxPending is the budget of the whole Consumer, its
+// unfinished records only: a partition whose pending records reach its
+// share (the budget over the partitions owned) is paused too, so the poll
+// loop never waits on a slow partition while the others have room. A
+// partition's pending records stay under min(share, bound) plus one polled
+// batch, its held ones under the bound plus one polled batch.
 //
 // Size the budget by time, not records: a revoked partition drains its
 // share within WithRevokeTimeout only if share × handler time / goroutines

@@ -40,6 +40,8 @@ type Option[T any] func(*config[T])
 type config[T any] struct {
 	client         []kgo.Opt
 	maxPending     int
+	maxHeld        int
+	maxHeldBytes   int64
 	groups         int
 	maxPoll        int
 	revokeTimeout  time.Duration
@@ -63,6 +65,8 @@ const DefaultMaxPending = 64 * 1024
 func defaults[T any]() config[T] {
 	return config[T]{
 		maxPending:     DefaultMaxPending,
+		maxHeld:        partition.DefaultMaxHeldRecords,
+		maxHeldBytes:   partition.DefaultMaxHeldBytes,
 		maxPoll:        1000,
 		revokeTimeout:  10 * time.Second,
 		commitTimeout:  10 * time.Second,
@@ -81,12 +85,26 @@ func WithClientOptions[T any](opts ...kgo.Opt) Option[T] {
 }
 
 // WithMaxPending sets the budget of the whole consumer: records delivered
-// and not yet ended, over all its partitions (default DefaultMaxPending). A partition whose pending records reach its
-// share (the budget over the partitions owned) is paused until they fall
-// below half of it, so one slow partition never stalls the others. The
+// and not yet ended, over all its partitions (default DefaultMaxPending).
+// A partition whose pending records reach its share (the budget over the
+// partitions owned) is paused until they fall below half of it, so one slow partition never stalls the others. The
 // records pending stay under n + the max poll records (a batch is delivered
-// whole): that is the consumer's memory bound, in records.
+// whole). It counts the unfinished records only: what a stuck record makes
+// a partition hold, finished records above it included, is WithMaxHeld's.
 func WithMaxPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxPending = n } }
+
+// WithMaxHeld sets each partition's bound above its committed offset (the
+// finished prefix + 1): at most records offsets held, finished or not, and
+// bytes of their keys and values (0: records only), by default
+// partition.DefaultMaxHeldRecords and partition.DefaultMaxHeldBytes. A
+// partition that reached either is paused (PauseFetchPartitions: that
+// partition only) until both fell to half, so a record whose handler is
+// stuck keeps at most the bound plus one polled batch (WithMaxPollRecords)
+// of the records after it: the consumer's memory bound is the partitions
+// owned times that. Invalid values return ErrInvalidArgument.
+func WithMaxHeld[T any](records int, bytes int64) Option[T] {
+	return func(c *config[T]) { c.maxHeld, c.maxHeldBytes = records, bytes }
+}
 
 // WithGroups sets the number of groups of each partition (default
 // aggregate.DefaultParallelism): how many aggregates of one partition run at

@@ -1,12 +1,15 @@
 package kafka
 
-// balance pauses the fetching of every partition whose pending records
-// reached its share of the budget (the budget over the partitions owned)
-// and resumes those that fell to half of it, so that the poll loop never
-// waits on one partition while the others have room (Decaton's max pending
-// records, per partition). It runs after every polled batch and on every
-// progress; pauseMu makes the last decision the one in force, and is held
-// only across the client's Pause and Resume, which call nothing back.
+// balance pauses the fetching of every partition that has no room: its
+// pending records reached its share of the budget (the budget over the
+// partitions owned), so that the poll loop never waits on one partition
+// while the others have room, or its bound above the committed offset was
+// reached (WithMaxHeld: every record held, finished or not, as Decaton's
+// max pending records counts them). It resumes those whose pending records
+// fell to half their share and whose bound freed (Intake.Room). It runs
+// after every polled batch and on every progress; pauseMu makes the last
+// decision the one in force, and is held only across the client's Pause
+// and Resume, which call nothing back.
 func (c *Consumer[T]) balance() {
 	c.pauseMu.Lock()
 	defer c.pauseMu.Unlock()
@@ -22,12 +25,12 @@ func (c *Consumer[T]) balance() {
 	share := max(1, c.cfg.maxPending/len(os))
 	var pause, resume []int32
 	for p, o := range os {
-		pending := o.in.Tracker().Pending()
+		pending, room := o.in.Tracker().Pending(), o.in.Room()
 		switch {
-		case !o.paused && pending >= share:
+		case !o.paused && (pending >= share || room == 0):
 			o.paused = true
 			pause = append(pause, p)
-		case o.paused && pending <= share/2:
+		case o.paused && pending <= share/2 && room > 0:
 			o.paused = false
 			resume = append(resume, p)
 		}

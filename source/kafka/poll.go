@@ -113,7 +113,7 @@ func (c *Consumer[T]) deliver(ctx context.Context, o *owned[T], r *kgo.Record) e
 		o.high = r.Offset
 	}
 	c.keep(o, r)
-	if err := o.in.Deliver(ctx, x, r.Offset, attempt); err != nil {
+	if err := o.in.DeliverSize(ctx, x, r.Offset, attempt, len(r.Key)+len(r.Value)); err != nil {
 		return fmt.Errorf("kafka: consumer %q: %w", c.name, err)
 	}
 	c.stats.delivered.Add(1)
