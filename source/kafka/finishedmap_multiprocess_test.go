@@ -69,8 +69,10 @@ func TestMultiProcessKillWithAStuckRecordReplaysOnlyTheUnfinished(t *testing.T) 
 	r.waitFor(mpKeys*mpPerKey, 60*time.Second)
 	dups := r.verify(a2)
 	r.noneTwiceBefore(killed)
+	skipped := r.stats(a2).Skipped
 	const running, fetchBatch = 16, 1000 // the child's goroutines, WithMaxPollRecords' default
-	t.Logf("%d records, stuck at partition %d offset %d (committed %d at the kill), %d finished above the commits; after SIGKILL %d duplicates (in-order replays), %v",
-		mpKeys*mpPerKey, pp, pos, committed[pp], above, dups, time.Since(begin).Round(time.Millisecond))
+	t.Logf("%d records, stuck at partition %d offset %d (committed %d at the kill), %d finished above the commits; after SIGKILL %d duplicates (in-order replays), %d skipped, %v",
+		mpKeys*mpPerKey, pp, pos, committed[pp], above, dups, skipped, time.Since(begin).Round(time.Millisecond))
 	require.LessOrEqual(t, dups, running+fetchBatch, "replayed only what had not finished")
+	require.GreaterOrEqual(t, skipped+int64(dups), above, "what had finished above the commit was skipped or replayed")
 }
