@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +56,14 @@ type part[T any] struct {
 	// reopening says a reset releases the partition to open it again: its
 	// lease stays (set before the release, on the fetching goroutine).
 	reopening bool
+	// The finished map (finished.go): what the previous owner finished
+	// (the fetching goroutine's), and the acknowledging goroutine's last
+	// write, its time, the timer of a write put off, and the consumer's tag.
+	skip     partition.FinishedMap
+	mapLast  string
+	mapAt    time.Time
+	mapTimer *time.Timer
+	mapTag   string
 }
 
 // valid reports whether the partition may still deliver and acknowledge:
@@ -101,10 +110,11 @@ func (c *Consumer[T]) open(p int32, cons natsjs.Consumer, l *lease) (*part[T], e
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: consumer %q: %w", c.name, err)
 	}
+	skip := c.readFinished(ctx, p, info, from)
 	stop, cancelStop := context.WithCancel(c.runCtx)
 	return &part[T]{c: c, p: p, cons: cons, stop: stop, cancelStop: cancelStop, in: in, poke: make(chan struct{}, 1), seen: int64(info.Delivered.Stream),
 		stopAck: make(chan struct{}), fetchDone: make(chan struct{}), ackDone: make(chan struct{}), lease: l, from: from,
-		last: from - 1, next: next}, nil
+		last: from - 1, next: next, skip: skip, mapTag: strconv.FormatInt(info.Created.UnixNano(), 10)}, nil
 }
 
 // run starts the partition's goroutines; release joins them.
@@ -312,6 +322,9 @@ func (pt *part[T]) handle(msg natsjs.Msg) bool {
 		}
 	}
 	pt.last = max(pt.last, pos)
+	if pt.skip.Contains(pos) {
+		return pt.skipped(msg, pos)
+	}
 	x, err := pt.decode(msg, pos)
 	if err != nil {
 		return pt.rejected(msg, pos, err)
@@ -418,10 +431,14 @@ func (pt *part[T]) acknowledge() {
 	if pt.lease != nil {
 		dead = pt.lease.alive.Done()
 	}
+	pt.mapTimer = time.NewTimer(time.Hour)
+	pt.mapTimer.Stop()
+	defer pt.mapTimer.Stop()
 	for {
 		select {
 		case <-pt.in.Advanced():
 		case <-pt.poke:
+		case <-pt.mapTimer.C:
 		case <-dead:
 			dead = nil
 			pt.c.lose(pt, "its lease passed")
@@ -432,6 +449,7 @@ func (pt *part[T]) acknowledge() {
 			continue // a force, or a lease passed, acknowledges nothing more
 		}
 		pos, ok := pt.in.Prefix()
+		pt.writeFinished(pos, ok)
 		if !ok {
 			continue
 		}

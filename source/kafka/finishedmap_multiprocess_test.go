@@ -24,7 +24,10 @@ func TestMultiProcessKillWithAStuckRecordReplaysOnlyTheUnfinished(t *testing.T) 
 	for b := range mpBatches {
 		r.produce(b)
 	}
-	a := r.start(poisonEnv + "=acct-7 3")
+	// A session of 4 s: a lease lapsed on a loaded machine would replay
+	// from the commit before the kill (its own test: lapse_test.go).
+	session := sessionEnv + "=4s"
+	a := r.start(poisonEnv+"=acct-7 3", session)
 	var pp int32
 	var pos int64
 	deadline := time.Now().Add(60 * time.Second)
@@ -65,7 +68,7 @@ func TestMultiProcessKillWithAStuckRecordReplaysOnlyTheUnfinished(t *testing.T) 
 	require.Greater(t, above, int64(1000), "the kill hits a backlog finished above the stuck record")
 	killed := time.Now().UnixNano()
 	r.kill(a)
-	a2 := r.start()
+	a2 := r.start(session)
 	r.waitFor(mpKeys*mpPerKey, 60*time.Second)
 	dups := r.verify(a2)
 	r.noneTwiceBefore(killed)
