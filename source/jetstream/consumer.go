@@ -378,8 +378,10 @@ func (c *Consumer[T]) setUp(parent context.Context) error {
 	}
 	c.lz = &leases{kv: kv, member: c.cfg.member, ttl: c.cfg.ttl, margin: c.cfg.ttl / 5,
 		timeout: min(c.cfg.timeout, c.cfg.ttl/4), fence: !c.cfg.noFence, logger: c.cfg.logger, name: c.name}
-	if c.fm, err = openFinished(ctx, c.js, finishedBucket(c.cfg.durable)); err != nil {
-		return serverError("finished map bucket "+strconv.Quote(finishedBucket(c.cfg.durable)), err)
+	if c.cfg.finishedMap {
+		if c.fm, err = openFinished(ctx, c.js, finishedBucket(c.cfg.durable)); err != nil {
+			return serverError("finished map bucket "+strconv.Quote(finishedBucket(c.cfg.durable)), err)
+		}
 	}
 	c.stream = stream
 	for _, p := range owned {

@@ -24,8 +24,14 @@ func finishedBucket(durable string) string { return durable + "-finished" }
 
 // mapEvery is the shortest time between two writes of a partition's map:
 // at most one KV write per partition per mapEvery, off the per-message
-// path. What finishes meanwhile is replayed after a crash.
-const mapEvery = 25 * time.Millisecond
+// path. What finishes meanwhile is replayed after a crash. mapWait bounds a
+// write: the acknowledging goroutine must not wait out a lost server (its
+// lease, its release wait for it), and a map not written costs replays
+// only.
+const (
+	mapEvery = 25 * time.Millisecond
+	mapWait  = 250 * time.Millisecond
+)
 
 // openFinished creates the bucket of the finished maps, or opens it.
 func openFinished(ctx context.Context, js natsjs.JetStream, bucket string) (natsjs.KeyValue, error) {
@@ -47,6 +53,8 @@ func (c *Consumer[T]) readFinished(ctx context.Context, p int32, info *natsjs.Co
 	if c.fm == nil {
 		return skip
 	}
+	ctx, cancel := context.WithTimeout(ctx, mapWait) // a server recovering its streams: replay rather than wait
+	defer cancel()
 	e, err := c.fm.Get(ctx, leaseKey(p))
 	if err != nil {
 		if !errors.Is(err, natsjs.ErrKeyNotFound) {
@@ -95,13 +103,17 @@ func (pt *part[T]) skipped(msg natsjs.Msg, pos int64) bool {
 	return true
 }
 
-// writeFinished writes the partition's map when it changed and holds
-// spans, at most once per mapEvery (else it arms pt.mapTimer for the
-// rest), before the acknowledgement of the prefix it is based on: a crash
-// then finds the ack floor and the map, or an older floor and the map
-// whose base says the positions up to it finished. On the acknowledging
-// goroutine; a write costs one KV round trip.
-func (pt *part[T]) writeFinished(prefix int64, ok bool) {
+// writeFinished writes the partition's map when it changed, holds spans
+// and the prefix did not move since the last call (a partition held below
+// a slow exchange: one that flows acknowledges instead, and a crash
+// replays what ran in its last acknowledgement's round trip), at most once
+// per mapEvery (else it arms pt.mapTimer for the rest), or when final (a
+// release's last, forced or not), before the acknowledgement of the
+// prefix it is based on: a crash then finds the ack floor and the map, or
+// an older floor and the map whose base says the positions up to it
+// finished. On the acknowledging goroutine, or release's once it ended; a
+// write costs one KV round trip.
+func (pt *part[T]) writeFinished(prefix int64, ok, final bool) {
 	c := pt.c
 	if c.fm == nil {
 		return
@@ -110,23 +122,27 @@ func (pt *part[T]) writeFinished(prefix int64, ok bool) {
 	if ok {
 		base = max(base, prefix+1)
 	}
+	if moved := base != pt.mapBase; moved && !final {
+		pt.mapBase = base
+		return
+	}
 	m := partition.FinishedMap{Base: base, Spans: pt.in.Tracker().FinishedAbove(base, nil)}
 	if len(m.Spans) == 0 {
 		return // the stored map, if any, claims only what finished
 	}
-	if wait := mapEvery - time.Since(pt.mapAt); wait > 0 {
+	if wait := mapEvery - time.Since(pt.mapAt); wait > 0 && !final {
 		pt.mapTimer.Reset(wait)
 		return
 	}
 	enc, _, _ := m.Encode(partition.DefaultFinishedMapLen) // FinishedAbove's spans are valid
-	if enc == pt.mapLast {
-		return
+	if enc == pt.mapLast || !c.js.Conn().IsConnected() {
+		return // unchanged, or the connection is down: the reset that follows writes it
 	}
-	ctx, cancel := context.WithTimeout(c.runCtx, c.cfg.timeout)
+	ctx, cancel := context.WithTimeout(c.runCtx, min(c.cfg.timeout, mapWait))
 	defer cancel()
 	pt.mapAt = time.Now()
 	if _, err := c.fm.Put(ctx, leaseKey(pt.p), []byte(pt.mapTag+" "+enc)); err != nil {
-		c.cfg.logger.Warn("jetstream: finished map not written", slog.String("consumer", c.name),
+		c.cfg.logger.Debug("jetstream: finished map not written", slog.String("consumer", c.name),
 			slog.Int("partition", int(pt.p)), slog.Any("error", err))
 		return
 	}

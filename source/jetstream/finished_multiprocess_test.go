@@ -29,7 +29,7 @@ func TestMultiProcessKillWithAStuckExchangeReplaysOnlyTheUnfinished(t *testing.T
 	poisonKey, poisonSeq := keyName(7), 3
 	pp := e.topo.PartitionOf(poisonKey)
 	all := "0,1,2,3,4,5,6,7"
-	a := startChild(t, e, all, filepath.Join(dir, "a"), false, envPoison+"="+poisonKey+" "+strconv.Itoa(poisonSeq))
+	a := startChild(t, e, all, filepath.Join(dir, "a"), false, envPoison+"="+poisonKey+" "+strconv.Itoa(poisonSeq), envFinished+"=1")
 	var pending int
 	waitFor(t, deadline, "A to acknowledge every partition but the stuck one's, with a backlog delivered above it", func() bool {
 		for p := range int32(mpPartitions) {
@@ -45,7 +45,7 @@ func TestMultiProcessKillWithAStuckExchangeReplaysOnlyTheUnfinished(t *testing.T
 	a.stop(t, syscall.SIGKILL)
 	handledByA := a.lines()
 
-	b := startChild(t, e, all, filepath.Join(dir, "b"), false)
+	b := startChild(t, e, all, filepath.Join(dir, "b"), false, envFinished+"=1")
 	waitFor(t, deadline, "B to acknowledge every partition to its end", func() bool { return e.drained(t) }, b)
 	b.stop(t, syscall.SIGTERM)
 

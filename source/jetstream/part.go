@@ -64,6 +64,7 @@ type part[T any] struct {
 	mapAt    time.Time
 	mapTimer *time.Timer
 	mapTag   string
+	mapBase  int64 // the base of the last call
 }
 
 // valid reports whether the partition may still deliver and acknowledge:
@@ -449,7 +450,7 @@ func (pt *part[T]) acknowledge() {
 			continue // a force, or a lease passed, acknowledges nothing more
 		}
 		pos, ok := pt.in.Prefix()
-		pt.writeFinished(pos, ok)
+		pt.writeFinished(pos, ok, false)
 		if !ok {
 			continue
 		}
@@ -494,6 +495,9 @@ func (pt *part[T]) release(ctx context.Context) (partition.Settled, error) {
 	<-pt.ackDone
 	if err != nil {
 		err = fmt.Errorf("jetstream: consumer %q: %w", c.name, err)
+	}
+	if !c.life.Forced() && !pt.lost.Load() && pt.valid() {
+		pt.writeFinished(s.Prefix, s.OK, true) // what a forced rest leaves above the prefix
 	}
 	if !c.life.Forced() && !pt.lost.Load() && s.OK && pt.valid() {
 		err = errors.Join(err, pt.confirm(s.Prefix))
