@@ -69,6 +69,22 @@
 // again, in order, to the partition's next owner or after a Reset. So a
 // forced stop never acknowledges what it did not handle.
 //
+// # The finished map: a crash replays only what had not finished
+//
+// Only the prefix is acknowledged, so a crash replays everything above it,
+// even what finished: one slow record early in a partition costs the whole
+// partition above it. A FinishedMap records the finished positions above the
+// acknowledged prefix (Tracker.FinishedAbove, as spans), encoded compact and
+// bounded in length (FinishedMap.Encode, DecodeFinishedMap); the bindings
+// store it beside the acknowledgement (Kafka: in the commit's metadata, as
+// Confluent Parallel Consumer's offset map), and a partition's next owner
+// tracks the positions it holds as finished without delivering them. This
+// never reorders an aggregate: its exchanges are handled one at a time in
+// position order, so its finished positions above the prefix are a prefix of
+// its own positions there, and what is replayed of it comes after what is
+// skipped. A map too long for its bound keeps its first spans: it never
+// claims a position that did not finish, and the rest is replayed.
+//
 // # Group keys inside a partition
 //
 // A broker partitions by a hash of the key: Kafka's murmur2, or the producer's

@@ -279,3 +279,35 @@ func (s state) String() string {
 	}
 	return "pending"
 }
+
+// FinishedAbove appends to dst the finished positions tracked at or above
+// base, as spans of positions tracked one after another, and returns the
+// extended slice: the Spans of a FinishedMap at base. A span covers the
+// positions between two tracked ones too (a Kafka transaction marker, a
+// JetStream sequence of another partition's subject): the binding tracks
+// every position it is delivered, in order, or calls Break, so a position
+// it did not track there is one the broker never delivers it. A pending or
+// discarded position ends a span. O(positions held); it holds the mutex for
+// that long, so a binding calls it per acknowledgement, not per record.
+func (t *Tracker) FinishedAbove(base int64, dst []Span) []Span {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.ring) == 0 {
+		return dst
+	}
+	mask := uint64(len(t.ring) - 1)
+	open := false
+	for seq := t.head; seq < t.tail; seq++ {
+		e := t.ring[seq&mask]
+		switch {
+		case e.pos < base || e.state != finished:
+			open = false
+		case open:
+			dst[len(dst)-1].Last = e.pos
+		default:
+			dst = append(dst, Span{First: e.pos, Last: e.pos})
+			open = true
+		}
+	}
+	return dst
+}

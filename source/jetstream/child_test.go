@@ -47,6 +47,9 @@ const (
 // (failure_multiprocess_test.go).
 const envPoison = "AGGFLOW_JETSTREAM_POISON"
 
+// envFinished set: the child keeps its finished maps (WithFinishedMap).
+const envFinished = "AGGFLOW_JETSTREAM_FINISHED"
+
 // childDurable is the durable prefix every child shares.
 const childDurable = "child"
 
@@ -153,6 +156,9 @@ func child() error {
 	}
 	if os.Getenv(envControl) != "" {
 		opts = append(opts, jetstream.WithoutReset[keyed]())
+	}
+	if os.Getenv(envFinished) != "" {
+		opts = append(opts, jetstream.WithFinishedMap[keyed]())
 	}
 	if os.Getenv(envRacing) != "" {
 		opts = append(opts, jetstream.WithRacingPulls[keyed]())

@@ -61,6 +61,7 @@ type Consumer[T any] struct {
 	reject  atomic.Int64
 	dups    atomic.Int64
 	resets  atomic.Int64
+	skips   atomic.Int64
 
 	// life is the state, the first error, the force and Done: its holds are
 	// supervise, each Revoke, handoff and loss, and Prepare and Start while
@@ -83,6 +84,7 @@ type Consumer[T any] struct {
 	// partitions of a static assignment not held (under mu), and the
 	// assigning goroutine's signals.
 	lz             *leases
+	fm             natsjs.KeyValue // the finished maps (finished.go)
 	leased         map[int32]*lease
 	wanted         map[int32]claimWait
 	kick           chan struct{} // a static partition was lost: claim it again now
@@ -238,7 +240,11 @@ func (c *Consumer[T]) Err() error { return c.life.Err() }
 // released included).
 type Stats struct {
 	Fetched, Acks, Rejected, Duplicates, Resets int64
-	Exchanges                                   dispatch.Stats
+	// Skipped counts messages not delivered because the partition's
+	// finished map (written by its previous owner beside the ack floor)
+	// records them finished: a crash replays only what had not finished.
+	Skipped   int64
+	Exchanges dispatch.Stats
 	// Failures counts what the failure policy did (WithFailurePolicy).
 	Failures partition.FailureStats
 }
@@ -249,7 +255,7 @@ type Stats struct {
 // InFlight holds in the sum).
 func (c *Consumer[T]) Stats() Stats {
 	s := Stats{Fetched: c.fetched.Load(), Acks: c.acks.Load(), Rejected: c.reject.Load(), Duplicates: c.dups.Load(),
-		Resets: c.resets.Load()}
+		Resets: c.resets.Load(), Skipped: c.skips.Load()}
 	c.mu.Lock()
 	opened := slices.Clone(c.opened)
 	s.Exchanges = c.resetStats
@@ -377,6 +383,11 @@ func (c *Consumer[T]) setUp(parent context.Context) error {
 	}
 	c.lz = &leases{kv: kv, member: c.cfg.member, ttl: c.cfg.ttl, margin: c.cfg.ttl / 5,
 		timeout: min(c.cfg.timeout, c.cfg.ttl/4), fence: !c.cfg.noFence, logger: c.cfg.logger, name: c.name}
+	if c.cfg.finishedMap {
+		if c.fm, err = openFinished(ctx, c.js, finishedBucket(c.cfg.durable)); err != nil {
+			return serverError("finished map bucket "+strconv.Quote(finishedBucket(c.cfg.durable)), err)
+		}
+	}
 	c.stream = stream
 	for _, p := range owned {
 		if _, err := stream.CreateOrUpdateConsumer(ctx, c.durableConfig(p)); err != nil {

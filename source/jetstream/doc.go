@@ -32,6 +32,20 @@
 // latest delivered state of a file-stored durable consumer (written
 // asynchronously); a consumer process that restarted too then replays the
 // positions delivered after the state kept with Attempt 1.
+//
+// With WithFinishedMap (off by default) a crash replays only what had not
+// finished: beside the ack floor, each partition's finished map
+// (partition.FinishedMap: the positions finished above its prefix, and its
+// prefix then) is kept in the KV bucket "<durable>-finished" (key "p.<n>",
+// no TTL), written before the acknowledgement by a partition whose prefix
+// did not move while the map changed (held below a slow exchange), at most
+// every 25 ms (one KV write, never per message), and at every release. A
+// partition opened skips what it records: tracked as finished and
+// acknowledged, not delivered (Stats.Skipped). That never reorders an
+// aggregate, whose finished positions above the prefix are a prefix of its
+// positions there. A map of a durable consumer made again (another
+// creation time) is ignored. What finished in the last 25 ms before a
+// crash is replayed.
 // Idempotency is the handler's: keep, with each aggregate's state, the
 // Delivery.Position of the last exchange applied, and skip a delivery at or
 // below it (see the example of NewConsumer).

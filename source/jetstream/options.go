@@ -77,6 +77,7 @@ type Option[T any] func(*config[T])
 type RejectFunc func(ctx context.Context, msg natsjs.Msg, err error) error
 
 type config[T any] struct {
+	finishedMap                      bool // WithFinishedMap
 	maxPending, batch, maxAckPending int
 	maxHeld                          int
 	maxHeldBytes                     int64
@@ -120,6 +121,14 @@ func WithMaxPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxP
 func WithMaxHeld[T any](records int, bytes int64) Option[T] {
 	return func(c *config[T]) { c.maxHeld, c.maxHeldBytes = records, bytes }
 }
+
+// WithFinishedMap keeps each partition's finished map beside its ack floor
+// (partition.FinishedMap, in the KV bucket "<durable>-finished", see the
+// package doc), so that a crash replays only what had not finished: a
+// partition held below a slow exchange writes it, at most every 25 ms, and
+// a partition opened skips what it records (Stats.Skipped). Off by
+// default: not yet proven across a server restart (docs/scale-out.md).
+func WithFinishedMap[T any]() Option[T] { return func(c *config[T]) { c.finishedMap = true } }
 
 // WithFetchBatch sets how many messages a partition pulls ahead of its
 // handlers (default DefaultFetchBatch, at most the pending budget).

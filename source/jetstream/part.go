@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +59,15 @@ type part[T any] struct {
 	// reopening says a reset releases the partition to open it again: its
 	// lease stays (set before the release, on the fetching goroutine).
 	reopening bool
+	// The finished map (finished.go): what the previous owner finished
+	// (the fetching goroutine's), and the acknowledging goroutine's last
+	// write, its time, the timer of a write put off, and the consumer's tag.
+	skip     partition.FinishedMap
+	mapLast  string
+	mapAt    time.Time
+	mapTimer *time.Timer
+	mapTag   string
+	mapBase  int64 // the base of the last call
 }
 
 // valid reports whether the partition may still deliver and acknowledge:
@@ -104,6 +114,7 @@ func (c *Consumer[T]) open(p int32, cons natsjs.Consumer, l *lease) (*part[T], e
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: consumer %q: %w", c.name, err)
 	}
+	skip := c.readFinished(ctx, p, info, from)
 	stop, cancelStop := context.WithCancel(c.runCtx)
 	c.mu.Lock()
 	// A reset restarts the server's delivery count, which a server restart
@@ -113,7 +124,7 @@ func (c *Consumer[T]) open(p int32, cons natsjs.Consumer, l *lease) (*part[T], e
 	c.mu.Unlock()
 	return &part[T]{c: c, p: p, cons: cons, stop: stop, cancelStop: cancelStop, in: in, poke: make(chan struct{}, 1), seen: seen,
 		stopAck: make(chan struct{}), fetchDone: make(chan struct{}), ackDone: make(chan struct{}), lease: l, from: from,
-		last: from - 1, next: next}, nil
+		last: from - 1, next: next, skip: skip, mapTag: strconv.FormatInt(info.Created.UnixNano(), 10)}, nil
 }
 
 // run starts the partition's goroutines; release joins them.
@@ -333,6 +344,9 @@ func (pt *part[T]) handle(msg natsjs.Msg) bool {
 		}
 	}
 	pt.last = max(pt.last, pos)
+	if pt.skip.Contains(pos) {
+		return pt.skipped(msg, pos)
+	}
 	x, err := pt.decode(msg, pos)
 	if err != nil {
 		return pt.rejected(msg, pos, err)
@@ -439,10 +453,14 @@ func (pt *part[T]) acknowledge() {
 	if pt.lease != nil {
 		dead = pt.lease.alive.Done()
 	}
+	pt.mapTimer = time.NewTimer(time.Hour)
+	pt.mapTimer.Stop()
+	defer pt.mapTimer.Stop()
 	for {
 		select {
 		case <-pt.in.Advanced():
 		case <-pt.poke:
+		case <-pt.mapTimer.C:
 		case <-dead:
 			dead = nil
 			pt.c.lose(pt, "its lease passed")
@@ -453,6 +471,7 @@ func (pt *part[T]) acknowledge() {
 			continue // a force, or a lease passed, acknowledges nothing more
 		}
 		pos, ok := pt.in.Prefix()
+		pt.writeFinished(pos, ok, false)
 		if !ok {
 			continue
 		}
@@ -500,6 +519,9 @@ func (pt *part[T]) release(ctx context.Context) (partition.Settled, error) {
 	<-pt.ackDone
 	if err != nil {
 		err = fmt.Errorf("jetstream: consumer %q: %w", c.name, err)
+	}
+	if !c.life.Forced() && !pt.lost.Load() && pt.valid() {
+		pt.writeFinished(s.Prefix, s.OK, true) // what a forced rest leaves above the prefix
 	}
 	if !c.life.Forced() && !pt.lost.Load() && s.OK && pt.valid() {
 		err = errors.Join(err, pt.confirm(s.Prefix))

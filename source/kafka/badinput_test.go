@@ -54,6 +54,10 @@ func TestNewConsumerRefusesInvalidArguments(t *testing.T) {
 			_, err := kafka.NewConsumer("c", sub, accounts, sched, codec, noop, kafka.WithMaxPending[event](0))
 			return err
 		},
+		"finished map length -1": func() error {
+			_, err := kafka.NewConsumer("c", sub, accounts, sched, codec, noop, kafka.WithFinishedMapLen[event](-1))
+			return err
+		},
 		"max held 0": func() error {
 			_, err := kafka.NewConsumer("c", sub, accounts, sched, codec, noop, kafka.WithMaxHeld[event](0, 0))
 			return err

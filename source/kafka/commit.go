@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
@@ -40,18 +41,50 @@ func (c *Consumer[T]) manage() {
 	}
 }
 
-// ready returns the next offset (prefix + 1) of every owned partition whose
-// prefix moved past its last acknowledged commit.
-func (c *Consumer[T]) ready() map[int32]int64 {
+// ready returns the commit due of every owned partition whose prefix moved
+// past its last acknowledged commit or whose finished map changed.
+func (c *Consumer[T]) ready() map[int32]commitAt {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	offsets := make(map[int32]int64)
+	offsets := make(map[int32]commitAt)
 	for p, o := range c.owned {
-		if pos, ok := o.in.Prefix(); ok && pos+1 > o.committed {
-			offsets[p] = pos + 1
+		if at, ok := c.due(o); ok {
+			offsets[p] = at
 		}
 	}
 	return offsets
+}
+
+// commitAt is a partition's commit: the next offset to read and the
+// metadata, an encoded partition.FinishedMap of the records finished at or
+// above it ("" when none, and franz-go's default, the member id, is sent).
+type commitAt struct {
+	offset int64
+	meta   string
+	moved  bool // the offset moved past the last commit: the hook is told
+}
+
+// due returns o's commit when it differs from the last acknowledged one:
+// the prefix + 1 (or the last commit, while the prefix has not passed it)
+// and the map of what finished above it (c.mu). O(records held above the
+// prefix), once per wake-up of the committing goroutine, not per record.
+func (c *Consumer[T]) due(o *owned[T]) (commitAt, bool) {
+	at := commitAt{offset: max(o.committed, o.from)}
+	pos, ok := o.in.Prefix()
+	moved := ok && pos+1 > o.committed
+	if ok && pos+1 > at.offset {
+		at.offset = pos + 1
+	}
+	if c.cfg.mapLen > 0 {
+		m := partition.FinishedMap{Base: at.offset, Spans: o.in.Tracker().FinishedAbove(at.offset, nil)}
+		if len(m.Spans) > 0 {
+			// Valid spans (FinishedAbove's); a map that does not fit
+			// keeps the spans that do, the rest replayed after a crash.
+			at.meta, _, _ = m.Encode(c.cfg.mapLen)
+		}
+	}
+	at.moved = moved
+	return at, moved || at.meta != o.meta
 }
 
 // commit commits offsets synchronously, after any commit in progress has
@@ -60,7 +93,7 @@ func (c *Consumer[T]) ready() map[int32]int64 {
 // passes. It returns nil when every offset was acknowledged; else refused
 // holds each partition's reason (the request's error for all when the
 // request failed), and the error wraps ErrCommit and the first reason.
-func (c *Consumer[T]) commit(offsets map[int32]int64) (refused map[int32]error, _ error) {
+func (c *Consumer[T]) commit(offsets map[int32]commitAt) (refused map[int32]error, _ error) {
 	if len(offsets) == 0 {
 		return nil, nil
 	}
@@ -80,10 +113,24 @@ func (c *Consumer[T]) commit(offsets map[int32]int64) (refused map[int32]error, 
 	ctx, cancel := context.WithTimeout(c.base, c.cfg.commitTimeout)
 	defer cancel()
 	req := make(map[int32]kgo.EpochOffset, len(offsets))
-	for p, off := range offsets {
-		req[p] = kgo.EpochOffset{Epoch: -1, Offset: off}
+	for p, at := range offsets {
+		req[p] = kgo.EpochOffset{Epoch: -1, Offset: at.offset}
 	}
-	acked := make(map[int32]int64, len(offsets))
+	// The maps go in the request franz-go makes, which keeps its fencing
+	// (the group's generation and member id): a zombie's map is refused
+	// with its offset.
+	ctx = kgo.PreCommitFnContext(ctx, func(r *kmsg.OffsetCommitRequest) error {
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				rp := &r.Topics[i].Partitions[j]
+				if at := offsets[rp.Partition]; at.meta != "" {
+					rp.Metadata = &at.meta
+				}
+			}
+		}
+		return nil
+	})
+	acked := make(map[int32]commitAt, len(offsets))
 	refused = make(map[int32]error)
 	var failed error
 	c.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{c.sub.Topic: req},
@@ -96,18 +143,18 @@ func (c *Consumer[T]) commit(offsets map[int32]int64) (refused map[int32]error, 
 			// (from OffsetCommit v10 on, it is named by id only).
 			for _, t := range resp.Topics {
 				for _, p := range t.Partitions {
-					off, ok := offsets[p.Partition]
+					at, ok := offsets[p.Partition]
 					if !ok {
 						continue
 					}
 					if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil {
 						refused[p.Partition] = fmt.Errorf("partition %d: %w", p.Partition, perr)
 						if moved(perr) {
-							c.stale(p.Partition, off, perr)
+							c.stale(p.Partition, at.offset, perr)
 						}
 						continue
 					}
-					acked[p.Partition] = off
+					acked[p.Partition] = at
 				}
 			}
 		})
@@ -160,12 +207,13 @@ func (c *Consumer[T]) stale(p int32, off int64, why error) {
 		slog.Int("generation", int(gen)), slog.Any("reason", why))
 }
 
-// acknowledged records what the broker acknowledged and tells the hook.
-func (c *Consumer[T]) acknowledged(acked map[int32]int64) {
+// acknowledged records what the broker acknowledged and tells the hook of
+// the offsets that moved (a commit of a changed map only does not).
+func (c *Consumer[T]) acknowledged(acked map[int32]commitAt) {
 	c.mu.Lock()
-	for p, off := range acked {
-		if o := c.owned[p]; o != nil && off > o.committed {
-			o.committed = off
+	for p, at := range acked {
+		if o := c.owned[p]; o != nil && at.offset >= o.committed {
+			o.committed, o.meta = at.offset, at.meta
 		}
 	}
 	c.mu.Unlock()
@@ -173,8 +221,10 @@ func (c *Consumer[T]) acknowledged(acked map[int32]int64) {
 	if c.cfg.onCommit == nil {
 		return
 	}
-	for p, off := range acked {
-		c.callCommitHook(p, off)
+	for p, at := range acked {
+		if at.moved {
+			c.callCommitHook(p, at.offset)
+		}
 	}
 }
 

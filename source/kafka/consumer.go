@@ -83,19 +83,24 @@ type Consumer[T any] struct {
 type owned[T any] struct {
 	in        *partition.Intake[T]
 	lease     *lease
-	from      int64 // the offset the intake started at
-	committed int64 // the offset the broker acknowledged last, -1 if none (c.mu)
-	paused    bool  // c.pauseMu
-	high      int64 // the highest offset delivered, in this process: the poll loop's
-	end       int64 // the high watermark the last fetch reported, when fetched (c.mu)
-	fetched   bool
-	stop      chan struct{}
-	stopped   chan struct{}
+	from      int64  // the offset the intake started at
+	committed int64  // the offset the broker acknowledged last, -1 if none (c.mu)
+	meta      string // the metadata acknowledged with it: a partition.FinishedMap or "" (c.mu)
+	// skip is the FinishedMap read at the assignment: its positions were
+	// finished by a previous owner, and are tracked as finished, not
+	// delivered (the poll loop's).
+	skip    partition.FinishedMap
+	paused  bool  // c.pauseMu
+	high    int64 // the highest offset delivered, in this process: the poll loop's
+	end     int64 // the high watermark the last fetch reported, when fetched (c.mu)
+	fetched bool
+	stop    chan struct{}
+	stopped chan struct{}
 }
 
 type counters struct {
 	delivered, discarded, commits, commitFailures, uncommitted, assigned, revoked, lost, pauses atomic.Int64
-	succeeded, failed, dropped, staleCommits, lapsed                                            atomic.Int64
+	succeeded, failed, dropped, staleCommits, lapsed, skipped                                   atomic.Int64
 }
 
 // Stats are a Consumer's counters since it was made.
@@ -105,6 +110,10 @@ type Stats struct {
 	// Discarded counts bad records (no key, not decodable) the bad-record
 	// hook discarded.
 	Discarded int64
+	// Skipped counts records not delivered because the commit's metadata
+	// (a partition.FinishedMap) recorded them finished by a previous
+	// owner: a crash replays only what had not finished.
+	Skipped int64
 	// Failures counts what the failure policy did (WithFailurePolicy), in
 	// every partition, live.
 	Failures partition.FailureStats
@@ -156,6 +165,8 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 		return nil, fmt.Errorf("%w: a consumer needs a name, seed brokers, a group and a topic", ErrInvalidArgument)
 	case named == nil || sched == nil || codec.Decode == nil || codec.ID == nil || handler == nil:
 		return nil, fmt.Errorf("%w: consumer %q needs a named aggregate, a scheduler, a decoder, an id function and a handler", ErrInvalidArgument, name)
+	case c.mapLen < 0:
+		return nil, fmt.Errorf("%w: consumer %q: finished map length %d (0 writes none)", ErrInvalidArgument, name, c.mapLen)
 	case c.maxPending < 1 || c.maxPoll < 1 || c.revokeTimeout <= 0 || c.commitTimeout <= 0 ||
 		c.connectTimeout <= 0 || c.logger == nil || c.groups < 0:
 		return nil, fmt.Errorf("%w: consumer %q: max pending %d, max poll records %d, groups %d, revoke timeout %v, commit timeout %v, connect timeout %v",
@@ -210,7 +221,7 @@ func (c *Consumer[T]) Err() error { return c.life.Err() }
 // Stats returns the counters.
 func (c *Consumer[T]) Stats() Stats {
 	s := &c.stats
-	return Stats{Failures: c.disp.Failures(), Delivered: s.delivered.Load(), Discarded: s.discarded.Load(), Commits: s.commits.Load(),
+	return Stats{Failures: c.disp.Failures(), Delivered: s.delivered.Load(), Discarded: s.discarded.Load(), Skipped: s.skipped.Load(), Commits: s.commits.Load(),
 		CommitFailures: s.commitFailures.Load(), Uncommitted: s.uncommitted.Load(), Assigned: s.assigned.Load(), Revoked: s.revoked.Load(), Lost: s.lost.Load(),
 		Pauses: s.pauses.Load(), Succeeded: s.succeeded.Load(), Failed: s.failed.Load(), Dropped: s.dropped.Load(),
 		StaleCommits: s.staleCommits.Load(), Lapsed: s.lapsed.Load()}

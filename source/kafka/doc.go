@@ -27,6 +27,21 @@
 // acknowledged it, and the next commit starts after that answer; a refused
 // commit is tried again on the next progress.
 //
+// Each commit's metadata carries the map of the records finished above its
+// offset (partition.FinishedMap, at most WithFinishedMapLen bytes, 4000 by
+// default: below the broker's offset.metadata.max.bytes, 4096 by default),
+// sent in franz-go's own request, so the group's fencing (generation,
+// member id) refuses a zombie's map with its offset. The map is committed
+// again whenever it changed, the offset stuck or not: at most one commit in
+// flight, each costing O(records held above the prefix) to encode. On
+// assignment the member reads the committed metadata (one OffsetFetch) and
+// skips the records it records finished: tracked as finished, not
+// delivered, counted in Stats.Skipped. So a crash with a slow record early
+// in a partition replays that record, what had not finished, and what
+// finished after the last commit; not the partition above it. Metadata that
+// is no map (another writer's, franz-go's member id, an older commit) or
+// another offset's replays from the commit, as before.
+//
 // # Revoked and lost
 //
 // A revoked partition stops taking records, drains until the revoke timeout
@@ -39,7 +54,7 @@
 // Stats.Uncommitted, the next owner reads it again). A lost partition (the
 // group fenced this member) is forced at once and not committed. A graceful stop revokes every partition that way and leaves the
 // group; ForceStop forces them. What ran above the last commit before a
-// crash runs again on the next owner, after what came before it: duplicates
+// crash and is not in its map runs again on the next owner, after what came before it: duplicates
 // are in-order replays (Delivery.Attempt is 2 for a record this process had
 // delivered before), and idempotency is the handler's, by aggregate version.
 //

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -245,9 +246,13 @@ func (c *Consumer[T]) lapsed(l *lease) {
 func (c *Consumer[T]) renew() {
 	c.mu.Lock()
 	from := map[int32]int64{}
+	meta := map[int32]kadm.OffsetResponse{}
 	for p, l := range c.lapses {
 		if o := c.owned[p]; o != nil && o.lease == l && !c.closing {
 			from[p] = max(o.committed, o.from)
+			if o.committed >= 0 { // the map acknowledged with it, carried over
+				meta[p] = kadm.OffsetResponse{Offset: kadm.Offset{At: o.committed, Metadata: o.meta}}
+			}
 		}
 	}
 	clear(c.lapses)
@@ -265,6 +270,6 @@ func (c *Consumer[T]) renew() {
 	c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.sub.Topic: at})
 	now := mono()
 	for p, off := range from {
-		c.assign(p, off, now, false)
+		c.assign(p, off, now, false, meta[p])
 	}
 }

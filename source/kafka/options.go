@@ -44,6 +44,7 @@ type config[T any] struct {
 	maxHeldBytes   int64
 	groups         int
 	maxPoll        int
+	mapLen         int
 	revokeTimeout  time.Duration
 	commitTimeout  time.Duration
 	connectTimeout time.Duration
@@ -68,6 +69,7 @@ func defaults[T any]() config[T] {
 		maxHeld:        partition.DefaultMaxHeldRecords,
 		maxHeldBytes:   partition.DefaultMaxHeldBytes,
 		maxPoll:        1000,
+		mapLen:         partition.DefaultFinishedMapLen,
 		revokeTimeout:  10 * time.Second,
 		commitTimeout:  10 * time.Second,
 		connectTimeout: 10 * time.Second,
@@ -110,6 +112,16 @@ func WithMaxHeld[T any](records int, bytes int64) Option[T] {
 // aggregate.DefaultParallelism): how many aggregates of one partition run at
 // once, at most the scheduler's goroutines.
 func WithGroups[T any](n int) Option[T] { return func(c *config[T]) { c.groups = n } }
+
+// WithFinishedMapLen sets the longest commit metadata the Consumer writes,
+// in bytes (default partition.DefaultFinishedMapLen, 4000, under Kafka's
+// default offset.metadata.max.bytes of 4096; set it below the broker's):
+// the map of the records finished above each committed offset, which the
+// partition's next owner skips (see the package doc). A map that does not
+// fit keeps the records that do, from the commit up; the rest is replayed
+// after a crash. 0 writes no map: a crash replays everything above the
+// commit. Negative is refused (ErrInvalidArgument).
+func WithFinishedMapLen[T any](n int) Option[T] { return func(c *config[T]) { c.mapLen = n } }
 
 // WithMaxPollRecords sets how many records one poll returns at most
 // (default 1000): the most a rebalance waits to be delivered.

@@ -99,6 +99,9 @@ func (c *Consumer[T]) lookup(p int32) *owned[T] {
 // deliver decodes r and hands it to its partition's intake; a bad record
 // goes to the bad-record hook.
 func (c *Consumer[T]) deliver(ctx context.Context, o *owned[T], r *kgo.Record) error {
+	if o.skip.Contains(r.Offset) {
+		return c.skip(o, r)
+	}
 	if len(r.Key) == 0 {
 		return c.bad(ctx, o, r, fmt.Errorf("%w: partition %d offset %d", ErrNoKey, r.Partition, r.Offset))
 	}
@@ -117,6 +120,22 @@ func (c *Consumer[T]) deliver(ctx context.Context, o *owned[T], r *kgo.Record) e
 		return fmt.Errorf("kafka: consumer %q: %w", c.name, err)
 	}
 	c.stats.delivered.Add(1)
+	return nil
+}
+
+// skip tracks r as finished without delivering it: a previous owner
+// finished it (the commit's map). Its aggregate's records before it were
+// finished too (see partition.FinishedMap), so none of them is replayed
+// after it.
+func (c *Consumer[T]) skip(o *owned[T], r *kgo.Record) error {
+	o.high = max(o.high, r.Offset)
+	tr := o.in.Tracker()
+	if err := tr.Track(r.Offset); err != nil {
+		return fmt.Errorf("kafka: consumer %q: %w", c.name, err)
+	}
+	_ = tr.Finish(r.Offset) // tracked just above: it cannot fail
+	c.stats.skipped.Add(1)
+	c.nudge()
 	return nil
 }
 

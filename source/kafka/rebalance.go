@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aggflow/aggflow/partition"
@@ -18,20 +20,61 @@ import (
 // onAssigned runs once the group assigned partitions and their committed
 // offsets are known, before they are fetched: each gets an intake starting
 // at its committed offset (0 when the group never committed it).
-func (c *Consumer[T]) onAssigned(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+func (c *Consumer[T]) onAssigned(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	synced := c.synced.Load()
+	metas := c.committedMetadata(ctx)
 	for p, off := range offsets[c.sub.Topic] {
-		c.assign(p, off.EpochOffset().Offset, synced, true)
+		c.assign(p, off.EpochOffset().Offset, synced, true, metas[p])
 	}
 	return offsets, nil
+}
+
+// committedMetadata fetches the metadata committed with each partition's
+// offset (franz-go hands the offsets only); a failed fetch returns none,
+// and the partitions replay from their commits.
+func (c *Consumer[T]) committedMetadata(ctx context.Context) map[int32]kadm.OffsetResponse {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.commitTimeout)
+	defer cancel()
+	resps, err := kadm.NewClient(c.cl).FetchOffsetsForTopics(ctx, c.sub.Group, c.sub.Topic)
+	if err != nil {
+		c.cfg.logger.Warn("kafka: the committed finished maps could not be read: the assigned partitions replay from their commits",
+			slog.String("consumer", c.name), slog.Any("error", err))
+		return nil
+	}
+	metas := make(map[int32]kadm.OffsetResponse)
+	for p, r := range resps[c.sub.Topic] {
+		metas[p] = r
+	}
+	return metas
+}
+
+// finishedMap returns the map committed at offset committed, or none: no
+// metadata, another writer's, a malformed one (logged), or one of another
+// offset than the commit franz-go read.
+func (c *Consumer[T]) finishedMap(p int32, committed int64, r kadm.OffsetResponse) partition.FinishedMap {
+	if r.Err != nil || committed < 0 || r.At != committed {
+		return partition.FinishedMap{}
+	}
+	m, err := partition.DecodeFinishedMap(r.Metadata)
+	switch {
+	case errors.Is(err, partition.ErrNotFinishedMap):
+		return partition.FinishedMap{}
+	case err != nil:
+		c.cfg.logger.Warn("kafka: committed finished map ignored: the partition replays from its commit", slog.String("consumer", c.name),
+			slog.Int("partition", int(p)), slog.Int64("offset", committed), slog.Any("error", err))
+		return partition.FinishedMap{}
+	case m.Base != committed:
+		return partition.FinishedMap{}
+	}
+	return m
 }
 
 // assign makes partition p an intake under a new lease, valid from proofs
 // sent at created or later: with synced, created is the send time of the
 // SyncGroup that assigned it, a proof; else the lease counts from the
 // second (see lease). committed is the offset the group committed last,
-// negative when none.
-func (c *Consumer[T]) assign(p int32, committed, created int64, synced bool) {
+// negative when none; meta, what the group holds of its metadata.
+func (c *Consumer[T]) assign(p int32, committed, created int64, synced bool, meta kadm.OffsetResponse) {
 	c.mu.Lock()
 	closing := c.closing
 	c.mu.Unlock()
@@ -52,7 +95,7 @@ func (c *Consumer[T]) assign(p int32, committed, created int64, synced bool) {
 		return
 	}
 	o := &owned[T]{in: in, lease: l, from: max(committed, 0), committed: max(committed, -1), high: -1,
-		stop: make(chan struct{}), stopped: make(chan struct{})}
+		skip: c.finishedMap(p, committed, meta), stop: make(chan struct{}), stopped: make(chan struct{})}
 	c.mu.Lock()
 	if high, ok := c.high[p]; ok {
 		o.high = high
@@ -113,7 +156,7 @@ func (c *Consumer[T]) onLost(_ context.Context, _ *kgo.Client, lost map[string][
 // Stats.Uncommitted. After a force nothing more is tried and nil is
 // returned: a force commits nothing. Otherwise the partitions still refused
 // at the deadline make an error wrapping ErrCommit and the last reason.
-func (c *Consumer[T]) commitRevoked(ctx context.Context, offsets map[int32]int64) error {
+func (c *Consumer[T]) commitRevoked(ctx context.Context, offsets map[int32]commitAt) error {
 	left := maps.Clone(offsets)
 	tries := 0
 	var last error
@@ -122,7 +165,7 @@ func (c *Consumer[T]) commitRevoked(ctx context.Context, offsets map[int32]int64
 	_, _ = backoff.Retry(ctx, func() (struct{}, error) {
 		tries++
 		refused, err := c.commit(left)
-		for p, off := range left {
+		for p, at := range left {
 			why, bad := refused[p]
 			switch {
 			case !bad:
@@ -132,7 +175,7 @@ func (c *Consumer[T]) commitRevoked(ctx context.Context, offsets map[int32]int64
 				delete(refused, p)
 				c.stats.uncommitted.Add(1)
 				c.cfg.logger.Info("kafka: the group moved on before the final commit of a revoked partition: its next owner reads it again from the last commit",
-					slog.String("consumer", c.name), slog.Int("partition", int(p)), slog.Int64("offset", off), slog.Any("reason", why))
+					slog.String("consumer", c.name), slog.Int("partition", int(p)), slog.Int64("offset", at.offset), slog.Any("reason", why))
 			}
 		}
 		switch {
@@ -225,12 +268,14 @@ func (c *Consumer[T]) release(ps []int32, commit bool) {
 		return
 	}
 	c.stats.revoked.Add(int64(len(os)))
-	offsets := make(map[int32]int64, len(settled))
-	for p, s := range settled {
-		if s.OK && s.Prefix+1 > os[p].committed {
-			offsets[p] = s.Prefix + 1
+	offsets := make(map[int32]commitAt, len(settled))
+	c.mu.Lock()
+	for p := range settled {
+		if at, ok := c.due(os[p]); ok {
+			offsets[p] = at
 		}
 	}
+	c.mu.Unlock()
 	if err := c.commitRevoked(ctx, offsets); err != nil {
 		c.cfg.logger.Error("kafka: the final commit of revoked partitions failed: the consumer stops, their next owner reads them again",
 			slog.String("consumer", c.name), slog.Any("error", err))
