@@ -224,7 +224,11 @@ func TestCaughtUpLeavesTheRevokedPartitionsToTheirNextOwner(t *testing.T) {
 	for _, p := range b.Owned() {
 		want += ends[p]
 	}
-	require.Equal(t, want, bHandled.Load(), "b handled every record of its partitions, the first ones a held included")
+	// What a finished above the records it held went into its commit's
+	// finished map: b skips those, and handles the rest, the held ones first.
+	skipped := b.Stats().Skipped
+	require.Equal(t, want, bHandled.Load()+skipped, "b handled or skipped every record of its partitions")
+	require.GreaterOrEqual(t, bHandled.Load(), int64(partitions-len(kept)), "b handled at least the records a held")
 	stop(t, a)
 	stop(t, b)
 }
