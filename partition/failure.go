@@ -13,7 +13,6 @@ import (
 
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/internal/panics"
-	"github.com/aggflow/aggflow/internal/safelog"
 )
 
 // FailurePolicy says what becomes of a delivery whose handler failed: it
@@ -290,7 +289,7 @@ type lines struct {
 }
 
 func newFailures[T any](name string, p FailurePolicy, a FailureActions, idOf func(T) string, logger *slog.Logger) *failures[T] {
-	return &failures[T]{name: name, p: p, a: a, idOf: idOf, logger: safelog.Guard(logger), lines: map[lineKey]*lines{},
+	return &failures[T]{name: name, p: p, a: a, idOf: idOf, logger: logger, lines: map[lineKey]*lines{},
 		wrapped: p.Retries > 0 || p.MaxElapsed > 0 || p.Then.action != settle}
 }
 
