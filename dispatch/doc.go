@@ -104,8 +104,8 @@
 //
 // Observers (WithObserver, as many as wanted) see every exchange with the
 // Labels of its dispatcher and named aggregate, never the aggregate id: the
-// metrics seam; observe/otelmetrics and observe/prommetrics, modules of
-// their own, export them. The outcome hook (WithOutcomeHook) gets each
+// metrics seam; observe/otelmetrics and observe/prommetrics (the module
+// observe) export them. The outcome hook (WithOutcomeHook) gets each
 // exchange's Result exactly once after it ended, discards included: where a
 // broker source acks. Results streams the Results to a reader as a Flux,
 // an rxgo Observable or an iterator. A handler's error is logged at
