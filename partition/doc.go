@@ -76,8 +76,8 @@
 // partition above it. A FinishedMap records the finished positions above the
 // acknowledged prefix (Tracker.FinishedAbove, as spans), encoded compact and
 // bounded in length (FinishedMap.Encode, DecodeFinishedMap); the bindings
-// store it beside the acknowledgement (Kafka: in the commit's metadata, as
-// Confluent Parallel Consumer's offset map), and a partition's next owner
+// store it beside the acknowledgement (Kafka: in the commit's metadata;
+// JetStream: in a KV bucket, opt-in), and a partition's next owner
 // tracks the positions it holds as finished without delivering them. This
 // never reorders an aggregate: its exchanges are handled one at a time in
 // position order, so its finished positions above the prefix are a prefix of
