@@ -70,8 +70,7 @@ func WithGroups[T any](n int) Option[T] { return func(c *config[T]) { c.groups =
 
 // WithMaxPending sets each partition's pending budget: at most n deliveries
 // admitted and not finished (default dispatch.DefaultMaxPending). Deliver
-// waits while it is used up, which is how a binding's fetch loop slows down
-// (Decaton's max pending records).
+// waits while it is used up, which is how a binding's fetch loop slows down.
 func WithMaxPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxPending = n } }
 
 // WithMaxHeld sets each partition's bound above its finished prefix: at
