@@ -28,6 +28,11 @@ type Result struct {
 	Rate    float64  `json:"rate,omitempty"` // offered exchanges per second
 	Latency *Latency `json:"latency,omitempty"`
 
+	// Reactor only: the warm-up passes before the timed ones, and the timed
+	// passes' (max - min) / median.
+	Warmups int     `json:"warmups,omitempty"`
+	Spread  float64 `json:"spread,omitempty"`
+
 	Err string `json:"err,omitempty"`
 }
 
