@@ -7,3 +7,6 @@ func SetTestHookIdle(f func()) (restore func()) {
 	testHookIdle = f
 	return func() { testHookIdle = nil }
 }
+
+// KeyLanes returns the lanes a dispatcher built WithKeyOrdering keeps.
+func KeyLanes[T any](d *Dispatcher[T]) int { return d.engines[0].keyLanes() }

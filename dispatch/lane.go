@@ -520,3 +520,6 @@ func (e *engine[T]) ended(cause error) {
 // end releases what the engine holds once its owner reached its end: the
 // handlers' context is done.
 func (e *engine[T]) end() { e.cancel(ErrStopped) }
+
+// keyLanes returns how many per-key lanes e keeps.
+func (e *engine[T]) keyLanes() int { return 0 }

@@ -1,0 +1,155 @@
+package dispatch_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/flux"
+	"github.com/aggflow/aggflow/testkit"
+)
+
+// keySerial checks that no id's handler ran while another of the same id
+// did: GroupSerial with a group of each id.
+func keySerial(calls []testkit.Call) error {
+	ids := map[string]int{}
+	cs := slices.Clone(calls)
+	for i := range cs {
+		n, ok := ids[cs[i].Key]
+		if !ok {
+			n = len(ids)
+			ids[cs[i].Key] = n
+		}
+		cs[i].Group = n
+	}
+	return testkit.GroupSerial(cs)
+}
+
+// serial is the ordering check of a mode: one group's handlers one at a
+// time, or, WithKeyOrdering, one id's.
+func serial(perKey bool, calls []testkit.Call) error {
+	if perKey {
+		return keySerial(calls)
+	}
+	return testkit.GroupSerial(calls)
+}
+
+// With one group, one id blocked in its handler blocks only itself under
+// WithKeyOrdering: every other id's exchanges are handled meanwhile, in
+// order, and the blocked id's wait behind its first.
+func TestKeyOrderingBlockedIDBlocksOnlyItself(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const others, per = 20, 10
+		blocked := aggregate.NewID(orders, "blocked")
+		release := make(chan struct{})
+		var xs []testkit.Exchange
+		for i := range per {
+			xs = append(xs, testkit.Exchange{ID: blocked, Seq: i})
+			for k := range others {
+				xs = append(xs, testkit.Exchange{ID: aggregate.NewID(orders, "id-"+strconv.Itoa(k)), Seq: i})
+			}
+		}
+		rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag { return x.Tag(1) },
+			func(ctx context.Context, x testkit.Exchange) error {
+				if x.ID == blocked && x.Seq == 0 {
+					<-release
+				}
+				return nil
+			})
+		d := started(t, flux.FromSlice(xs), rec.Handle, dispatch.WithParallelism[testkit.Exchange](1),
+			dispatch.WithScheduler[testkit.Exchange](newParallel(t, 2)), dispatch.WithKeyOrdering[testkit.Exchange]())
+		synctest.Wait()
+		s := d.Stats()
+		assert.Equal(t, int64(others*per), s.Succeeded, "every other id flowed past the blocked one")
+		assert.Equal(t, int64(per), s.InFlight, "only the blocked id's exchanges wait")
+		close(release)
+		<-d.Done()
+		calls := rec.Calls()
+		require.NoError(t, testkit.PerKeyFIFO(calls))
+		require.NoError(t, keySerial(calls))
+		require.NoError(t, testkit.NoLoss(int64(len(xs)), d.Stats(), calls))
+	})
+}
+
+// Many ids, each active for a moment: the lanes kept stay near the ids
+// active at once (the budget and the running handlers), not the ids seen,
+// and lanes reused for other ids keep each id's order.
+func TestKeyOrderingReclaimsIdleLanes(t *testing.T) {
+	const ids, per, budget, pool = 3000, 3, 8, 2
+	r := rand.New(rand.NewPCG(1, 2))
+	var xs []testkit.Exchange
+	seq := make([]int, ids)
+	for range ids * per {
+		// ids come and go: each draws from a window of 16 moving ids
+		k := min(len(xs)/per+r.IntN(16), ids-1)
+		xs = append(xs, testkit.Exchange{ID: aggregate.NewID(orders, "id-"+strconv.Itoa(k)), Seq: seq[k]})
+		seq[k]++
+	}
+	rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag { return x.Tag(1) }, testkit.Perform)
+	d := started(t, flux.FromSlice(xs), rec.Handle, dispatch.WithMaxPending[testkit.Exchange](budget),
+		dispatch.WithScheduler[testkit.Exchange](newParallel(t, pool)), dispatch.WithKeyOrdering[testkit.Exchange]())
+	<-d.Done()
+	require.NoError(t, d.Err())
+	calls := rec.Calls()
+	require.NoError(t, testkit.PerKeyFIFO(calls))
+	require.NoError(t, keySerial(calls))
+	require.NoError(t, testkit.NoLoss(int64(len(xs)), d.Stats(), calls))
+	lanes := dispatch.KeyLanes(d)
+	assert.Positive(t, lanes, "lanes by id")
+	assert.LessOrEqual(t, lanes, 4*(budget+pool)+32, "lanes kept for %d ids seen", ids)
+}
+
+// NewKeyed's key is a group: key ordering is refused there.
+func TestKeyOrderingRefusedByNewKeyed(t *testing.T) {
+	_, err := dispatch.NewKeyed("orders", orders, flux.Empty[testkit.Exchange](), func(testkit.Exchange) int { return 0 },
+		testkit.Perform, dispatch.WithKeyOrdering[testkit.Exchange]())
+	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
+	assert.ErrorContains(t, err, "WithKeyOrdering")
+}
+
+// ForceStop in per-key mode: every id's first exchange ran at once (one
+// group), and every exchange that had not started is discarded, once.
+func TestKeyOrderingForceReportsEachUndoneOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var xs []testkit.Exchange
+		for i := range 50 {
+			xs = append(xs, testkit.Exchange{ID: aggregate.NewID(orders, "id-"+strconv.Itoa(i%5)), Seq: i / 5, Do: testkit.Block})
+		}
+		var discarded atomic.Int64
+		var mu sync.Mutex
+		seen := map[string]bool{}
+		d := started(t, flux.FromSlice(xs), testkit.Perform, dispatch.WithScheduler[testkit.Exchange](newParallel(t, 8)),
+			dispatch.WithKeyOrdering[testkit.Exchange](), dispatch.WithParallelism[testkit.Exchange](1),
+			dispatch.WithDiscardHook(func(x testkit.Exchange, reason error) {
+				if !errors.Is(reason, dispatch.ErrForceStopped) {
+					t.Errorf("discarded for %v", reason)
+				}
+				k := x.ID.ID + "#" + strconv.Itoa(x.Seq)
+				mu.Lock()
+				defer mu.Unlock()
+				if seen[k] {
+					t.Errorf("%s discarded twice", k)
+				}
+				seen[k] = true
+				discarded.Add(1)
+			}))
+		synctest.Wait()
+		assert.Equal(t, dispatch.Stats{Received: 50, InFlight: 50}, d.Stats())
+		d.ForceStop()
+		<-d.Done()
+		s := d.Stats()
+		assert.Equal(t, dispatch.Stats{Received: 50, Failed: 5, Discarded: 45}, s, "the 5 ids' first ran at once, the rest were discarded")
+		assert.Equal(t, int64(45), discarded.Load())
+	})
+}
