@@ -74,8 +74,8 @@ func (rb *Reactor) Close() error {
 // Run runs n exchanges over c with 2 scheduler threads, the "plain" shape,
 // in one JVM: WarmUp.Max + WarmUp.Timed passes, of which Settle picks the
 // timed ones. res.NsPerEx is their median, res.Warmups the passes before
-// them, res.Spread their (max - min) / median; an unsettled JVM (the cap
-// reached) is an error. Cost: Max + Timed passes over the stream (23 by
+// them, res.Spread their (max - min) / median; res.Unsettled says the cap
+// was reached (the run is kept, and marked in the report). Cost: Max + Timed passes over the stream (23 by
 // default, about 5 s at 1,024 ids and 1M exchanges).
 func (rb *Reactor) Run(ctx context.Context, c Cell, n int) Result {
 	res := Result{Impl: "reactor", Cell: c, N: n, AllocsPerEx: -1, Goroutines: -1}
@@ -108,9 +108,7 @@ func (rb *Reactor) Run(ctx context.Context, c Cell, n int) Result {
 	sorted := slices.Sorted(slices.Values(timed))
 	res.NsPerEx, res.Warmups = sorted[len(sorted)/2], warmups
 	res.Spread = (sorted[len(sorted)-1] - sorted[0]) / res.NsPerEx
-	if !settled {
-		res.Err = fmt.Sprintf("bench: reactor: not settled after %d warm-up passes (%v ns/exchange)", warmups, passes)
-	}
+	res.Unsettled = !settled
 	return res
 }
 

@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aggflow/aggflow/bench"
@@ -45,5 +46,26 @@ func TestParseReactorPasses(t *testing.T) {
 	}
 	if _, err := bench.ParseReactorPasses("impl=reactor-plain ns_per_ex=250.0"); err == nil {
 		t.Fatal("no error for a line without passes")
+	}
+}
+
+func TestReportListsReactorWarmUps(t *testing.T) {
+	c := bench.Cell{K: 1024, P: 128, Handler: bench.Noop}
+	results := []bench.Result{
+		{Impl: "aggflow", Cell: c, N: 10, Rep: 1, NsPerEx: 100, Handled: 10},
+		{Impl: "reactor", Cell: c, N: 10, Rep: 1, NsPerEx: 130, AllocsPerEx: -1, Goroutines: -1, Handled: 10, Warmups: 9, Spread: 0.031},
+		{Impl: "reactor", Cell: c, N: 10, Rep: 2, NsPerEx: 150, AllocsPerEx: -1, Goroutines: -1, Handled: 10, Warmups: 20, Spread: 0.4, Unsettled: true},
+	}
+	var b strings.Builder
+	if err := bench.WriteMarkdown(&b, bench.Meta{}, results, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| noop | 1024 | 128 | 9 warm-ups, 130 ns, spread 3.1%; 20 warm-ups (the cap: not settled), 150 ns, spread 40.0% |",
+		"| noop | 1024 | 128 | 100 (1.00x) | 140 (1.40x) |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
 	}
 }

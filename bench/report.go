@@ -236,7 +236,11 @@ func writeWarmUps(b *strings.Builder, cells []Cell, results []Result) {
 		var runs []string
 		for _, r := range results {
 			if r.Impl == "reactor" && r.Cell == c && r.Load == 0 && r.Warmups > 0 {
-				runs = append(runs, fmt.Sprintf("%d warm-ups, %.0f ns, spread %.1f%%", r.Warmups, r.NsPerEx, 100*r.Spread))
+				cap := ""
+				if r.Unsettled {
+					cap = " (the cap: not settled)"
+				}
+				runs = append(runs, fmt.Sprintf("%d warm-ups%s, %.0f ns, spread %.1f%%", r.Warmups, cap, r.NsPerEx, 100*r.Spread))
 			}
 		}
 		if len(runs) > 0 {
