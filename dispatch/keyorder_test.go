@@ -106,6 +106,7 @@ func TestKeyOrderingReclaimsIdleLanes(t *testing.T) {
 	require.NoError(t, keySerial(calls))
 	require.NoError(t, testkit.NoLoss(int64(len(xs)), d.Stats(), calls))
 	lanes := dispatch.KeyLanes(d)
+	t.Logf("%d lanes kept for %d ids", lanes, ids)
 	assert.Positive(t, lanes, "lanes by id")
 	assert.LessOrEqual(t, lanes, 4*(budget+pool)+32, "lanes kept for %d ids seen", ids)
 }

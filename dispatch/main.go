@@ -75,16 +75,16 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 	m.init("main dispatcher", name, source, &m.cfg, engines, report)
 	groups := m.cfg.groups
 	m.keyFn = "AggregateID"
-	m.route = func(x T) (*engine[T], int, error) {
+	m.route = func(x T) (*engine[T], int, string, error) {
 		id := x.AggregateID()
 		if id.ID == "" {
-			return nil, 0, errEmptyID(name)
+			return nil, 0, "", errEmptyID(name)
 		}
 		e, ok := routes[aggregate.Materialize(id)]
 		if !ok {
-			return nil, 0, fmt.Errorf("%w: %v", ErrUnknownAggregate, aggregate.Materialize(id))
+			return nil, 0, "", fmt.Errorf("%w: %v", ErrUnknownAggregate, aggregate.Materialize(id))
 		}
-		return e, id.Mod(groups), nil
+		return e, id.Mod(groups), id.ID, nil
 	}
 	return m, nil
 }
