@@ -119,17 +119,23 @@ func build[T any](name string, named aggregate.NamedAggregate, source Source[T],
 		return nil, naming("dispatcher", name, errors.Join(cfg.invalid...))
 	case cfg.scheduler != nil && cfg.supplier != nil:
 		return nil, fmt.Errorf("%w: dispatcher %q: WithScheduler and WithSchedulerSupplier exclude each other", ErrInvalidOption, name)
-	case cfg.perKey && key != nil:
-		return nil, fmt.Errorf("%w: dispatcher %q: WithKeyOrdering orders by aggregate id (New, NewMain), not by NewKeyed's key", ErrInvalidOption, name)
+	case cfg.perKey && key != nil && cfg.keyOf == nil:
+		return nil, fmt.Errorf("%w: dispatcher %q: WithKeyOrdering orders by aggregate id (New, NewMain); NewKeyed takes WithKeyOrderingBy", ErrInvalidOption, name)
+	case cfg.keyOf != nil && key == nil:
+		return nil, fmt.Errorf("%w: dispatcher %q: WithKeyOrderingBy is NewKeyed's; New orders by AggregateID (WithKeyOrdering)", ErrInvalidOption, name)
 	}
 	d := &Dispatcher[T]{cfg: cfg}
 	e := newEngine(name, named, handler, &d.cfg).withLanes(cfg.groups)
 	d.init("dispatcher", name, source, &d.cfg, []*engine[T]{e}, e)
 	if key != nil {
 		d.keyFn = "key function"
+		keyOf := cfg.keyOf
 		d.route = func(x T) (*engine[T], int, string, error) {
 			g, err := groupKey(name, key, len(e.lanes), x)
-			return e, g, "", err
+			if err != nil || keyOf == nil {
+				return e, g, "", err
+			}
+			return e, g, keyOf(x), nil
 		}
 	}
 	return d, nil

@@ -70,7 +70,7 @@ func (e *engine[T]) rekey(l *lane[T], g int, id string) {
 		e.ctxs[g] = context.WithValue(e.ctx, groupKeyCtx{}, g)
 	}
 	e.keyMu.Lock()
-	if l.key != "" {
+	if e.keys[l.key] == l { // a new lane has none yet ("" may be another lane's)
 		delete(e.keys, l.key)
 	}
 	l.key, l.group, l.ctx = id, g, e.ctxs[g]

@@ -111,12 +111,56 @@ func TestKeyOrderingReclaimsIdleLanes(t *testing.T) {
 	assert.LessOrEqual(t, lanes, 4*(budget+pool)+32, "lanes kept for %d ids seen", ids)
 }
 
-// NewKeyed's key is a group: key ordering is refused there.
+// NewKeyed's key is a group: it orders by id with WithKeyOrderingBy only,
+// which New and NewMain refuse, as a nil id function.
 func TestKeyOrderingRefusedByNewKeyed(t *testing.T) {
-	_, err := dispatch.NewKeyed("orders", orders, flux.Empty[testkit.Exchange](), func(testkit.Exchange) int { return 0 },
+	zero := func(testkit.Exchange) int { return 0 }
+	_, err := dispatch.NewKeyed("orders", orders, flux.Empty[testkit.Exchange](), zero,
 		testkit.Perform, dispatch.WithKeyOrdering[testkit.Exchange]())
 	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
-	assert.ErrorContains(t, err, "WithKeyOrdering")
+	assert.ErrorContains(t, err, "WithKeyOrderingBy")
+	by := dispatch.WithKeyOrderingBy(func(x testkit.Exchange) string { return x.ID.ID })
+	_, err = dispatch.New("orders", orders, flux.Empty[testkit.Exchange](), testkit.Perform, by)
+	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
+	sup, err := aggregate.NewSchedulerSupplier("orders")
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, sup.StopGracefully(context.Background())) })
+	_, err = dispatch.NewMain("orders", []aggregate.NamedAggregate{orders}, flux.Empty[testkit.Exchange](), testkit.Perform,
+		sup, by)
+	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
+	_, err = dispatch.NewKeyed("orders", orders, flux.Empty[testkit.Exchange](), zero, testkit.Perform,
+		dispatch.WithKeyOrderingBy[testkit.Exchange](nil))
+	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
+}
+
+// NewKeyed WithKeyOrderingBy: one group, ids (the empty one too) apart; one
+// blocked id holds back only itself.
+func TestKeyOrderingByOnNewKeyed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var xs []testkit.Exchange
+		for i := range 30 {
+			xs = append(xs, testkit.Exchange{ID: aggregate.NewID(orders, []string{"blocked", "", "b"}[i%3]), Seq: i / 3})
+		}
+		rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag { return x.Tag(1) },
+			func(ctx context.Context, x testkit.Exchange) error {
+				if x.ID.ID == "blocked" && x.Seq == 0 {
+					<-release
+				}
+				return nil
+			})
+		d := startedKeyed(t, flux.FromSlice(xs), func(testkit.Exchange) int { return 0 }, rec.Handle,
+			dispatch.WithParallelism[testkit.Exchange](1), dispatch.WithScheduler[testkit.Exchange](newParallel(t, 2)),
+			dispatch.WithKeyOrderingBy(func(x testkit.Exchange) string { return x.ID.ID }))
+		synctest.Wait()
+		assert.Equal(t, dispatch.Stats{Received: 30, Succeeded: 20, InFlight: 10}, d.Stats())
+		close(release)
+		<-d.Done()
+		calls := rec.Calls()
+		require.NoError(t, testkit.PerKeyFIFO(calls))
+		require.NoError(t, keySerial(calls))
+		require.NoError(t, testkit.NoLoss(30, d.Stats(), calls))
+	})
 }
 
 // ForceStop in per-key mode: every id's first exchange ran at once (one

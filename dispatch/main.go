@@ -58,6 +58,8 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 		return nil, fmt.Errorf("%w: main dispatcher %q: got %d", ErrInvalidParallelism, name, m.cfg.groups)
 	case len(m.cfg.invalid) > 0:
 		return nil, naming("main dispatcher", name, errors.Join(m.cfg.invalid...))
+	case m.cfg.keyOf != nil:
+		return nil, fmt.Errorf("%w: main dispatcher %q: WithKeyOrderingBy is NewKeyed's; NewMain orders by AggregateID (WithKeyOrdering)", ErrInvalidOption, name)
 	}
 	routes := make(map[aggregate.MaterializedNamedAggregate]*engine[T], len(named))
 	engines := make([]*engine[T], 0, len(named))

@@ -38,6 +38,7 @@ type config[T any] struct {
 	failLevel   slog.Level
 	stopTimeout time.Duration
 	perKey      bool
+	keyOf       func(T) string // WithKeyOrderingBy's
 	invalid     []error
 }
 
@@ -85,9 +86,25 @@ func WithParallelism[T any](groups int) Option[T] {
 // (WithParallelism, GroupOf) is still computed for the Results and the
 // handlers' context. Cost: a map look-up per exchange, and a scheduled task
 // per exchange when ids rarely repeat within a batch. For New and NewMain;
-// NewKeyed returns ErrInvalidOption (its key is a group).
+// NewKeyed returns ErrInvalidOption (its key is a group: see
+// WithKeyOrderingBy).
 func WithKeyOrdering[T any]() Option[T] {
 	return func(c *config[T]) { c.perKey = true }
+}
+
+// WithKeyOrderingBy is WithKeyOrdering for NewKeyed: exchanges are ordered
+// by id(x) (any string, the empty one included), while the key function
+// still gives their group. id runs on the intake's goroutine after the key
+// function; its panic fails the exchange alone with ErrInvalidGroupKey.
+// New and NewMain return ErrInvalidOption (they order by AggregateID:
+// WithKeyOrdering); nil is invalid.
+func WithKeyOrderingBy[T any](id func(T) string) Option[T] {
+	return func(c *config[T]) {
+		if id == nil {
+			c.reject("nil WithKeyOrderingBy id function")
+		}
+		c.perKey, c.keyOf = true, id
+	}
 }
 
 // WithScheduler runs the handlers on s, which the dispatcher borrows: it
