@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,6 +18,7 @@ import (
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/flux"
+	"github.com/aggflow/aggflow/schedulers"
 	"github.com/aggflow/aggflow/testkit"
 )
 
@@ -197,4 +199,48 @@ func TestKeyOrderingForceReportsEachUndoneOnce(t *testing.T) {
 		assert.Equal(t, dispatch.Stats{Received: 50, Failed: 5, Discarded: 45}, s, "the 5 ids' first ran at once, the rest were discarded")
 		assert.Equal(t, int64(45), discarded.Load())
 	})
+}
+
+// The lane a new id looks at for reuse may be idle with an exchange in it:
+// pushed while its consumer was leaving (after its mark, so unseen by its
+// last look at the queue, and while it ran, so without a kick), before the
+// consumer's look-again. The new id takes the lane over, finds the exchange
+// and schedules it rather than reusing the lane: the exchange is handled,
+// once, and the new id gets a lane of its own. (Here the look-again comes
+// after the take-over, so it would find the exchange too; one that comes
+// during it fails its CAS, and then only the take-over schedules. The hooks
+// cannot place it there: the force-race property's interleavings may.)
+func TestKeyOrderingReuseFindsAnExchangeLeftInALeavingLane(t *testing.T) {
+	a, b := aggregate.NewID(orders, "a"), aggregate.NewID(orders, "b")
+	var d *dispatch.Dispatcher[testkit.Exchange]
+	var marks, idles atomic.Int32
+	emitted := make(chan error, 2)
+	restoreMark := dispatch.SetTestHookMark(func() {
+		if marks.Add(1) == 1 { // a's consumer, leaving after a#0: a#1 comes, unseen
+			emitted <- d.Emit(context.Background(), testkit.Exchange{ID: a, Seq: 1})
+		}
+	})
+	restoreIdle := dispatch.SetTestHookIdle(func() {
+		if idles.Add(1) == 1 { // a's lane is idle and holds a#1: b comes and looks at it
+			emitted <- d.Emit(context.Background(), testkit.Exchange{ID: b, Seq: 0})
+		}
+	})
+	rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag { return x.Tag(1) }, testkit.Perform)
+	sched, err := schedulers.NewParallel("test", 1)
+	require.NoError(t, err)
+	d = started(t, nil, rec.Handle, dispatch.WithScheduler[testkit.Exchange](sched), dispatch.WithKeyOrdering[testkit.Exchange]())
+	require.NoError(t, d.Emit(t.Context(), testkit.Exchange{ID: a, Seq: 0}))
+	require.NoError(t, <-emitted)
+	require.NoError(t, <-emitted)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, d.StopGracefully(ctx), "a#1 left in a's lane is handled")
+	require.NoError(t, sched.DisposeGracefully(ctx)) // the last consumer left its lane
+	restoreMark()
+	restoreIdle()
+	calls := rec.Calls()
+	require.NoError(t, testkit.PerKeyFIFO(calls))
+	require.NoError(t, testkit.NoLoss(3, d.Stats(), calls))
+	assert.Equal(t, dispatch.Stats{Received: 3, Succeeded: 3}, d.Stats())
+	assert.Equal(t, 2, dispatch.KeyLanes(d), "a kept its lane, b got one")
 }

@@ -297,6 +297,9 @@ func (e *engine[T]) leave(l *lane[T]) {
 	for {
 		l.q.Trim()
 		mark := l.q.Mark() // the consumer role ends with the store below
+		if testHookMark != nil {
+			testHookMark()
+		}
 		l.state.Store(idle)
 		if testHookIdle != nil {
 			testHookIdle()
@@ -313,7 +316,9 @@ func (e *engine[T]) leave(l *lane[T]) {
 
 // testHookIdle, set by a test only, runs in leave between the lane going
 // idle and the look-again: the window in which another consumer may drain it.
-var testHookIdle func()
+// testHookMark runs before, between the mark and going idle: an exchange
+// pushed then is the look-again's to find.
+var testHookIdle, testHookMark func()
 
 // steal takes the consumer role of l from state from (ready or idle) and
 // discards what it holds, looking again after each round as leave does.
