@@ -85,7 +85,10 @@ func WithParallelism[T any](groups int) Option[T] {
 // once (at most the budget plus the running handlers). The group
 // (WithParallelism, GroupOf) is still computed for the Results and the
 // handlers' context. Cost: a map look-up per exchange, and a scheduled task
-// per exchange when ids rarely repeat within a batch. For New and NewMain;
+// per exchange when ids rarely repeat within a batch (2-4x the group
+// order's time per exchange at 1,024 and 100k ids with a no-op handler:
+// docs/benchmarks.md); memory, a lane and a chunk of 32 slots per kept
+// lane, idle or not. For New and NewMain;
 // NewKeyed returns ErrInvalidOption (its key is a group: see
 // WithKeyOrderingBy).
 func WithKeyOrdering[T any]() Option[T] {
