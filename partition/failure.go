@@ -31,7 +31,7 @@ import (
 // policy's limits (Retries, MaxElapsed). The retries happen inside the
 // exchange's handler call, so the exchanges after it in its group wait,
 // those of other aggregates that share its group included (the group is a
-// hash of the aggregate id); the other groups of the partition go on, and
+// hash of the aggregate id; WithKeyOrdering: its aggregate's only); the other groups of the partition go on, and
 // the partition's acknowledged prefix stays below the retried position
 // until it ends. A force cancels a wait at once; the position is then not
 // finished and is delivered again. A graceful stop (Revoke's drain) waits
