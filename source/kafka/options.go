@@ -124,7 +124,8 @@ func WithGroups[T any](n int) Option[T] { return func(c *config[T]) { c.groups =
 func WithFinishedMapLen[T any](n int) Option[T] { return func(c *config[T]) { c.mapLen = n } }
 
 // WithMaxPollRecords sets how many records one poll returns at most
-// (default 1000): the most a rebalance waits to be delivered.
+// (default 1000): the most a partition takes above its pause limits (see
+// WithMaxPending, WithMaxHeld).
 func WithMaxPollRecords[T any](n int) Option[T] { return func(c *config[T]) { c.maxPoll = n } }
 
 // WithRevokeTimeout sets how long a revoked partition, and every partition
