@@ -17,7 +17,7 @@ import (
 // order, until ctx ends (nil) or a record cannot be delivered (its error).
 // It goes on while the revoke callback drains the revoked partitions: the
 // partitions a batch's records go to are those owned when the poll
-// returned (see owners), and a partition released meanwhile takes none.
+// returned (see pollOnce), and a partition released meanwhile takes none.
 func (c *Consumer[T]) poll(ctx context.Context) error {
 	for {
 		fs, to := c.pollOnce(ctx)

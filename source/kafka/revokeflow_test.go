@@ -80,6 +80,26 @@ func (h *handledAt) add(p int32) {
 	h.at[p] = append(h.at[p], now)
 }
 
+// first and last return the first and last times of partition p (zero
+// when none).
+func (h *handledAt) first(p int32) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.at[p]) == 0 {
+		return time.Time{}
+	}
+	return slices.MinFunc(h.at[p], time.Time.Compare)
+}
+
+func (h *handledAt) last(p int32) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.at[p]) == 0 {
+		return time.Time{}
+	}
+	return slices.MaxFunc(h.at[p], time.Time.Compare)
+}
+
 // rate returns the records of partitions ps handled in [from, to), per
 // second.
 func (h *handledAt) rate(ps []int32, from, to time.Time) float64 {
@@ -103,7 +123,8 @@ func (h *handledAt) rate(ps []int32, from, to time.Time) float64 {
 // (their held record is forced), and meanwhile the kept partitions go on
 // being fetched and handled at half their rate at least; the joining
 // member gets the moved partitions once the drain ended, not a rebalance
-// later; order per aggregate holds, nothing is lost, nothing handled twice.
+// later, and begins none before the first member's last handler of it
+// ended; order per aggregate holds, nothing is lost, nothing handled twice.
 func TestKeptPartitionsFlowWhileARevokedOneDrains(t *testing.T) {
 	const (
 		partitions = 8
@@ -143,13 +164,19 @@ func TestKeptPartitionsFlowWhileARevokedOneDrains(t *testing.T) {
 	fast := make(chan struct{})  // closed: the handlers stop taking their time
 	letGo := make(chan struct{}) // closed: a's kept partitions' held records end
 	forced := make(chan time.Time, partitions)
-	var aAt, bAt handledAt
+	var aAt, bAt, aEnds, bStarts handledAt
 	var bFirst atomic.Pointer[time.Time]
-	member := func(at *handledAt, held bool, first *atomic.Pointer[time.Time]) func(context.Context, partition.Delivery[event]) error {
+	member := func(at, starts, ends *handledAt, held bool, first *atomic.Pointer[time.Time]) func(context.Context, partition.Delivery[event]) error {
 		return func(ctx context.Context, d partition.Delivery[event]) error {
 			if first != nil {
 				now := time.Now()
 				first.CompareAndSwap(nil, &now)
+			}
+			if starts != nil {
+				starts.add(d.Partition)
+			}
+			if ends != nil {
+				defer ends.add(d.Partition)
 			}
 			if isSlow[d.Exchange.ID] {
 				if held {
@@ -183,7 +210,7 @@ func TestKeptPartitionsFlowWhileARevokedOneDrains(t *testing.T) {
 		// partitions handle what the poll loop goes on fetching.
 		kafka.WithMaxPending[event](partitions * 50), kafka.WithMaxPollRecords[event](100)}
 	sched := newScheduler(t, 2*partitions*(perPart+1)+4)
-	a := newConsumer(t, c, "flow", "flow", sched, member(&aAt, true, nil), opts...)
+	a := newConsumer(t, c, "flow", "flow", sched, member(&aAt, nil, &aEnds, true, nil), opts...)
 	startConsumer(t, a)
 	all := make([]int32, partitions)
 	for p := range all {
@@ -195,7 +222,7 @@ func TestKeptPartitionsFlowWhileARevokedOneDrains(t *testing.T) {
 	<-time.After(before + time.Second) // the window measured, after a second to settle
 
 	joined := time.Now()
-	b := newConsumer(t, c, "flow", "flow", sched, member(&bAt, false, &bFirst), opts...)
+	b := newConsumer(t, c, "flow", "flow", sched, member(&bAt, &bStarts, nil, false, &bFirst), opts...)
 	startConsumer(t, b)
 	var end time.Time
 	select {
@@ -219,6 +246,16 @@ func TestKeptPartitionsFlowWhileARevokedOneDrains(t *testing.T) {
 	// The drain, its final commit and one rebalance: the moved partitions
 	// are not held for another revoke timeout.
 	require.Less(t, bGot, drain+3*time.Second, "b got its partitions once the drain ended")
+
+	// Exclusivity: every handler of a moved partition on a ended before
+	// the first on b began.
+	for p := range int32(partitions) {
+		if !slices.Contains(kept, p) {
+			last, first := aEnds.last(p), bStarts.first(p)
+			require.False(t, first.IsZero(), "b handles partition %d", p)
+			require.True(t, last.Before(first), "partition %d: a's last handler ended %v after b's first began", p, last.Sub(first))
+		}
+	}
 
 	close(fast)
 	close(letGo)
