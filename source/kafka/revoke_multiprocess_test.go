@@ -7,26 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// assignment returns the group's members and the partitions the group
-// assigned them, as the broker describes them.
-func (r *run) assignment() (members int, assigned map[int32]bool) {
-	r.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.cluster.Addrs()...))
-	require.NoError(r.t, err)
-	defer cl.Close()
-	ds, err := kadm.NewClient(cl).DescribeGroups(ctxTimeout(r.t, 10*time.Second), r.group)
-	require.NoError(r.t, err)
-	g := ds[r.group]
-	assigned = map[int32]bool{}
-	for p := range g.AssignedPartitions()[mpTopic] {
-		assigned[p] = true
-	}
-	return len(g.Members), assigned
-}
 
 // A member a under a backlog with handlers of 20 ms and a budget of 8,000
 // records; b joins. While the partitions revoked from a drain (the group
@@ -48,7 +29,7 @@ func TestMultiProcessStalledDuringADrainIsFenced(t *testing.T) {
 	b := r.start(env...)
 	var kept map[int32]bool
 	r.await("the group to assign a its kept partitions only, the others draining", 60*time.Second, func() bool {
-		members, assigned := r.assignment()
+		members, assigned := describe(t, r.cluster, r.group, mpTopic)
 		kept = assigned
 		return members == 2 && len(assigned) == mpPartitions/2
 	})
