@@ -73,3 +73,9 @@ var (
 func invalid(op, what string) error {
 	return fmt.Errorf("flux: %s: %s: %w", op, what, ErrInvalidArgument)
 }
+
+var (
+	// ErrFiltered is the reason given to the discard hook for an item that
+	// Filter rejected (Reactor discards them too).
+	ErrFiltered = errors.New("flux: filtered")
+)
