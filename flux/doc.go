@@ -120,8 +120,8 @@
 // hook, and the stop returns once the groups taken have ended (Reactor
 // completes the take at once and lets them run on); a GroupBy flow that can
 // never move again (more groups than FlatMap's concurrency, or ConcatMap
-// over groups, with a waiting group full) fails with ErrStalled where
-// Reactor hangs. ConcatMap always has prefetch 0. PublishOn's drain yields
+// over groups, with the waiting groups full beyond WithStallBuffer) fails
+// with ErrStalled where Reactor hangs. ConcatMap always has prefetch 0. PublishOn's drain yields
 // its goroutine after each batch, so pipelines sharing a scheduler are
 // served fairly. DoFinally runs just before the terminal signal reaches the
 // operators after it (a terminal signal is the return of a subscribe call).

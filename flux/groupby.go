@@ -14,10 +14,26 @@ import (
 // GroupBy: Reactor's Queues.XS_BUFFER_SIZE.
 const DefaultGroupBuffer = 32
 
+// DefaultStallBuffer is the default of WithStallBuffer: Reactor's
+// Queues.SMALL_BUFFER_SIZE, the prefetch of Flux#groupBy shared by its groups.
+const DefaultStallBuffer = 256
+
 // GroupOption configures GroupBy.
 type GroupOption func(*groupOptions)
 
-type groupOptions struct{ buffer int }
+type groupOptions struct{ buffer, spare int }
+
+// WithStallBuffer sets how many items, in all and beyond their group
+// buffers, the groups waiting unsubscribed for their turn may hold when
+// nothing else could move (default DefaultStallBuffer): GroupBy then queues
+// the item rather than fail with ErrStalled, so that ConcatMap over runs of
+// one key longer than the group buffer completes, as under Reactor's shared
+// prefetch. Room taken is not given back within the subscription. n = 0
+// fails at the first such item; n < 0 makes GroupBy fail with
+// ErrInvalidArgument. Costs one stall check per item so queued.
+func WithStallBuffer(n int) GroupOption {
+	return func(o *groupOptions) { o.spare = n }
+}
 
 // WithGroupBuffer sets the capacity of each group's queue (default
 // DefaultGroupBuffer); n < 1 makes GroupBy fail with ErrInvalidArgument.
@@ -58,8 +74,8 @@ func WithGroupBuffer(n int) GroupOption {
 //
 // Backpressure: each group holds at most the group buffer (WithGroupBuffer)
 // of items, the one being delivered included; the router blocks while the
-// target group is full, so at most groups*buffer+1 items are pulled and not
-// finished. A key outside [0, groups) (negative included) or a panic in keyOf
+// target group is full, so at most groups*buffer+1 items, and the stall
+// buffer (see Stalls), are pulled and not finished. A key outside [0, groups) (negative included) or a panic in keyOf
 // ends the flow with an error wrapping ErrGroupKeyOutOfRange or a
 // *PanicError.
 //
@@ -99,9 +115,13 @@ func WithGroupBuffer(n int) GroupOption {
 // concurrency, or with ConcatMap (concurrency 1), the groups after the first
 // ones wait unsubscribed for a slot or their turn while the inners running
 // wait for the end of their own group, which only the upstream's end brings:
-// once a waiting group is full, nothing can move. GroupBy then fails the
-// flow with an error wrapping ErrStalled that names the full group and the
-// groups the inners wait on, instead of hanging. The check is exact and uses
+// once a waiting group is full, nothing can move but that group's next item.
+// GroupBy then queues it beyond the group buffer, from a room of
+// WithStallBuffer items shared by the subscription (Reactor's shared
+// prefetch of 256 likewise lets ConcatMap over 4 keys in runs of 85 each
+// complete); once that room is used up it fails the flow with an error
+// wrapping ErrStalled that names the full group and the groups the inners
+// wait on, instead of hanging. The check is exact and uses
 // no timer: it reports a stall only when the router waits for room in a
 // group never subscribed and not handed out yet (or held by FlatMap waiting
 // for a slot), the FlatMap or ConcatMap keeping the deliverer waiting takes
@@ -117,7 +137,7 @@ func WithGroupBuffer(n int) GroupOption {
 // Create's function, say). Groups never subscribed keep their items until a
 // late subscriber takes them (the main flow may have completed by then).
 func GroupBy[T any](f Flux[T], keyOf func(T) int, groups int, opts ...GroupOption) Flux[GroupedFlux[T]] {
-	o := groupOptions{buffer: DefaultGroupBuffer}
+	o := groupOptions{buffer: DefaultGroupBuffer, spare: DefaultStallBuffer}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
@@ -130,13 +150,15 @@ func GroupBy[T any](f Flux[T], keyOf func(T) int, groups int, opts ...GroupOptio
 		return Error[GroupedFlux[T]](invalid("GroupBy", "groups below 1"))
 	case o.buffer < 1:
 		return Error[GroupedFlux[T]](invalid("GroupBy", "group buffer below 1"))
+	case o.spare < 0:
+		return Error[GroupedFlux[T]](invalid("GroupBy", "negative stall buffer"))
 	}
 	return Flux[GroupedFlux[T]]{subscribe: func(ctx context.Context, emit func(GroupedFlux[T]) error) error {
 		uctx, stop := context.WithCancelCause(ctx)
 		defer stop(nil)
 		direct, _ := ctx.(*flatFeed)
 		b := &board[T]{
-			ctx: ctx, uctx: uctx, stop: stop, keyOf: keyOf, buffer: o.buffer, emit: emit, direct: direct,
+			ctx: ctx, uctx: uctx, stop: stop, keyOf: keyOf, buffer: o.buffer, spare: o.spare, emit: emit, direct: direct,
 			discard: discarder[T](ctx), open: make([]*pipe[T], groups),
 			wake: make(chan struct{}, 1), gate: make(chan struct{}, 1),
 		}
@@ -152,6 +174,7 @@ type board[T any] struct {
 	stop    context.CancelCauseFunc
 	keyOf   func(T) int
 	buffer  int
+	spare   int                        // room left beyond the buffers for groups waiting (WithStallBuffer); under mu
 	emit    func(GroupedFlux[T]) error // the main flux's downstream
 	direct  *flatFeed                  // the FlatMap fed by GroupBy through synchronous operators, if any
 	discard func(T, error)
@@ -557,9 +580,9 @@ func (b *board[T]) stalledLocked() error {
 		return nil
 	}
 	p.mu.Lock()
-	claimed := p.claimed
+	claimed, full := p.claimed, p.n == p.limit
 	p.mu.Unlock()
-	if claimed {
+	if claimed || !full {
 		return nil
 	}
 	var waiting []string
@@ -576,10 +599,20 @@ func (b *board[T]) stalledLocked() error {
 	if len(waiting) < w.inners {
 		return nil
 	}
+	if b.spare > 0 {
+		// Only this item moves the flow: queue it beyond the buffer.
+		b.spare--
+		p.mu.Lock()
+		p.limit++
+		p.full = false
+		p.mu.Unlock()
+		signal(p.space)
+		return nil
+	}
 	inners := "its inner waits for items of group "
 	if w.inners > 1 {
 		inners = fmt.Sprintf("its %d inners wait for items of groups ", w.inners)
 	}
-	return fmt.Errorf("flux: GroupBy: group %d is full and not subscribed, and %s cannot take it: %s%s: %w",
+	return fmt.Errorf("flux: GroupBy: group %d is full and not subscribed, and %s cannot take it: %s%s (stall buffer used up): %w",
 		p.key, w.op, inners, strings.Join(waiting, ", "), ErrStalled)
 }
