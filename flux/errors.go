@@ -91,3 +91,7 @@ var (
 	// item").
 	ErrTooManyElements = errors.New("flux: more than one element")
 )
+
+// ErrTooManyGroups is the error signal of GroupByKey when an item's key
+// would open a group beyond its maxGroups live groups.
+var ErrTooManyGroups = errors.New("flux: too many groups")

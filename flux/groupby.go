@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -137,6 +136,22 @@ func WithGroupBuffer(n int) GroupOption {
 // Create's function, say). Groups never subscribed keep their items until a
 // late subscriber takes them (the main flow may have completed by then).
 func GroupBy[T any](f Flux[T], keyOf func(T) int, groups int, opts ...GroupOption) Flux[GroupedFlux[T]] {
+	o, err := groupOpts("GroupBy", opts)
+	switch {
+	case err != nil:
+		return Error[GroupedFlux[T]](err)
+	case keyOf == nil:
+		return Error[GroupedFlux[T]](invalid("GroupBy", "nil key function"))
+	case groups < 1:
+		return Error[GroupedFlux[T]](invalid("GroupBy", "groups below 1"))
+	}
+	return Flux[GroupedFlux[T]]{subscribe: func(ctx context.Context, emit func(GroupedFlux[T]) error) error {
+		return runBoard(ctx, f, groups, o, emit, func(b *board[T]) { b.keyOf = keyOf })
+	}}
+}
+
+// groupOpts applies opts, checking them for operator op.
+func groupOpts(op string, opts []GroupOption) (groupOptions, error) {
 	o := groupOptions{buffer: DefaultGroupBuffer, spare: DefaultStallBuffer}
 	for _, opt := range opts {
 		if opt != nil {
@@ -144,26 +159,27 @@ func GroupBy[T any](f Flux[T], keyOf func(T) int, groups int, opts ...GroupOptio
 		}
 	}
 	switch {
-	case keyOf == nil:
-		return Error[GroupedFlux[T]](invalid("GroupBy", "nil key function"))
-	case groups < 1:
-		return Error[GroupedFlux[T]](invalid("GroupBy", "groups below 1"))
 	case o.buffer < 1:
-		return Error[GroupedFlux[T]](invalid("GroupBy", "group buffer below 1"))
+		return o, invalid(op, "group buffer below 1")
 	case o.spare < 0:
-		return Error[GroupedFlux[T]](invalid("GroupBy", "negative stall buffer"))
+		return o, invalid(op, "negative stall buffer")
 	}
-	return Flux[GroupedFlux[T]]{subscribe: func(ctx context.Context, emit func(GroupedFlux[T]) error) error {
-		uctx, stop := context.WithCancelCause(ctx)
-		defer stop(nil)
-		direct, _ := ctx.(*flatFeed)
-		b := &board[T]{
-			ctx: ctx, uctx: uctx, stop: stop, keyOf: keyOf, buffer: o.buffer, spare: o.spare, emit: emit, direct: direct,
-			discard: discarder[T](ctx), open: make([]*pipe[T], groups),
-			wake: make(chan struct{}, 1), gate: make(chan struct{}, 1),
-		}
-		return b.run(f)
-	}}
+	return o, nil
+}
+
+// runBoard runs one GroupBy subscription of groups places, init setting how
+// items find theirs.
+func runBoard[T any](ctx context.Context, f Flux[T], groups int, o groupOptions, emit func(GroupedFlux[T]) error, init func(*board[T])) error {
+	uctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	direct, _ := ctx.(*flatFeed)
+	b := &board[T]{
+		ctx: ctx, uctx: uctx, stop: stop, buffer: o.buffer, spare: o.spare, emit: emit, direct: direct,
+		discard: discarder[T](ctx), open: make([]*pipe[T], groups),
+		wake: make(chan struct{}, 1), gate: make(chan struct{}, 1),
+	}
+	init(b)
+	return b.run(f)
 }
 
 // board is the state of one GroupBy subscription, shared by its router and
@@ -173,6 +189,8 @@ type board[T any] struct {
 	uctx    context.Context // the upstream's, cancelled once the main flux failed
 	stop    context.CancelCauseFunc
 	keyOf   func(T) int
+	slotOf  func(T) (int, error) // GroupByKey's place of v's key in open, instead of keyOf
+	tagOf   func(int) any        // GroupByKey's key of a place, for the group opened there
 	buffer  int
 	spare   int                        // room left beyond the buffers for groups waiting (WithStallBuffer); under mu
 	emit    func(GroupedFlux[T]) error // the main flux's downstream
@@ -277,8 +295,11 @@ func (b *board[T]) end(reason, uerr error) {
 
 // route pushes v into the group of its key, opening one if needed.
 func (b *board[T]) route(v T) error {
-	k, err := call1(b.keyOf, v)
-	if err == nil && (k < 0 || k >= len(b.open)) {
+	var k int
+	var err error
+	if b.slotOf != nil {
+		k, err = b.slotOf(v)
+	} else if k, err = call1(b.keyOf, v); err == nil && (k < 0 || k >= len(b.open)) {
 		err = fmt.Errorf("flux: GroupBy: key %d not in [0, %d): %w", k, len(b.open), ErrGroupKeyOutOfRange)
 	}
 	if err != nil {
@@ -296,6 +317,9 @@ func (b *board[T]) route(v T) error {
 	// No group for k yet, or its subscriber cancelled: open one holding v.
 	g := newPipe(b.buffer, b.discard)
 	g.key, g.board = k, b
+	if b.tagOf != nil {
+		g.tag = b.tagOf(k)
+	}
 	_ = g.push(b.uctx, v) // an empty queue has room
 	b.mu.Lock()
 	if b.mainErr != nil {
@@ -592,7 +616,7 @@ func (b *board[T]) stalledLocked() error {
 		}
 		g.mu.Lock()
 		if g.idle && g.ctx == w.scope {
-			waiting = append(waiting, strconv.Itoa(g.key))
+			waiting = append(waiting, g.label())
 		}
 		g.mu.Unlock()
 	}
@@ -613,6 +637,6 @@ func (b *board[T]) stalledLocked() error {
 	if w.inners > 1 {
 		inners = fmt.Sprintf("its %d inners wait for items of groups ", w.inners)
 	}
-	return fmt.Errorf("flux: GroupBy: group %d is full and not subscribed, and %s cannot take it: %s%s (stall buffer used up): %w",
-		p.key, w.op, inners, strings.Join(waiting, ", "), ErrStalled)
+	return fmt.Errorf("flux: GroupBy: group %s is full and not subscribed, and %s cannot take it: %s%s (stall buffer used up): %w",
+		p.label(), w.op, inners, strings.Join(waiting, ", "), ErrStalled)
 }

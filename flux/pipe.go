@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 )
 
@@ -31,10 +32,19 @@ type pipe[T any] struct {
 	space   chan struct{}
 	dead    <-chan struct{} // closed once no consumer can run any more; nil: never
 	discard func(T, error)
-	key     int             // the group's key (GroupBy)
+	key     int             // the group's key (GroupBy), its place for GroupByKey
+	tag     any             // GroupByKey's key; nil for GroupBy
 	board   *board[T]       // the GroupBy subscription of a group; nil for PublishOn's queue
 	handed  bool            // handed downstream and not cancelled; guarded by board.mu
 	ctx     context.Context // the consumer's, from claim
+}
+
+// label is the group's key as error messages show it.
+func (p *pipe[T]) label() string {
+	if p.tag != nil {
+		return fmt.Sprint(p.tag)
+	}
+	return strconv.Itoa(p.key)
 }
 
 type pollState uint8
