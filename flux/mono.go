@@ -313,17 +313,13 @@ func (f Flux[T]) Count() Mono[int] {
 // Flux#collectList (MonoCollectList.java). A package function, as Buffer:
 // a method of Flux[T] cannot return a Mono of []T.
 func CollectList[T any](f Flux[T]) Mono[[]T] {
-	return Mono[[]T]{Flux[[]T]{subscribe: func(ctx context.Context, emit func([]T) error) error {
-		out := []T{}
-		if err := f.run(ctx, func(v T) error { out = append(out, v); return nil }); err != nil {
+	return gather(f, func() []T { return []T{} }, func(s []T, v T) ([]T, error) { return append(s, v), nil },
+		func(ctx context.Context, s []T, err error) {
 			discard := discarder[T](ctx)
-			for _, v := range out {
+			for _, v := range s {
 				discard(v, err)
 			}
-			return err
-		}
-		return emit(out)
-	}}}
+		})
 }
 
 // IgnoreElements completes, or fails, as f does, without its items, which go
