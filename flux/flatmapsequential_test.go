@@ -9,6 +9,7 @@ import (
 	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/testkit"
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 )
 
 // late emits v and v*10 after d, counting the inners running at once.
@@ -128,5 +129,43 @@ func TestMergeSequential(t *testing.T) {
 			ExpectNext(1, 10, 2, 20).ExpectComplete().VerifyT()
 		require.Equal(t, 30*time.Millisecond, time.Since(start))
 		require.Equal(t, int64(2), peak.Load())
+	})
+}
+
+// Whatever the inners' sizes and delays, the concurrency, the prefetch and
+// an early stop: the items delivered are a prefix of the inners' items
+// concatenated in source order (all of them without a stop), and every item
+// an inner emitted is delivered or discarded.
+func TestFlatMapSequentialProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		sizes := rapid.SliceOfN(rapid.IntRange(0, 6), 0, 8).Draw(rt, "inner sizes")
+		delays := drawDelays(rt, "delays")
+		concurrency := rapid.IntRange(1, 4).Draw(rt, "concurrency")
+		prefetch := rapid.IntRange(1, 3).Draw(rt, "prefetch")
+		var want []int
+		for i, n := range sizes {
+			for j := range n {
+				want = append(want, i*10+j)
+			}
+		}
+		take := rapid.IntRange(0, len(want)+1).Draw(rt, "take")
+		var got []int
+		var err error
+		var emitted atomic.Int64
+		var d discarded[int]
+		synctest.Test(t, func(t *testing.T) {
+			var k atomic.Int64
+			f := flux.FlatMapSequential(flux.Range(0, len(sizes)), func(i int) flux.Flux[int] {
+				return flux.Map(flux.Range(0, sizes[i]), func(j int) int {
+					time.Sleep(delays[int(k.Add(1))%len(delays)])
+					emitted.Add(1)
+					return i*10 + j
+				})
+			}, concurrency, prefetch)
+			got, err = flux.Collect(t.Context(), watch(&d, f.Take(take)))
+		})
+		require.NoError(rt, err)
+		require.Equal(rt, append([]int{}, want[:min(take, len(want))]...), append([]int{}, got...))
+		require.Equal(rt, emitted.Load(), int64(len(got)+len(d.values())), "delivered + discarded = emitted")
 	})
 }
