@@ -181,3 +181,28 @@ func TestMonoDiscards(t *testing.T) {
 		}
 	}
 }
+
+// The value of one side of a MonoZip whose other side failed or was empty
+// goes to the discard hook (MonoZip discards it, as Reactor's does).
+func TestMonoZipDiscards(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		other flux.Mono[int]
+		why   error
+	}{
+		{"error", flux.MonoError[int](errBoom), errBoom},
+		{"empty", flux.MonoEmpty[int](), flux.ErrCancelled},
+	} {
+		var d discarded[string]
+		z := flux.MonoZip(flux.MonoJust("kept"), c.other, func(s string, _ int) string { return s })
+		_, ok, err := flux.DoOnDiscard(z.Flux(), d.hook).Next().Block(t.Context())
+		require.False(t, ok, c.name)
+		if c.why == errBoom {
+			require.ErrorIs(t, err, errBoom, c.name)
+		} else {
+			require.NoError(t, err, c.name)
+		}
+		require.Equal(t, []string{"kept"}, d.values(), c.name)
+		require.ErrorIs(t, d.why[0], c.why, c.name)
+	}
+}
