@@ -85,7 +85,9 @@ var errZipEmpty = newStop()
 // MonoZip subscribes a and b at once, b on a goroutine of its own and a on
 // the subscribing one, and emits fn of their items once both have one: an
 // error of either, or either completing empty, cancels the other and ends
-// the Mono with that error, or empty. The goroutine has exited when the
+// the Mono with that error, or empty; the value of the other side, if it
+// had one, goes to the discard hook with the error (ErrCancelled for an
+// empty side). The goroutine has exited when the
 // subscription returns. A panic in fn ends it with *PanicError. Reactor:
 // Mono.zip(Mono, Mono, BiFunction) (MonoZip.java). fn nil gives
 // ErrInvalidArgument.
@@ -133,10 +135,17 @@ func MonoZip[A, B, R any](a Mono[A], b Mono[B], fn func(A, B) R) Mono[R] {
 			fail(err)
 		}
 		<-done
-		switch {
-		case first == errZipEmpty:
-			return nil
-		case first != nil:
+		if first != nil {
+			// A value pulled and not combined is dropped.
+			if aok {
+				discarder[A](ctx)(av, first)
+			}
+			if bok {
+				discarder[B](ctx)(bv, first)
+			}
+			if first == errZipEmpty {
+				return nil
+			}
 			return first
 		}
 		r, err := call2(fn, av, bv)
