@@ -194,7 +194,12 @@ func TestMonoZipDiscards(t *testing.T) {
 		{"empty", flux.MonoEmpty[int](), flux.ErrCancelled},
 	} {
 		var d discarded[string]
-		z := flux.MonoZip(flux.MonoJust("kept"), c.other, func(s string, _ int) string { return s })
+		// The other side ends only once the first one has its value.
+		took := make(chan struct{})
+		first := flux.MonoMap(flux.MonoJust("kept"), func(s string) string { close(took); return s })
+		other := flux.MonoFlatMap(flux.MonoFromFunc(func() (int, error) { <-took; return 0, nil }),
+			func(int) flux.Mono[int] { return c.other })
+		z := flux.MonoZip(first, other, func(s string, _ int) string { return s })
 		_, ok, err := flux.DoOnDiscard(z.Flux(), d.hook).Next().Block(t.Context())
 		require.False(t, ok, c.name)
 		if c.why == errBoom {
