@@ -10,15 +10,14 @@ import (
 // delivers it (the caller's, or a worker's after PublishOn; never two at
 // once), and blocks until the flow completes (nil), fails (its error), or ctx
 // ends (the cause of ctx). An error returned by onNext, or its panic as
-// *PanicError, cancels the flow and is returned. Every goroutine the
+// *PanicError, cancels the flow and is returned. A ctx already done still
+// subscribes f, which ends at once with its cause, as a Reactor subscription
+// disposed at once: a unicast sink's Flux is cancelled by it. Every goroutine the
 // subscription started has exited when Subscribe returns. Reactor:
 // Flux#subscribe(Consumer) followed by blockLast (BlockingLastSubscriber.java).
 func (f Flux[T]) Subscribe(ctx context.Context, onNext func(T) error) error {
 	if onNext == nil {
 		return invalid("Subscribe", "nil function")
-	}
-	if err := ctxDone(ctx); err != nil {
-		return err
 	}
 	return f.run(ctx, func(v T) error { return callErr(onNext, v) })
 }
