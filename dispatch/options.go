@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"github.com/aggflow/aggflow/component"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -46,7 +48,7 @@ func newConfig[T any](opts []Option[T]) config[T] {
 		maxPending:  DefaultMaxPending,
 		logger:      slog.Default(),
 		failLevel:   DefaultFailureLogLevel,
-		stopTimeout: DefaultShutdownTimeout,
+		stopTimeout: component.DefaultShutdownTimeout,
 	}
 	for _, opt := range opts {
 		if opt != nil {
@@ -189,7 +191,7 @@ func WithFailureLogLevel[T any](level slog.Level) Option[T] {
 }
 
 // WithStopTimeout sets how long Run lets a graceful stop take once its ctx
-// ended, before it forces (default DefaultShutdownTimeout; positive).
+// ended, before it forces (default component.DefaultShutdownTimeout; positive).
 func WithStopTimeout[T any](d time.Duration) Option[T] {
 	return func(c *config[T]) {
 		if d <= 0 {

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/testkit"
 )
@@ -36,7 +36,7 @@ func TestTimedOutStopNamesTheState(t *testing.T) {
 		defer cancel()
 		err := d.StopGracefully(ctx)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		require.Equal(t, dispatch.StateStopped, d.State())
+		require.Equal(t, component.StateStopped, d.State())
 		assert.NotContains(t, err.Error(), "not stopped", "the state is STOPPED")
 		assert.ErrorContains(t, err, `dispatcher "orders" stopped, not done`)
 		close(release)
@@ -58,7 +58,7 @@ func TestTimedOutStopNamesTheStateWhileDraining(t *testing.T) {
 		defer cancel()
 		err := d.StopGracefully(ctx)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		require.Equal(t, dispatch.StateStopping, d.State())
+		require.Equal(t, component.StateStopping, d.State())
 		assert.ErrorContains(t, err, `dispatcher "orders" not stopped`)
 		close(release)
 		require.NoError(t, d.StopGracefully(t.Context()))

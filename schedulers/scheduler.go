@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/component"
 )
 
 // Task is a unit of work run by a Scheduler or a Worker. ctx is cancelled, with
@@ -96,7 +96,7 @@ type Worker interface {
 // the task's goroutine. It is the same type in every aggflow package, so one
 // errors.As target matches a panic from any layer. Reactor routes a task's
 // exception to Schedulers.handleError (Schedulers.java).
-type PanicError = panics.Error
+type PanicError = component.PanicError
 
 // DefaultPoolSize is the default number of goroutines of a parallel scheduler:
 // runtime.GOMAXPROCS(0) at start-up, or the environment variable
