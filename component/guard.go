@@ -57,3 +57,32 @@ func Catch(err *error) {
 		*err = NewPanicError(v)
 	}
 }
+
+// Go starts f on a goroutine of its own, under Call's guard, and calls end
+// there with how f ended: f's error, its panic as a *PanicError, or, after
+// a runtime.Goexit, a *PanicError of ErrGoexit (the goroutine then ends).
+// end is called once, on every path; a panic of end goes on up. It is
+// Lifecycle.Go for goroutines no Lifecycle owns (a flux subscription's):
+// the caller joins them itself, in end. Cost: one goroutine.
+func Go(f func() error, end func(error)) {
+	go func() {
+		err := Call(f, func(p *PanicError) { end(p) })
+		end(err)
+	}()
+}
+
+// RecoverAt, deferred directly (`defer component.RecoverAt(&stage, at,
+// &p)`), recovers a panic into *p while *stage is at (the user code of a
+// path of stages runs) and lets a panic at any other stage, or a
+// runtime.Goexit, go on: Catch for a hot path that guards one stage only,
+// its deferred call open-coded. A deferred call before it tells the ends
+// apart: *p set, a panic at; *stage not yet at its end and *p nil, a
+// Goexit (or a panic elsewhere, going on).
+func RecoverAt[S comparable](stage *S, at S, p **PanicError) {
+	if *stage != at {
+		return
+	}
+	if v := recover(); v != nil {
+		*p = NewPanicError(v)
+	}
+}

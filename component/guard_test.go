@@ -181,3 +181,57 @@ func TestCatch(t *testing.T) {
 	assert.ErrorIs(t, p, errBoom)
 	assert.EqualError(t, f(false), "returned")
 }
+
+// Go calls end once, on f's goroutine, however f ended.
+func TestGoCallsEndOnEveryPath(t *testing.T) {
+	for name, f := range map[string]func() error{
+		"return": func() error { return errBoom },
+		"panic":  func() error { panic(errBoom) },
+		"goexit": func() error { runtime.Goexit(); return nil },
+	} {
+		ends := make(chan error, 2)
+		component.Go(f, func(err error) { ends <- err })
+		err := <-ends
+		switch name {
+		case "return":
+			assert.Equal(t, errBoom, err, name)
+		case "panic":
+			var p *component.PanicError
+			require.ErrorAs(t, err, &p, name)
+			assert.Equal(t, errBoom, p.Value)
+		case "goexit":
+			assert.ErrorIs(t, err, component.ErrGoexit, name)
+		}
+		select {
+		case err := <-ends:
+			t.Errorf("%s: end called twice, then with %v", name, err)
+		default:
+		}
+	}
+}
+
+// RecoverAt recovers at its stage only; elsewhere the panic goes on.
+func TestRecoverAt(t *testing.T) {
+	type stage int
+	const (
+		keying stage = iota
+		admitting
+	)
+	run := func(at stage) (p *component.PanicError, escaped any) {
+		defer func() { escaped = recover() }()
+		func() {
+			s := keying
+			defer component.RecoverAt(&s, keying, &p)
+			s = at
+			panic(errBoom)
+		}()
+		return p, nil
+	}
+	p, escaped := run(keying)
+	require.NotNil(t, p)
+	assert.ErrorIs(t, p, errBoom)
+	assert.Nil(t, escaped)
+	p, escaped = run(admitting)
+	assert.Nil(t, p)
+	assert.Equal(t, errBoom, escaped, "a panic at another stage goes on")
+}

@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/aggflow/aggflow/internal/panics"
-	"github.com/aggflow/aggflow/schedulers"
+	"github.com/aggflow/aggflow/component"
 )
 
 // Flux is a cold, typed sequence of 0..N items followed by completion or an
@@ -40,7 +39,7 @@ type GroupedFlux[T any] struct {
 // PanicError is a user function's recovered panic (value and stack). Every
 // panic in a function handed to this package ends the flow with an error
 // signal carrying a *PanicError; find it with errors.As.
-type PanicError = panics.Error
+type PanicError = component.PanicError
 
 // Signal is the kind of end a subscription met, as passed to DoFinally.
 // Reactor: SignalType.ON_COMPLETE, ON_ERROR, CANCEL (SignalType.java).
@@ -123,11 +122,31 @@ func ctxDone(ctx context.Context) error {
 
 // goexitError is the error that ends a flow whose downstream called
 // runtime.Goexit (t.FailNow in a handler under test, for instance) on a
-// goroutine or task of ours: a *PanicError wrapping schedulers.ErrGoexit, as
-// the schedulers report it.
+// goroutine or task of ours: a *PanicError wrapping ErrGoexit, as the
+// schedulers report it.
 func goexitError(op string) error {
-	return fmt.Errorf("flux: %s: %w", op, panics.New(schedulers.ErrGoexit))
+	return fmt.Errorf("flux: %s: %w", op, component.NewPanicError(component.ErrGoexit))
 }
+
+// exitedAs names op in the error of a runtime.Goexit that component's
+// guard reported (a *PanicError of ErrGoexit), as goexitError does; other
+// errors stay as they are.
+func exitedAs(op string, err error) error {
+	if isGoexit(err) {
+		return fmt.Errorf("flux: %s: %w", op, err)
+	}
+	return err
+}
+
+// isGoexit reports whether err is component's report of a runtime.Goexit.
+func isGoexit(err error) bool {
+	p, ok := err.(*PanicError)
+	return ok && p.Value == component.ErrGoexit
+}
+
+// catch turns a panic into *PanicError in *err; use as `defer catch(&err)`
+// (it is the deferred function itself, so its recover applies).
+var catch = component.Catch
 
 // errUnwound is set in an error variable before user code runs, for the
 // deferred call after it: still there, the code did not return (a
@@ -141,13 +160,6 @@ func unwound(err error, op string) error {
 		return goexitError(op)
 	}
 	return err
-}
-
-// catch turns a panic into *PanicError in *err; use as `defer catch(&err)`.
-func catch(err *error) {
-	if p := recover(); p != nil {
-		*err = panics.New(p)
-	}
 }
 
 func call0(fn func()) (err error) {
