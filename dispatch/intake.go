@@ -221,7 +221,9 @@ func (in *intake[T]) emit(x T) (err error) {
 		return errIntakeClosed
 	}
 	stage := keying
-	defer in.unwound(&stage, &x, &err) // the one deferred call of the path
+	var p *PanicError
+	defer in.unwound(&stage, &x, &err, &p)
+	defer component.RecoverAt(&stage, keying, &p) // the route's user code
 	e, g, rerr := in.route(x)
 	if rerr != nil {
 		stage = settled
@@ -265,17 +267,15 @@ const (
 // runtime.Goexit (which no recover stops), there or in Observer.Admitted,
 // fails x as OutcomePanic before the goroutine unwinds: x was received, so
 // it must end; its budget unit was not taken from the credit, which the
-// source's end gives back. recover runs only on these ways out.
-func (in *intake[T]) unwound(stage *intakeStage, x *T, err *error) {
-	switch *stage {
-	case settled:
+// source's end gives back. *p is the route's panic RecoverAt recovered.
+func (in *intake[T]) unwound(stage *intakeStage, x *T, err *error, p **PanicError) {
+	switch {
+	case *stage == settled:
 		return
-	case keying:
-		if v := recover(); v != nil {
-			*err = nil
-			in.unrouted(*x, in.keyPanicked(v))
-			return
-		}
+	case *p != nil:
+		*err = nil
+		in.unrouted(*x, in.keyPanicked(*p))
+		return
 	}
 	defer in.f.check()       // a stop may have come since the gate
 	defer in.f.failed.Add(1) // after the report, even when it panics or exits too
@@ -284,9 +284,9 @@ func (in *intake[T]) unwound(stage *intakeStage, x *T, err *error) {
 }
 
 // keyPanicked is the error of an exchange whose route's user code panicked
-// with v.
-func (in *intake[T]) keyPanicked(v any) error {
-	return fmt.Errorf("%w: %s %q: %s panicked: %w", ErrInvalidGroupKey, in.life.Kind(), in.Name(), in.keyFn, component.NewPanicError(v))
+// (p).
+func (in *intake[T]) keyPanicked(p *PanicError) error {
+	return fmt.Errorf("%w: %s %q: %s panicked: %w", ErrInvalidGroupKey, in.life.Kind(), in.Name(), in.keyFn, p)
 }
 
 // creditBatch is how many budget units the source's goroutine takes at a
@@ -346,7 +346,9 @@ func (in *intake[T]) Emit(ctx context.Context, x T) (err error) {
 		return in.emitRefused()
 	}
 	stage := keying
-	defer in.emitUnwound(&stage, &x, &err)
+	var p *PanicError
+	defer in.emitUnwound(&stage, &x, &err, &p)
+	defer component.RecoverAt(&stage, keying, &p)
 	e, g, rerr := in.route(x) // user code (AggregateID): outside the lock
 	if rerr != nil {
 		stage = settled
@@ -380,16 +382,14 @@ func (in *intake[T]) emitUnrouted(x T, err error) {
 // route's user code fails x alone and Emit returns nil; runtime.Goexit
 // there or in Observer.Admitted undoes Emit's count and budget unit, since
 // x was not admitted, and a stop must not wait for it.
-func (in *intake[T]) emitUnwound(stage *intakeStage, x *T, err *error) {
-	switch *stage {
-	case settled:
+func (in *intake[T]) emitUnwound(stage *intakeStage, x *T, err *error, p **PanicError) {
+	switch {
+	case *stage == settled:
 		return
-	case keying:
-		if v := recover(); v != nil {
-			*err = nil
-			in.emitUnrouted(*x, in.keyPanicked(v))
-			return
-		}
+	case *p != nil:
+		*err = nil
+		in.emitUnrouted(*x, in.keyPanicked(*p))
+		return
 	}
 	in.f.emitting.Add(-1)
 	in.f.budget.release(1)

@@ -1,15 +1,13 @@
 package dispatch
 
 import (
-	"github.com/aggflow/aggflow/component"
-
 	"context"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
-	"github.com/aggflow/aggflow/internal/safelog"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
@@ -55,7 +53,7 @@ func newConfig[T any](opts []Option[T]) config[T] {
 			opt(&c)
 		}
 	}
-	c.logger = safelog.Guard(c.logger)
+	c.logger = component.GuardLogger(c.logger)
 	return c
 }
 
