@@ -138,6 +138,6 @@ func waitSlot[T any](ctx context.Context, slots chan struct{}, v T, w *waiter) e
 // runCaught subscribes f, turning a panic that escaped it into *PanicError so
 // that a goroutine of ours never dies of it.
 func runCaught[T any](f Flux[T], ctx context.Context, emit func(T) error) (err error) {
-	defer catch(&err)
+	defer component.Catch(&err)
 	return f.run(ctx, emit)
 }

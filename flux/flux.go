@@ -144,10 +144,6 @@ func isGoexit(err error) bool {
 	return ok && p.Value == component.ErrGoexit
 }
 
-// catch turns a panic into *PanicError in *err; use as `defer catch(&err)`
-// (it is the deferred function itself, so its recover applies).
-var catch = component.Catch
-
 // errUnwound is set in an error variable before user code runs, for the
 // deferred call after it: still there, the code did not return (a
 // runtime.Goexit), and unwound puts goexitError in its place. So the stack
@@ -163,35 +159,35 @@ func unwound(err error, op string) error {
 }
 
 func call0(fn func()) (err error) {
-	defer catch(&err)
+	defer component.Catch(&err)
 	fn()
 	return nil
 }
 
 func callV[A any](fn func(A), a A) (err error) {
-	defer catch(&err)
+	defer component.Catch(&err)
 	fn(a)
 	return nil
 }
 
 func callR[R any](fn func() R) (r R, err error) {
-	defer catch(&err)
+	defer component.Catch(&err)
 	return fn(), nil
 }
 
 func call1[A, R any](fn func(A) R, a A) (r R, err error) {
-	defer catch(&err)
+	defer component.Catch(&err)
 	return fn(a), nil
 }
 
 func call2[A, B, R any](fn func(A, B) R, a A, b B) (r R, err error) {
-	defer catch(&err)
+	defer component.Catch(&err)
 	return fn(a, b), nil
 }
 
 // callErr calls a user function that returns an error, recovering its panic.
 func callErr[A any](fn func(A) error, a A) (err error) {
-	defer catch(&err)
+	defer component.Catch(&err)
 	return fn(a)
 }
 
@@ -216,7 +212,7 @@ func (f Flux[T]) observe(ctx context.Context, emit func(T) error) (Signal, error
 }
 
 func call2Err[A, B any](fn func(A, B) error, a A, b B) (err error) {
-	defer catch(&err)
+	defer component.Catch(&err)
 	return fn(a, b)
 }
 
