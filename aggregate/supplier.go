@@ -9,16 +9,14 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/aggflow/aggflow/internal/lifecycle"
-	"github.com/aggflow/aggflow/internal/panics"
-	"github.com/aggflow/aggflow/internal/safelog"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
 // PanicError is a recovered panic of a SchedulerFactory or of a scheduler's
-// disposal: schedulers.PanicError, with the panic value (Value) and the
+// disposal (component.PanicError), with the panic value (Value) and the
 // stack (Stack).
-type PanicError = panics.Error
+type PanicError = component.PanicError
 
 // SchedulerSupplier is what a borrower of a supplier needs: one scheduler per
 // named aggregate. Whoever constructs a Supplier owns it and stops it;
@@ -94,7 +92,7 @@ func WithLogger(l *slog.Logger) Option {
 // or a scheduler's disposal runs; a panic in either is recovered and
 // reported as a *PanicError.
 type Supplier struct {
-	life lifecycle.Core
+	life component.Lifecycle
 	options
 	cache atomic.Pointer[cache]
 
@@ -141,7 +139,7 @@ func NewSchedulerSupplier(name string, opts ...Option) (*Supplier, error) {
 	if o.parallelism < 1 {
 		return nil, fmt.Errorf("%w: supplier %q got %d", ErrInvalidParallelism, name, o.parallelism)
 	}
-	o.logger = safelog.Guard(cmp.Or(o.logger, slog.Default()))
+	o.logger = component.GuardLogger(cmp.Or(o.logger, slog.Default()))
 	if o.factory == nil {
 		logger := o.logger
 		o.factory = func(name string, parallelism int) (schedulers.Scheduler, error) {
@@ -149,7 +147,8 @@ func NewSchedulerSupplier(name string, opts ...Option) (*Supplier, error) {
 		}
 	}
 	s := &Supplier{options: o, flights: map[MaterializedNamedAggregate]*flight{}, closing: make(chan struct{})}
-	s.life.Init("supplier", name, lifecycle.Running, ErrStopped, s.finish)
+	s.life.Init("supplier", name, ErrStopped, s.finish)
+	s.life.Advance(component.StateNew, component.StateRunning) // a supplier serves from construction
 	s.cache.Store(&cache{})
 	return s, nil
 }
@@ -211,7 +210,7 @@ func (s *Supplier) GetOrInitialize(named NamedAggregate) (schedulers.Scheduler, 
 		}
 	}
 	// The hold keeps Done open while the factory runs.
-	if err := s.life.Enter("create a scheduler", lifecycle.Running); err != nil {
+	if err := s.life.Enter("create a scheduler", component.StateRunning); err != nil {
 		s.mu.Unlock()
 		return nil, err
 	}
@@ -234,11 +233,7 @@ func (s *Supplier) GetOrInitialize(named NamedAggregate) (schedulers.Scheduler, 
 		s.mu.Unlock()
 		// Not in the snapshot: dispose it here, and let Done wait for it.
 		s.disposeNow(entry{schedName, sch})
-		s.life.Hold() // cannot fail: this call holds one
-		go func() {
-			defer s.life.Release()
-			s.await([]entry{{schedName, sch}})
-		}()
+		s.life.Go("disposal", func() error { s.await([]entry{{schedName, sch}}); return nil }) // cannot fail: this call holds
 		f.err = s.refuse()
 		return nil, f.err
 	default:
@@ -318,12 +313,11 @@ func (s *Supplier) close() []entry {
 		s.snapshot = s.created
 		s.created = nil
 		s.cache.Store(&cache{})
-		s.life.Hold() // cannot fail: the supplier is not stopped yet, or the caller holds
-		go func() {
-			defer s.life.Release()
+		s.life.Go("disposal", func() error { // cannot fail: the supplier is not stopped yet, or the caller holds
 			s.await(s.snapshot)
 			s.life.Stop()
-		}()
+			return nil
+		})
 	}
 	return s.snapshot
 }
@@ -374,11 +368,4 @@ func (s *Supplier) finish() {
 
 // guard returns f's error, or f's panic as a *PanicError: user code never
 // kills the goroutine that calls it, nor leaves the supplier's lock held.
-func guard(f func() error) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = panics.New(v)
-		}
-	}()
-	return f()
-}
+func guard(f func() error) error { return component.Call(f, nil) }

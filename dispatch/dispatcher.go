@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
-	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
 // PanicError is a handler's (or group key function's) recovered panic: the
 // panic value and the stack. It is the same type as schedulers.PanicError
-// and flux.PanicError.
-type PanicError = panics.Error
+// and flux.PanicError: component.PanicError.
+type PanicError = component.PanicError
 
 // Source is where a dispatcher pulls its exchanges from: a flux.Flux[T]
 // (flux.FromObservable makes one of an rxgo Observable), or any type with
@@ -215,8 +215,8 @@ func naming(kind, name string, err error) error {
 // cancellation) reach the source and the handlers. No lock is held while a
 // supplier works, so a stop meanwhile returns at once and Prepare then
 // returns an error wrapping ErrStopped. It may be called once, from
-// StateNew, else ErrIllegalState; a supplier's error is returned and the
-// dispatcher stays in StateNew. Wow: AggregateDispatcher.prepare.
+// component.StateNew, else ErrIllegalState; a supplier's error is returned and the
+// dispatcher stays in component.StateNew. Wow: AggregateDispatcher.prepare.
 func (d *Dispatcher[T]) Prepare(ctx context.Context) error {
 	return d.prepare(ctx, func() (schedulers.Scheduler, error) {
 		e := d.engines[0]
@@ -246,4 +246,12 @@ func (d *Dispatcher[T]) Prepare(ctx context.Context) error {
 // Only handlers that ignore their cancelled ctx for another WithStopTimeout
 // after the force make it return before, with an error wrapping
 // ErrShutdownTimeout that says how many are in flight.
-func (d *Dispatcher[T]) Run(ctx context.Context) error { return run(ctx, d, d.timeout) }
+func (d *Dispatcher[T]) Run(ctx context.Context) error {
+	return component.Run(ctx, d, d.timeout, d.inFlight)
+}
+
+// inFlight says, for Run's error after a force that handlers outlived, how
+// many exchanges are still in flight.
+func (in *intake[T]) inFlight() string {
+	return fmt.Sprintf("%d in flight", in.Stats().InFlight)
+}

@@ -2,9 +2,9 @@
 // aggregate) so that the exchanges of one aggregate are handled one at a
 // time, in order, while different aggregates are handled concurrently on
 // their aggregate type's scheduler. It ports the dispatcher layer of the
-// Kotlin framework Wow: AggregateDispatcher (Dispatcher), MainDispatcher,
-// WowRuntime (Runtime), and CompositeEventDispatcher (a Runtime that owns, WithOwned, a
-// scheduler supplier its components borrow). Its engine is native; the flux
+// Kotlin framework Wow: AggregateDispatcher (Dispatcher) and MainDispatcher;
+// WowRuntime and CompositeEventDispatcher (a Runtime that owns, WithOwned, a
+// scheduler supplier its components borrow) are package component's. Its engine is native; the flux
 // chain GroupBy -> PublishOn -> ConcatMap has the same semantics and serves
 // as the reference the engine is tested against.
 //
@@ -85,8 +85,9 @@
 // handlers' context. Every exchange the source emits ends exactly once:
 // Stats().Received == Succeeded + Failed + Discarded + InFlight, InFlight 0
 // after Done. A Runtime runs components as one unit: prepare all, start all,
-// stop in reverse, then what it owns, under one deadline. Components of other
-// modules (the broker bindings) hold the same core as a Lifecycle field.
+// stop in reverse, then what it owns, under one deadline. The core, Component
+// and Runtime are package component's (component.Lifecycle); components of
+// other modules (the broker bindings) hold the same core as a field.
 //
 // # Deviations from Wow
 //

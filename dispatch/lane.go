@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
-	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/internal/queue"
 	"github.com/aggflow/aggflow/schedulers"
 )
@@ -224,25 +224,26 @@ func (e *engine[T]) drainSome(l *lane[T], b *batch) bool {
 		c         call
 		inHandler bool
 		completed bool
+		p         *PanicError
 	)
 	defer func() {
 		if completed || !inHandler {
 			return
 		}
-		v := recover()
-		if v == nil {
+		if p == nil {
 			// Counted after the report, even when the report panics (a log
 			// handler): settle pops the exchange regardless.
 			defer e.f.failed.Add(1)
 			e.failure(c.ctx, it.x, it.admitted, l.group, OutcomePanic, c.start,
-				fmt.Errorf("dispatch: dispatcher %q: handler: %w", e.name, panics.New(schedulers.ErrGoexit)))
+				fmt.Errorf("dispatch: dispatcher %q: handler: %w", e.name, component.NewPanicError(component.ErrGoexit)))
 			return
 		}
 		b.failed++
-		e.failure(c.ctx, it.x, it.admitted, l.group, OutcomePanic, c.start, panics.New(v))
+		e.failure(c.ctx, it.x, it.admitted, l.group, OutcomePanic, c.start, p)
 		l.q.Pop()
 		b.n++
 	}()
+	defer component.RecoverAt(&inHandler, true, &p) // the handler's panic only
 	for b.n < laneBatch && !e.halt.Load() {
 		var ok bool
 		if it, ok = l.q.Peek(); !ok {
@@ -423,7 +424,7 @@ func (e *engine[T]) call(l *lane[T], it *item[T], c *call) (err error, panicked 
 			// (the Results' wait on it panics): a bug of the function, failed
 			// as its panic.
 			c.ctx = l.ctx
-			return panics.New(fmt.Errorf("dispatch: dispatcher %q: WithContextOf returned a nil context", e.name)), true
+			return component.NewPanicError(fmt.Errorf("dispatch: dispatcher %q: WithContextOf returned a nil context", e.name)), true
 		}
 	}
 	if e.timed {
@@ -496,11 +497,13 @@ func (e *engine[T]) aggregateID(x T) (id string, ok bool) {
 	if e.idOf == nil {
 		return "", false
 	}
+	var p error
 	defer func() {
-		if recover() != nil {
+		if p != nil {
 			id, ok = "", false
 		}
 	}()
+	defer component.Catch(&p)
 	return e.idOf(x).ID, true
 }
 

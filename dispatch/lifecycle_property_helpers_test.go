@@ -13,6 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/testkit"
@@ -268,8 +269,8 @@ func lpSource(kind string, gen lpGen, count int, pace time.Duration, release <-c
 // lpTarget is what the lifecycle properties call: Dispatcher,
 // MainDispatcher, Runtime.
 type lpTarget interface {
-	dispatch.Component
-	State() dispatch.State
+	component.Component
+	State() component.State
 	Run(ctx context.Context) error
 }
 
@@ -497,7 +498,7 @@ func (p *lpProbe) emit(w *lpWorld, ctx context.Context, wg *sync.WaitGroup) {
 					p.emitted.Add(1)
 					i++
 				case errors.Is(err, dispatch.ErrStopped):
-					if p.d.State() >= dispatch.StateStopping {
+					if p.d.State() >= component.StateStopping {
 						return
 					}
 				case ctx.Err() != nil:
@@ -518,7 +519,7 @@ func (p *lpProbe) check(w *lpWorld) {
 		w.report("%s: Done not closed", p.name)
 		return
 	}
-	if st := d.State(); st != dispatch.StateStopped {
+	if st := d.State(); st != component.StateStopped {
 		w.report("%s: state %v after Done", p.name, st)
 	}
 	s := d.Stats()
@@ -588,12 +589,12 @@ func lpCall(w *lpWorld, c lpTarget, op lpOp, runFor, limit time.Duration) {
 		w.atOnce(what, func() { _ = c.Start() })
 	case "Quiesce":
 		w.atOnce(what, c.Quiesce)
-		if st := c.State(); st < dispatch.StateStopping {
+		if st := c.State(); st < component.StateStopping {
 			w.report("%s: state %v after it returned", what, st)
 		}
 	case "ForceStop":
 		w.atOnce(what, c.ForceStop)
-		if st := c.State(); st != dispatch.StateStopped {
+		if st := c.State(); st != component.StateStopped {
 			w.report("%s: state %v after it returned", what, st)
 		}
 	case "StopGracefully":
@@ -608,10 +609,10 @@ func lpCall(w *lpWorld, c lpTarget, op lpOp, runFor, limit time.Duration) {
 		if took := time.Since(start); took > bound {
 			w.report("%s within %v took %v", what, op.within, took)
 		}
-		if _, rt := c.(*dispatch.Runtime); err == nil && !rt && !isClosed(c.Done()) {
+		if _, rt := c.(*component.Runtime); err == nil && !rt && !isClosed(c.Done()) {
 			w.report("%s returned nil before Done closed", what)
 		}
-		if st := c.State(); st < dispatch.StateStopping {
+		if st := c.State(); st < component.StateStopping {
 			w.report("%s: state %v after it returned", what, st)
 		}
 	case "Run":
@@ -745,7 +746,7 @@ func lpPlay(t *rapid.T, w *lpWorld, targets []lpTarget, bounds []lpBound, probes
 	}
 	w.wait(fmt.Sprintf("Done of %q after the final ForceStop", root.Name()), root.Done())
 	for _, c := range targets {
-		if st := c.State(); st != dispatch.StateStopped {
+		if st := c.State(); st != component.StateStopped {
 			w.report("%q: state %v once the final ForceStop's Done closed", c.Name(), st)
 		}
 	}

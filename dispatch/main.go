@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
@@ -92,7 +93,7 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 }
 
 // Prepare takes each named aggregate's scheduler from the supplier, in
-// order, holding no lock meanwhile. It may be called once, from StateNew,
+// order, holding no lock meanwhile. It may be called once, from component.StateNew,
 // else ErrIllegalState; a supplier's error is returned. Wow:
 // MainDispatcher.prepare.
 func (m *MainDispatcher[T]) Prepare(ctx context.Context) error {
@@ -109,4 +110,6 @@ func (m *MainDispatcher[T]) Prepare(ctx context.Context) error {
 }
 
 // Run is Dispatcher.Run for a MainDispatcher.
-func (m *MainDispatcher[T]) Run(ctx context.Context) error { return run(ctx, m, m.timeout) }
+func (m *MainDispatcher[T]) Run(ctx context.Context) error {
+	return component.Run(ctx, m, m.timeout, m.inFlight)
+}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
-	"github.com/aggflow/aggflow/internal/safelog"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
@@ -48,14 +48,14 @@ func newConfig[T any](opts []Option[T]) config[T] {
 		maxPending:  DefaultMaxPending,
 		logger:      slog.Default(),
 		failLevel:   DefaultFailureLogLevel,
-		stopTimeout: DefaultShutdownTimeout,
+		stopTimeout: component.DefaultShutdownTimeout,
 	}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&c)
 		}
 	}
-	c.logger = safelog.Guard(c.logger)
+	c.logger = component.GuardLogger(c.logger)
 	return c
 }
 
@@ -226,7 +226,7 @@ func WithFailureLogLevel[T any](level slog.Level) Option[T] {
 }
 
 // WithStopTimeout sets how long Run lets a graceful stop take once its ctx
-// ended, before it forces (default DefaultShutdownTimeout; positive).
+// ended, before it forces (default component.DefaultShutdownTimeout; positive).
 func WithStopTimeout[T any](d time.Duration) Option[T] {
 	return func(c *config[T]) {
 		if d <= 0 {

@@ -1,6 +1,10 @@
 package flux
 
-import "context"
+import (
+	"context"
+
+	"github.com/aggflow/aggflow/component"
+)
 
 // discardKey is the context key of the discard hook for items of type U; one
 // key type per U, so hooks for different item types never collide.
@@ -45,7 +49,6 @@ func discarder[T any](ctx context.Context) func(T, error) {
 		return func(T, error) {}
 	}
 	return func(v T, reason error) {
-		defer func() { _ = recover() }()
-		hook(v, reasonOf(reason))
+		_ = component.Call(func() error { hook(v, reasonOf(reason)); return nil }, nil)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/aggflow/aggflow/component"
 )
 
 // DefaultGroupBuffer is the default capacity of each group's queue in
@@ -265,17 +267,12 @@ func (b *board[T]) run(f Flux[T]) error {
 // called by the router, once. What ends it is recorded by mainDone.
 func (b *board[T]) startDeliverer() {
 	b.exited = make(chan struct{})
-	go func() {
+	component.Go(func() error { b.mainDone(b.deliver()); return nil }, func(err error) {
 		defer close(b.exited)
-		returned := false
-		defer func() {
-			if !returned { // runtime.Goexit in the downstream: record it before dying
-				b.mainDone(goexitError("GroupBy"))
-			}
-		}()
-		b.mainDone(b.deliver())
-		returned = true
-	}()
+		if err != nil { // runtime.Goexit in the downstream: record it before dying
+			b.mainDone(exitedAs("GroupBy", err))
+		}
+	})
 }
 
 // end cancels every open group with reason, or, reason nil, terminates them

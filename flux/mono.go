@@ -3,6 +3,7 @@ package flux
 import (
 	"context"
 	"fmt"
+	"github.com/aggflow/aggflow/component"
 	"sync"
 	"time"
 )
@@ -55,7 +56,7 @@ func MonoFromFunc[T any](fn func() (T, error)) Mono[T] {
 }
 
 func callFunc[T any](fn func() (T, error)) (v T, err error) {
-	defer catch(&err)
+	defer component.Catch(&err)
 	return fn()
 }
 
@@ -114,19 +115,17 @@ func MonoZip[A, B, R any](a Mono[A], b Mono[B], fn func(A, B) R) Mono[R] {
 		var bv B
 		var aok, bok bool
 		done := make(chan struct{})
-		go func() {
+		component.Go(func() error {
+			return runCaught(b.f, ctx, func(v B) error { bv, bok = v, true; return nil })
+		}, func(err error) {
 			defer close(done)
-			err := errUnwound // unless the subscription returns: a runtime.Goexit
-			defer func() {
-				if err = unwound(err, "MonoZip"); err == nil && !bok {
-					err = errZipEmpty
-				}
-				if err != nil {
-					fail(err)
-				}
-			}()
-			err = runCaught(b.f, ctx, func(v B) error { bv, bok = v, true; return nil })
-		}()
+			if err = exitedAs("MonoZip", err); err == nil && !bok {
+				err = errZipEmpty
+			}
+			if err != nil {
+				fail(err)
+			}
+		})
 		err := runCaught(a.f, ctx, func(v A) error { av, aok = v, true; return nil })
 		if err == nil && !aok {
 			err = errZipEmpty

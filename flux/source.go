@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"iter"
 	"sync"
+
+	"github.com/aggflow/aggflow/component"
 )
 
 // Just emits vs in order, then completes. Reactor: Flux.just (FluxArray.java).
@@ -125,7 +127,7 @@ func FromSeq[T any](seq iter.Seq[T]) Flux[T] {
 		return Error[T](invalid("FromSeq", "nil sequence"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) (err error) {
-		defer catch(&err)
+		defer component.Catch(&err)
 		for v := range seq {
 			if err = ctxDone(ctx); err != nil {
 				return err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"iter"
+
+	"github.com/aggflow/aggflow/component"
 )
 
 // Subscribe runs f, calling onNext with each item on the goroutine that
@@ -49,10 +51,8 @@ func (f Flux[T]) All(ctx context.Context) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		ctx, cancel := context.WithCancelCause(ctx)
 		items, acks, res := make(chan T), make(chan struct{}), make(chan error, 1)
-		go func() {
-			err := errUnwound // unless Subscribe returns: a runtime.Goexit in the upstream
-			defer func() { res <- unwound(err, "All") }()
-			err = f.Subscribe(ctx, func(v T) error {
+		component.Go(func() error {
+			return f.Subscribe(ctx, func(v T) error {
 				select {
 				case items <- v:
 				case <-ctx.Done():
@@ -65,7 +65,7 @@ func (f Flux[T]) All(ctx context.Context) iter.Seq2[T, error] {
 					return context.Cause(ctx)
 				}
 			})
-		}()
+		}, func(err error) { res <- exitedAs("All", err) }) // a runtime.Goexit in the upstream included
 		finished := false
 		defer func() {
 			if !finished {

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
-	"github.com/aggflow/aggflow/internal/safelog"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
@@ -128,7 +128,7 @@ func NewDispatcher[T any](name string, named aggregate.NamedAggregate, sched sch
 	if err := c.failure.check(c.actions); err != nil {
 		return nil, fmt.Errorf("%w (partition dispatcher %q)", err, name)
 	}
-	c.logger = safelog.Guard(c.logger) // its tracker-fault lines too, not only the failures'
+	c.logger = component.GuardLogger(c.logger) // its tracker-fault lines too, not only the failures'
 	f := newFailures(name, c.failure, c.actions, idOf, c.logger)
 	if f.wrapped {
 		handler = f.wrap(handler)

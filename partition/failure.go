@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
-	"github.com/aggflow/aggflow/internal/panics"
 )
 
 // FailurePolicy says what becomes of a delivery whose handler failed: it
@@ -344,11 +344,7 @@ func (f *failures[T]) wrap(h dispatch.Handler[Delivery[T]]) dispatch.Handler[Del
 
 // call calls h, recovering a panic into a *dispatch.PanicError.
 func call[T any](h dispatch.Handler[Delivery[T]], ctx context.Context, d Delivery[T]) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = panics.New(v)
-		}
-	}()
+	defer component.Catch(&err)
 	return h(ctx, d)
 }
 
@@ -400,11 +396,7 @@ func (f *failures[T]) deadLetter(ctx context.Context, d Delivery[T], err error) 
 
 // publish calls the binding's publisher, recovering its panic.
 func publish(pub func(context.Context, Letter) error, ctx context.Context, l Letter) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = panics.New(v)
-		}
-	}()
+	defer component.Catch(&err)
 	return pub(ctx, l)
 }
 
@@ -445,11 +437,13 @@ func (f *failures[T]) ended(ctx context.Context, r *dispatch.Result[Delivery[T]]
 
 // id returns the delivery's aggregate id, "" if the id function panics.
 func (f *failures[T]) id(d Delivery[T]) (id string) {
+	var p error
 	defer func() {
-		if recover() != nil {
+		if p != nil {
 			id = ""
 		}
 	}()
+	defer component.Catch(&p)
 	return f.idOf(d.Exchange)
 }
 
@@ -490,7 +484,7 @@ func (f *failures[T]) log(ctx context.Context, level slog.Level, kind int, d Del
 	if folded > 0 {
 		all = append(all, slog.Int("folded", folded))
 	}
-	if pe := (*panics.Error)(nil); errors.As(err, &pe) {
+	if pe := (*component.PanicError)(nil); errors.As(err, &pe) {
 		all = append(all, slog.String("stack", string(pe.Stack)))
 	}
 	f.logger.LogAttrs(ctx, level, msg, all...)

@@ -1,6 +1,10 @@
 package schedulers
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/aggflow/aggflow/component"
+)
 
 var (
 	// ErrRejected is returned by Schedule, NewWorker and Worker.Schedule once
@@ -22,8 +26,9 @@ var (
 	// ErrGoexit is the Value of the *PanicError reported to the panic hook
 	// when a task calls runtime.Goexit (t.FailNow in a test, for instance).
 	// The goroutine cannot survive that; another takes its place and the
-	// worker's next tasks still run, in order.
-	ErrGoexit = errors.New("schedulers: task called runtime.Goexit")
+	// worker's next tasks still run, in order. It is component.ErrGoexit,
+	// which every layer reports a Goexit with.
+	ErrGoexit = component.ErrGoexit
 	// ErrDisposed is the cause (context.Cause) of the cancellation of the
 	// task context by Dispose.
 	ErrDisposed = errors.New("schedulers: disposed")

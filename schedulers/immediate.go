@@ -5,8 +5,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 
-	"github.com/aggflow/aggflow/internal/panics"
-	"github.com/aggflow/aggflow/internal/safelog"
+	"github.com/aggflow/aggflow/component"
 )
 
 // Immediate returns the scheduler that runs each task on the caller's
@@ -39,12 +38,10 @@ func (immediate) Schedule(task Task) error {
 }
 
 func runLogged(task Task) {
-	defer func() {
-		if v := recover(); v != nil {
-			logPanic(safelog.Guard(slog.Default()), "immediate", panics.New(v))
-		}
-	}()
-	task(context.Background())
+	err := component.Call(func() error { task(context.Background()); return nil }, nil)
+	if p, ok := err.(*PanicError); ok {
+		logPanic(component.GuardLogger(slog.Default()), "immediate", p)
+	}
 }
 
 func (immediate) NewWorker() (Worker, error) { return &immediateWorker{}, nil }

@@ -11,8 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aggflow/aggflow/internal/panics"
-	"github.com/aggflow/aggflow/internal/safelog"
+	"github.com/aggflow/aggflow/component"
 )
 
 // batchSize bounds how many tasks of one worker a goroutine runs before the
@@ -150,7 +149,7 @@ func buildOptions(opts []Option) (options, error) {
 	if o.logger == nil {
 		o.logger = slog.Default()
 	}
-	o.logger = safelog.Guard(o.logger)
+	o.logger = component.GuardLogger(o.logger)
 	if o.ttlSet && o.ttl <= 0 {
 		return o, fmt.Errorf("%w: WithTTL(%v): the TTL must be positive", ErrInvalidOption, o.ttl)
 	}
@@ -566,9 +565,9 @@ func (s *engine) run(ctx context.Context, t Task) {
 // recover cannot stop), to the panic hook.
 func (s *engine) settle(returned *bool) {
 	if v := recover(); v != nil {
-		s.opts.onPanic(panics.New(v))
+		s.opts.onPanic(component.NewPanicError(v))
 	} else if !*returned {
-		s.opts.onPanic(panics.New(ErrGoexit))
+		s.opts.onPanic(component.NewPanicError(ErrGoexit))
 	}
 }
 

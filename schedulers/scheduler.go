@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/component"
 )
 
 // Task is a unit of work run by a Scheduler or a Worker. ctx is cancelled, with
@@ -88,13 +88,10 @@ type Worker interface {
 	Dispose()
 }
 
-// PanicError is a task's recovered panic, a struct with the fields Value
-// any (the value given to panic) and Stack []byte (the stack of the task's
-// goroutine at the panic). Its Error is "panic: " and the value; its Unwrap
-// returns the value when it is an error, so errors.Is sees through
-// panic(err). It is the same type in every aggflow package (flux, dispatch,
-// aggregate), so one errors.As target matches a panic from any layer.
-type PanicError = panics.Error
+// PanicError is a task's recovered panic: the panic value and the stack of
+// the task's goroutine (component.PanicError). It is the same type in every
+// aggflow package, so one errors.As target matches a panic from any layer.
+type PanicError = component.PanicError
 
 // DefaultPoolSize is the default number of goroutines of a parallel scheduler:
 // runtime.GOMAXPROCS(0) at start-up, or the environment variable

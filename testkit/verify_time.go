@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing/synctest"
 	"time"
+
+	"github.com/aggflow/aggflow/component"
 )
 
 // The time steps wait on the clock of the goroutine running the script:
@@ -66,8 +68,7 @@ func (r *run[T]) sleep(d time.Duration) error {
 // of the Flux due at the same instant as the script's) has happened. Outside
 // a bubble synctest.Wait panics, and this does nothing.
 func settleBubble() {
-	defer func() { _ = recover() }()
-	synctest.Wait()
+	_ = component.Call(func() error { synctest.Wait(); return nil }, nil)
 }
 
 // await runs ThenAwait: the items of the wait are taken at once, up to
