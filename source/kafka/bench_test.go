@@ -20,8 +20,8 @@ import (
 // in this process and report ns per record, from the consumer's start to
 // the last record handled (the group join included, the stop not).
 // aggflow runs each partition's keys concurrently, in order per key; the
-// baseline is the plain franz-go loop: poll, handle each record in turn,
-// autocommit. The broker runs in the process, so allocations include its.
+// baseline is the plain franz-go loop (benchBare): poll, handle each
+// record in turn, commit after each poll. The broker runs in the process, so allocations include its.
 const benchKeys = 1000
 
 var benchTopics atomic.Int64
@@ -65,42 +65,15 @@ func benchAggflow(b *testing.B, partitions int32, sched schedulers.Scheduler, gr
 			return nil
 		}, kafka.WithLogger[event](quiet), kafka.WithGroups[event](groups))
 	require.NoError(b, err)
-	b.ReportAllocs()
-	b.ResetTimer()
+	m := startCost(b)
 	require.NoError(b, k.Prepare(context.Background()))
 	require.NoError(b, k.Start())
 	<-all
-	b.StopTimer()
+	m.stop(b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(b, k.StopGracefully(ctx))
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 	b.ReportMetric(float64(k.Stats().Pauses), "pauses")
-}
-
-// benchPlain consumes with the plain franz-go loop.
-func benchPlain(b *testing.B, partitions int32, work func(context.Context)) {
-	c, topic := benchCluster(b, partitions, b.N)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.ConsumerGroup(topic), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(250*time.Millisecond))
-	require.NoError(b, err)
-	ctx := context.Background()
-	handled := 0
-	b.ReportAllocs()
-	b.ResetTimer()
-	for handled < b.N {
-		fs := cl.PollFetches(ctx)
-		require.NoError(b, fs.Err0())
-		fs.EachRecord(func(r *kgo.Record) {
-			if _, err := codec.Decode(r.Key, r.Value); err == nil {
-				work(ctx)
-			}
-			handled++
-		})
-	}
-	b.StopTimer()
-	cl.Close()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
 
 func boundedElastic(b *testing.B, n int) schedulers.Scheduler {
@@ -126,7 +99,7 @@ func BenchmarkKafka(b *testing.B) {
 	b.Run("io-1ms/1-partition/aggflow", func(b *testing.B) {
 		benchAggflow(b, 1, boundedElastic(b, benchKeys), benchKeys, ioHandler)
 	})
-	b.Run("io-1ms/1-partition/plain-loop", func(b *testing.B) { benchPlain(b, 1, ioHandler) })
+	b.Run("io-1ms/1-partition/plain-loop", func(b *testing.B) { benchBare(b, 1, ioHandler) })
 	b.Run("noop/8-partitions/aggflow", func(b *testing.B) { benchAggflow(b, 8, parallel(b), 64, noopHandler) })
-	b.Run("noop/8-partitions/plain-loop", func(b *testing.B) { benchPlain(b, 8, noopHandler) })
+	b.Run("noop/8-partitions/plain-loop", func(b *testing.B) { benchBare(b, 8, noopHandler) })
 }

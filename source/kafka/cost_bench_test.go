@@ -1,0 +1,105 @@
+package kafka_test
+
+import (
+	"context"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// BenchmarkBindingCost is the Consumer's own cost beside a bare franz-go
+// loop, in one run, on the same kfake cluster (in this process), over a
+// preloaded backlog of b.N records of 1,000 keys on 8 partitions: with a
+// no-op handler and with a handler that spins 1 µs. The bare loop polls,
+// decodes and handles each record in turn on the polling goroutine and
+// commits what it polled after each poll (autocommit off); the Consumer
+// runs on a parallel scheduler of one goroutine per CPU with 64 groups per
+// partition. Each reports ns/record (wall, from the client's start to the
+// last record handled), cpu-ns/record (the process's user and system time,
+// the broker's included), allocs/record (the broker's included) and
+// records/s; compare a binding's figures with its bare loop's of the same
+// run (ratios), not across runs.
+//
+//	go -C source/kafka test -run '^$' -bench BindingCost -benchtime 400000x -count 3 .
+func BenchmarkBindingCost(b *testing.B) {
+	for _, h := range []struct {
+		name string
+		work func(context.Context)
+	}{{"noop", noopHandler}, {"spin-1us", spinHandler}} {
+		b.Run(h.name+"/bare", func(b *testing.B) { benchBare(b, 8, h.work) })
+		b.Run(h.name+"/binding", func(b *testing.B) { benchAggflow(b, 8, parallel(b), 64, h.work) })
+	}
+}
+
+// spinHandler is a handler busy for 1 µs: CPU work, not a sleep, whose
+// timer would cost more than the microsecond it stands for.
+func spinHandler(context.Context) {
+	for t := time.Now(); time.Since(t) < time.Microsecond; {
+	}
+}
+
+// benchBare is the bare client loop: poll, decode and handle in turn,
+// commit the polled offsets synchronously after each poll.
+func benchBare(b *testing.B, partitions int32, work func(context.Context)) {
+	c, topic := benchCluster(b, partitions, b.N)
+	ctx := context.Background()
+	m := startCost(b)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.ConsumerGroup(topic), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(250*time.Millisecond),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
+	require.NoError(b, err)
+	defer cl.Close()
+	for handled := 0; handled < b.N; {
+		fs := cl.PollFetches(ctx)
+		require.NoError(b, fs.Err0())
+		fs.EachRecord(func(r *kgo.Record) {
+			if _, err := codec.Decode(r.Key, r.Value); err == nil {
+				work(ctx)
+			}
+			handled++
+		})
+		require.NoError(b, cl.CommitUncommittedOffsets(ctx))
+		cl.AllowRebalance()
+	}
+	m.stop(b)
+}
+
+// cost measures a benchmark's records: wall and CPU time, allocations.
+type cost struct {
+	cpu     time.Duration
+	mallocs uint64
+}
+
+// startCost resets b's timer and starts measuring.
+func startCost(b *testing.B) cost {
+	b.Helper()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ResetTimer()
+	return cost{cpu: cpuTime(b), mallocs: ms.Mallocs}
+}
+
+// stop stops b's timer and reports per record of b.N.
+func (c cost) stop(b *testing.B) {
+	b.Helper()
+	b.StopTimer()
+	cpu := cpuTime(b) - c.cpu
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	n := float64(b.N)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/record")
+	b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/record")
+	b.ReportMetric(float64(ms.Mallocs-c.mallocs)/n, "allocs/record")
+	b.ReportMetric(n/b.Elapsed().Seconds(), "records/s")
+}
+
+// cpuTime is the process's user and system time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
