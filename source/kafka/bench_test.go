@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/aggflow/aggflow/internal/benchcost"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
 	"github.com/aggflow/aggflow/source/kafka"
@@ -65,11 +66,11 @@ func benchAggflow(b *testing.B, partitions int32, sched schedulers.Scheduler, gr
 			return nil
 		}, kafka.WithLogger[event](quiet), kafka.WithGroups[event](groups))
 	require.NoError(b, err)
-	m := startCost(b)
+	m := benchcost.Start(b)
 	require.NoError(b, k.Prepare(context.Background()))
 	require.NoError(b, k.Start())
 	<-all
-	m.stop(b)
+	m.Stop(b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(b, k.StopGracefully(ctx))

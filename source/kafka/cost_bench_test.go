@@ -2,13 +2,13 @@ package kafka_test
 
 import (
 	"context"
-	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aggflow/aggflow/internal/benchcost"
 )
 
 // BenchmarkBindingCost is the Consumer's own cost beside a bare franz-go
@@ -35,19 +35,15 @@ func BenchmarkBindingCost(b *testing.B) {
 	}
 }
 
-// spinHandler is a handler busy for 1 µs: CPU work, not a sleep, whose
-// timer would cost more than the microsecond it stands for.
-func spinHandler(context.Context) {
-	for t := time.Now(); time.Since(t) < time.Microsecond; {
-	}
-}
+// spinHandler is a handler busy for 1 µs.
+func spinHandler(context.Context) { benchcost.Spin(time.Microsecond) }
 
 // benchBare is the bare client loop: poll, decode and handle in turn,
 // commit the polled offsets synchronously after each poll.
 func benchBare(b *testing.B, partitions int32, work func(context.Context)) {
 	c, topic := benchCluster(b, partitions, b.N)
 	ctx := context.Background()
-	m := startCost(b)
+	m := benchcost.Start(b)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.ConsumerGroup(topic), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(250*time.Millisecond),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
@@ -65,41 +61,5 @@ func benchBare(b *testing.B, partitions int32, work func(context.Context)) {
 		require.NoError(b, cl.CommitUncommittedOffsets(ctx))
 		cl.AllowRebalance()
 	}
-	m.stop(b)
-}
-
-// cost measures a benchmark's records: wall and CPU time, allocations.
-type cost struct {
-	cpu     time.Duration
-	mallocs uint64
-}
-
-// startCost resets b's timer and starts measuring.
-func startCost(b *testing.B) cost {
-	b.Helper()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	b.ResetTimer()
-	return cost{cpu: cpuTime(b), mallocs: ms.Mallocs}
-}
-
-// stop stops b's timer and reports per record of b.N.
-func (c cost) stop(b *testing.B) {
-	b.Helper()
-	b.StopTimer()
-	cpu := cpuTime(b) - c.cpu
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	n := float64(b.N)
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/record")
-	b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/record")
-	b.ReportMetric(float64(ms.Mallocs-c.mallocs)/n, "allocs/record")
-	b.ReportMetric(n/b.Elapsed().Seconds(), "records/s")
-}
-
-// cpuTime is the process's user and system time so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	m.Stop(b)
 }
