@@ -75,6 +75,7 @@ func benchAggflow(b *testing.B, partitions int32, sched schedulers.Scheduler, gr
 	defer cancel()
 	require.NoError(b, k.StopGracefully(ctx))
 	b.ReportMetric(float64(k.Stats().Pauses), "pauses")
+	b.ReportMetric(float64(k.Stats().Commits)/float64(b.N), "commits/record")
 }
 
 func boundedElastic(b *testing.B, n int) schedulers.Scheduler {
