@@ -55,6 +55,7 @@ func noopHandler(context.Context) {}
 func benchAggflow(b *testing.B, partitions int32, sched schedulers.Scheduler, groups int, work func(context.Context)) {
 	c, topic := benchCluster(b, partitions, b.N)
 	var handled atomic.Int64
+	var fetched fetchCounter
 	all := make(chan struct{})
 	n := int64(b.N)
 	k, err := kafka.NewConsumer("bench", kafka.Subscription{Brokers: c.Addrs(), Group: topic, Topic: topic}, accounts, sched, codec,
@@ -64,7 +65,7 @@ func benchAggflow(b *testing.B, partitions int32, sched schedulers.Scheduler, gr
 				close(all)
 			}
 			return nil
-		}, kafka.WithLogger[event](quiet), kafka.WithGroups[event](groups))
+		}, kafka.WithLogger[event](quiet), kafka.WithGroups[event](groups), kafka.WithClientOptions[event](kgo.WithHooks(&fetched)))
 	require.NoError(b, err)
 	m := benchcost.Start(b)
 	require.NoError(b, k.Prepare(context.Background()))
@@ -76,6 +77,7 @@ func benchAggflow(b *testing.B, partitions int32, sched schedulers.Scheduler, gr
 	require.NoError(b, k.StopGracefully(ctx))
 	b.ReportMetric(float64(k.Stats().Pauses), "pauses")
 	b.ReportMetric(float64(k.Stats().Commits)/float64(b.N), "commits/record")
+	fetched.report(b)
 }
 
 func boundedElastic(b *testing.B, n int) schedulers.Scheduler {

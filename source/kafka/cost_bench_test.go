@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,6 +36,20 @@ func BenchmarkBindingCost(b *testing.B) {
 	}
 }
 
+// fetchCounter counts the records the client read from fetch responses:
+// more than were handled when records are fetched again (a paused
+// partition's buffered fetch is dropped by the client).
+type fetchCounter struct{ n atomic.Int64 }
+
+func (f *fetchCounter) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	f.n.Add(int64(m.NumRecords))
+}
+
+// report reports the records fetched per record handled.
+func (f *fetchCounter) report(b *testing.B) {
+	b.ReportMetric(float64(f.n.Load())/float64(b.N), "fetched/record")
+}
+
 // spinHandler is a handler busy for 1 µs.
 func spinHandler(context.Context) { benchcost.Spin(time.Microsecond) }
 
@@ -43,10 +58,12 @@ func spinHandler(context.Context) { benchcost.Spin(time.Microsecond) }
 func benchBare(b *testing.B, partitions int32, work func(context.Context)) {
 	c, topic := benchCluster(b, partitions, b.N)
 	ctx := context.Background()
+	var fetched fetchCounter
+	defer fetched.report(b)
 	m := benchcost.Start(b)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.ConsumerGroup(topic), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(250*time.Millisecond),
-		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.WithHooks(&fetched))
 	require.NoError(b, err)
 	defer cl.Close()
 	for handled := 0; handled < b.N; {
