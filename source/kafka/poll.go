@@ -98,13 +98,14 @@ func (c *Consumer[T]) deliverAll(ctx context.Context, fs kgo.Fetches) error {
 // it resumes, so a partition fetch of more records than the partition
 // takes before its next pause is read and decoded over and over: 1.4 to 3
 // times each record, with small records, under the default budget
-// (BenchmarkBindingCost). A partition fetch asks for about a sixteenth of the
-// records a partition takes between a pause and the next (half its share
-// of the budget, or of its bound above the prefix), at the mean size on the
-// wire of the records fetched since the last poll (compressed, as the
+// (BenchmarkBindingCost). A partition fetch asks for a sixteenth of the
+// partition's share of the budget or of its bound above the prefix,
+// whichever is less, in records of the mean size on the wire of the records fetched since the last poll (compressed, as the
 // client reads them: 100 bytes until the first fetch), and never more than
 // the client's FetchMaxPartitionBytes (1 MB by default), nor less than
-// 1 KiB. The broker still returns a record batch larger than the ask, whole.
+// 64 KiB (smaller fetches flooded kfake, whose one loop then answered the
+// heartbeats late). The broker still returns a record batch larger than
+// the ask, whole.
 type fetchSizer struct {
 	maxBytes, maxPart, cur int32
 	// Counted by the client's fetch goroutines (a kgo hook), taken by the
@@ -113,8 +114,8 @@ type fetchSizer struct {
 }
 
 const (
-	firstMean    = 100     // bytes per record, before the first fetch
-	minFetchPart = 1 << 10 // the smallest partition fetch asked for
+	firstMean    = 100      // bytes per record, before the first fetch
+	minFetchPart = 64 << 10 // the smallest partition fetch asked for
 )
 
 // OnFetchBatchRead counts a fetched batch (kgo.HookFetchBatchRead).
