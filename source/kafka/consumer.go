@@ -77,7 +77,6 @@ type Consumer[T any] struct {
 	mgr       sync.WaitGroup // the committing goroutine and the forwarders
 	stats     counters
 	kept      keptRecords // with a dead-letter policy: the records not committed past
-	fetches   fetchSizer  // the poll loop's, and the client's hook
 }
 
 // owned is one partition the consumer owns.
@@ -268,7 +267,7 @@ func (c *Consumer[T]) Start() error {
 	// The client joins the group at once: c.mu keeps the rebalance
 	// callbacks, which take it, waiting for c.cl.
 	c.mu.Lock()
-	cl, err := kgo.NewClient(append(c.clientOptions(), kgo.WithHooks(&c.fetches))...)
+	cl, err := kgo.NewClient(c.clientOptions()...)
 	if err != nil {
 		c.mu.Unlock()
 		return fmt.Errorf("%w: consumer %q: client options: %w", ErrInvalidArgument, c.name, err)

@@ -89,13 +89,6 @@
 // partition's pending records stay under min(share, bound) plus one polled
 // batch, its held ones under the bound plus one polled batch.
 //
-// A pause drops the partition's buffered fetch in franz-go, fetched again
-// on resume, so the poll loop asks for partition fetches of about a
-// sixteenth of min(share, bound) records, at the mean wire size of the
-// records fetched (kgo's UpdateFetchMaxBytes after each poll, 64 KiB at
-// least, kgo.FetchMaxPartitionBytes at most): small records were otherwise
-// fetched and decoded up to 3 times each under the default budget.
-//
 // Size the budget by time, not records: a revoked partition drains its
 // share within WithRevokeTimeout only if share × handler time / goroutines
 // fits in it, and a graceful stop drains the whole budget the same way. So

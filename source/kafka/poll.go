@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -17,7 +16,6 @@ import (
 // order, until ctx ends (nil) or a record cannot be delivered (its error).
 // Rebalances wait for each batch to be delivered (BlockRebalanceOnPoll).
 func (c *Consumer[T]) poll(ctx context.Context) error {
-	c.initFetches()
 	for {
 		// A lapsed lease ends the poll (lapsed), so that its partition is
 		// renewed while the rebalances wait.
@@ -35,7 +33,6 @@ func (c *Consumer[T]) poll(ctx context.Context) error {
 			return nil
 		}
 		err := c.deliverAll(ctx, fs)
-		c.sizeFetches()
 		c.renew()
 		c.balance()
 		c.cl.AllowRebalance()
@@ -91,79 +88,6 @@ func (c *Consumer[T]) deliverAll(ctx context.Context, fs kgo.Fetches) error {
 		}
 	}
 	return nil
-}
-
-// fetchSizer sizes the client's fetches to the room of a partition.
-// franz-go drops a paused partition's buffered records, fetched again once
-// it resumes, so a partition fetch of more records than the partition
-// takes before its next pause is read and decoded over and over: 1.4 to 3
-// times each record, with small records, under the default budget
-// (BenchmarkBindingCost). A partition fetch asks for a sixteenth of the
-// partition's share of the budget or of its bound above the prefix,
-// whichever is less, in records of the mean size on the wire of the records fetched since the last poll (compressed, as the
-// client reads them: 100 bytes until the first fetch), and never more than
-// the client's FetchMaxPartitionBytes (1 MB by default), nor less than
-// 64 KiB (smaller fetches flooded kfake, whose one loop then answered the
-// heartbeats late). The broker still returns a record batch larger than
-// the ask, whole.
-type fetchSizer struct {
-	maxBytes, maxPart, cur int32
-	// Counted by the client's fetch goroutines (a kgo hook), taken by the
-	// poll loop.
-	wire, records atomic.Int64
-}
-
-const (
-	firstMean    = 100      // bytes per record, before the first fetch
-	minFetchPart = 64 << 10 // the smallest partition fetch asked for
-)
-
-// OnFetchBatchRead counts a fetched batch (kgo.HookFetchBatchRead).
-func (f *fetchSizer) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
-	f.wire.Add(int64(m.CompressedBytes))
-	f.records.Add(int64(m.NumRecords))
-}
-
-// initFetches sizes the first fetches: one partition owned, records of
-// firstMean bytes.
-func (c *Consumer[T]) initFetches() {
-	f := &c.fetches
-	f.maxBytes, _ = c.cl.OptValue(kgo.FetchMaxBytes).(int32)
-	f.maxPart, _ = c.cl.OptValue(kgo.FetchMaxPartitionBytes).(int32)
-	f.cur = f.maxPart
-	c.resize(1, firstMean)
-}
-
-// sizeFetches sizes the next fetches from the records fetched since the
-// last call. A few atomic operations and a lock, per poll.
-func (c *Consumer[T]) sizeFetches() {
-	f := &c.fetches
-	n, wire := f.records.Swap(0), f.wire.Swap(0)
-	c.mu.Lock()
-	owned := len(c.owned)
-	c.mu.Unlock()
-	if n > 0 && owned > 0 {
-		c.resize(owned, max(int(wire/n), 1))
-	}
-}
-
-// resize asks for partition fetches of a sixteenth of a partition's room in
-// records of mean bytes, when that is a quarter off the current ask.
-func (c *Consumer[T]) resize(owned, mean int) {
-	f := &c.fetches
-	if f.maxPart <= 0 {
-		return
-	}
-	records := max(min(c.cfg.maxPending/owned, c.cfg.maxHeld)/16, 1)
-	want := int64(records) * int64(mean)
-	if c.cfg.maxHeldBytes > 0 {
-		want = min(want, c.cfg.maxHeldBytes/8)
-	}
-	part := int32(min(max(want, minFetchPart), int64(f.maxPart)))
-	if part < f.cur-f.cur/4 || part > f.cur+f.cur/4 {
-		f.cur = part
-		c.cl.UpdateFetchMaxBytes(f.maxBytes, part)
-	}
 }
 
 func (c *Consumer[T]) lookup(p int32) *owned[T] {
