@@ -51,8 +51,9 @@ func ioHandler(context.Context)   { time.Sleep(time.Millisecond) } // one millis
 func noopHandler(context.Context) {}
 
 // benchAggflow consumes with a Consumer on sched, groups groups per
-// partition.
-func benchAggflow(b *testing.B, partitions int32, sched schedulers.Scheduler, groups int, work func(context.Context)) {
+// partition, and opts.
+func benchAggflow(b *testing.B, partitions int32, sched schedulers.Scheduler, groups int, work func(context.Context),
+	opts ...kafka.Option[event]) {
 	c, topic := benchCluster(b, partitions, b.N)
 	var handled atomic.Int64
 	var fetched fetchCounter
@@ -65,7 +66,8 @@ func benchAggflow(b *testing.B, partitions int32, sched schedulers.Scheduler, gr
 				close(all)
 			}
 			return nil
-		}, kafka.WithLogger[event](quiet), kafka.WithGroups[event](groups), kafka.WithClientOptions[event](kgo.WithHooks(&fetched)))
+		}, append([]kafka.Option[event]{kafka.WithLogger[event](quiet), kafka.WithGroups[event](groups),
+			kafka.WithClientOptions[event](kgo.WithHooks(&fetched))}, opts...)...)
 	require.NoError(b, err)
 	m := benchcost.Start(b)
 	require.NoError(b, k.Prepare(context.Background()))

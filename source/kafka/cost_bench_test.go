@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aggflow/aggflow/internal/benchcost"
+	"github.com/aggflow/aggflow/source/kafka"
 )
 
 // BenchmarkBindingCost is the Consumer's own cost beside a bare franz-go
@@ -19,7 +20,9 @@ import (
 // decodes and handles each record in turn on the polling goroutine and
 // commits what it polled after each poll (autocommit off); the Consumer
 // runs on a parallel scheduler of one goroutine per CPU with 64 groups per
-// partition. Each reports ns/record (wall, from the client's start to the
+// partition, and again with partition fetches of 64 KiB (a pause drops the
+// partition's buffered fetch, fetched again on resume: see fetched/record).
+// Each reports ns/record (wall, from the client's start to the
 // last record handled), cpu-ns/record (the process's user and system time,
 // the broker's included), allocs/record (the broker's included) and
 // records/s; compare a binding's figures with its bare loop's of the same
@@ -33,6 +36,10 @@ func BenchmarkBindingCost(b *testing.B) {
 	}{{"noop", noopHandler}, {"spin-1us", spinHandler}} {
 		b.Run(h.name+"/bare", func(b *testing.B) { benchBare(b, 8, h.work) })
 		b.Run(h.name+"/binding", func(b *testing.B) { benchAggflow(b, 8, parallel(b), 64, h.work) })
+		b.Run(h.name+"/binding-fetch-64KiB", func(b *testing.B) {
+			benchAggflow(b, 8, parallel(b), 64, h.work,
+				kafka.WithClientOptions[event](kgo.FetchMaxPartitionBytes(64<<10)))
+		})
 	}
 }
 
