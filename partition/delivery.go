@@ -7,6 +7,9 @@ package partition
 // records); they say nothing across partitions.
 //
 // A Delivery is a small value (the exchange plus 32 bytes); copy it freely.
+// It carries, unexported, its place in its partition's tracker, which the
+// outcome finds it by: compare Deliveries by their fields, not with ==, as
+// one built by hand has none.
 // It is the exchange type of a dispatcher fed by a broker binding, so that
 // the outcome of an exchange carries what the binding acknowledges.
 type Delivery[T any] struct {
