@@ -6,7 +6,10 @@ package partition
 // filtered consumer, a Kafka offset next to transaction markers or compacted
 // records); they say nothing across partitions.
 //
-// A Delivery is a small value (the exchange plus 24 bytes); copy it freely.
+// A Delivery is a small value (the exchange plus 32 bytes); copy it freely.
+// It carries, unexported, its place in its partition's tracker, which the
+// outcome finds it by: compare Deliveries by their fields, not with ==, as
+// one built by hand has none.
 // It is the exchange type of a dispatcher fed by a broker binding, so that
 // the outcome of an exchange carries what the binding acknowledges.
 type Delivery[T any] struct {
@@ -22,6 +25,10 @@ type Delivery[T any] struct {
 	// JetStream's NumDelivered; for Kafka, which keeps no such count, the
 	// binding's own count of re-reads after a reset.
 	Attempt int
+
+	// seq is the position's place in its intake's tracker (0: none), so
+	// that its outcome ends it without a look-up by position.
+	seq uint64
 }
 
 // Redelivered reports whether the broker delivered this record before

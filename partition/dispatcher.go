@@ -197,15 +197,16 @@ func (d *Dispatcher[T]) Assign(ctx context.Context, p int32, from int64) (*Intak
 // settle is the intake's outcome hook: the failure policy says whether
 // the position finished (see FailurePolicy).
 func (in *Intake[T]) settle(ctx context.Context, r dispatch.Result[Delivery[T]]) {
-	var err error
+	to := discarded
 	if in.f.ended(ctx, &r, in.forced.Load()) {
-		err = in.t.Finish(r.Exchange.Position)
+		to = finished
+	}
+	err := in.t.endDirect(r.Exchange.seq, r.Exchange.Position, to)
+	if to == finished {
 		select {
 		case in.advanced <- struct{}{}:
 		default:
 		}
-	} else {
-		err = in.t.Discard(r.Exchange.Position)
 	}
 	if err != nil {
 		in.logger.Error("partition: tracker refused an outcome", slog.Int("partition", int(in.p)),
@@ -234,12 +235,13 @@ func (in *Intake[T]) Deliver(ctx context.Context, x T, pos int64, attempt int) e
 // partition's bound above the prefix (WithMaxHeld) until the prefix passes
 // it.
 func (in *Intake[T]) DeliverSize(ctx context.Context, x T, pos int64, attempt, size int) error {
-	if err := in.t.TrackSize(pos, size); err != nil {
+	seq, err := in.t.trackDirect(pos, size)
+	if err != nil {
 		return fmt.Errorf("partition %d: %w", in.p, err)
 	}
-	err := in.d.Emit(ctx, Delivery[T]{Exchange: x, Partition: in.p, Position: pos, Attempt: attempt})
+	err = in.d.Emit(ctx, Delivery[T]{Exchange: x, Partition: in.p, Position: pos, Attempt: attempt, seq: seq})
 	if err != nil {
-		_ = in.t.Discard(pos) // tracked just above and not admitted: it cannot fail
+		_ = in.t.endDirect(seq, pos, discarded) // tracked just above and not admitted: it cannot fail
 		return fmt.Errorf("partition %d: position %d: %w", in.p, pos, err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/aggflow/aggflow/internal/benchcost"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
 	"github.com/aggflow/aggflow/source/kafka"
@@ -20,8 +21,8 @@ import (
 // in this process and report ns per record, from the consumer's start to
 // the last record handled (the group join included, the stop not).
 // aggflow runs each partition's keys concurrently, in order per key; the
-// baseline is the plain franz-go loop: poll, handle each record in turn,
-// autocommit. The broker runs in the process, so allocations include its.
+// baseline is the plain franz-go loop (benchBare): poll, handle each
+// record in turn, commit after each poll. The broker runs in the process, so allocations include its.
 const benchKeys = 1000
 
 var benchTopics atomic.Int64
@@ -50,10 +51,12 @@ func ioHandler(context.Context)   { time.Sleep(time.Millisecond) } // one millis
 func noopHandler(context.Context) {}
 
 // benchAggflow consumes with a Consumer on sched, groups groups per
-// partition.
-func benchAggflow(b *testing.B, partitions int32, sched schedulers.Scheduler, groups int, work func(context.Context)) {
+// partition, and opts.
+func benchAggflow(b *testing.B, partitions int32, sched schedulers.Scheduler, groups int, work func(context.Context),
+	opts ...kafka.Option[event]) {
 	c, topic := benchCluster(b, partitions, b.N)
 	var handled atomic.Int64
+	var fetched fetchCounter
 	all := make(chan struct{})
 	n := int64(b.N)
 	k, err := kafka.NewConsumer("bench", kafka.Subscription{Brokers: c.Addrs(), Group: topic, Topic: topic}, accounts, sched, codec,
@@ -63,44 +66,20 @@ func benchAggflow(b *testing.B, partitions int32, sched schedulers.Scheduler, gr
 				close(all)
 			}
 			return nil
-		}, kafka.WithLogger[event](quiet), kafka.WithGroups[event](groups))
+		}, append([]kafka.Option[event]{kafka.WithLogger[event](quiet), kafka.WithGroups[event](groups),
+			kafka.WithClientOptions[event](kgo.WithHooks(&fetched))}, opts...)...)
 	require.NoError(b, err)
-	b.ReportAllocs()
-	b.ResetTimer()
+	m := benchcost.Start(b)
 	require.NoError(b, k.Prepare(context.Background()))
 	require.NoError(b, k.Start())
 	<-all
-	b.StopTimer()
+	m.Stop(b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(b, k.StopGracefully(ctx))
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 	b.ReportMetric(float64(k.Stats().Pauses), "pauses")
-}
-
-// benchPlain consumes with the plain franz-go loop.
-func benchPlain(b *testing.B, partitions int32, work func(context.Context)) {
-	c, topic := benchCluster(b, partitions, b.N)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.ConsumerGroup(topic), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(250*time.Millisecond))
-	require.NoError(b, err)
-	ctx := context.Background()
-	handled := 0
-	b.ReportAllocs()
-	b.ResetTimer()
-	for handled < b.N {
-		fs := cl.PollFetches(ctx)
-		require.NoError(b, fs.Err0())
-		fs.EachRecord(func(r *kgo.Record) {
-			if _, err := codec.Decode(r.Key, r.Value); err == nil {
-				work(ctx)
-			}
-			handled++
-		})
-	}
-	b.StopTimer()
-	cl.Close()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(float64(k.Stats().Commits)/float64(b.N), "commits/record")
+	fetched.report(b)
 }
 
 func boundedElastic(b *testing.B, n int) schedulers.Scheduler {
@@ -126,7 +105,7 @@ func BenchmarkKafka(b *testing.B) {
 	b.Run("io-1ms/1-partition/aggflow", func(b *testing.B) {
 		benchAggflow(b, 1, boundedElastic(b, benchKeys), benchKeys, ioHandler)
 	})
-	b.Run("io-1ms/1-partition/plain-loop", func(b *testing.B) { benchPlain(b, 1, ioHandler) })
+	b.Run("io-1ms/1-partition/plain-loop", func(b *testing.B) { benchBare(b, 1, ioHandler) })
 	b.Run("noop/8-partitions/aggflow", func(b *testing.B) { benchAggflow(b, 8, parallel(b), 64, noopHandler) })
-	b.Run("noop/8-partitions/plain-loop", func(b *testing.B) { benchPlain(b, 8, noopHandler) })
+	b.Run("noop/8-partitions/plain-loop", func(b *testing.B) { benchBare(b, 8, noopHandler) })
 }
