@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aggflow/aggflow/dispatch"
-	"github.com/aggflow/aggflow/internal/benchcost"
+	"github.com/aggflow/aggflow/testkit/benchcost"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
 	"github.com/aggflow/aggflow/source/jetstream"

@@ -1,4 +1,5 @@
-// Package benchcost measures what a benchmark's records cost, so that a
+// Package benchcost measures what a benchmark's records cost (wall and CPU
+// time, allocations, rate), so that a
 // broker binding's benchmark and its bare client loop's, run side by side,
 // report figures to compare as ratios.
 package benchcost
