@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aggflow/aggflow/dispatch"
-	"github.com/aggflow/aggflow/testkit/benchcost"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
 	"github.com/aggflow/aggflow/source/jetstream"
+	"github.com/aggflow/aggflow/testkit/benchcost"
 )
 
 // benchKeys is the number of aggregates of the throughput benchmarks.

@@ -10,11 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/aggflow/aggflow/testkit/benchcost"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
 	"github.com/aggflow/aggflow/source/kafka"
 	"github.com/aggflow/aggflow/source/kafka/kafkatest"
+	"github.com/aggflow/aggflow/testkit/benchcost"
 )
 
 // The Kafka benchmarks read b.N records of 1,000 keys from a kfake cluster

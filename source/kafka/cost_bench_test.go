@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/aggflow/aggflow/testkit/benchcost"
 	"github.com/aggflow/aggflow/source/kafka"
+	"github.com/aggflow/aggflow/testkit/benchcost"
 )
 
 // BenchmarkBindingCost is the Consumer's own cost beside a bare franz-go

@@ -1,7 +1,7 @@
 // Package benchcost measures what a benchmark's records cost (wall and CPU
-// time, allocations, rate), so that a
-// broker binding's benchmark and its bare client loop's, run side by side,
-// report figures to compare as ratios.
+// time, allocations, rate), so that a broker binding's benchmark and its
+// bare client loop's, run side by side, report figures to compare as
+// ratios.
 package benchcost
 
 import (
