@@ -85,8 +85,8 @@ func WithLogger(l *slog.Logger) Option {
 // joined disposal errors.
 //
 // Stop the dispatchers that borrow a supplier before the supplier itself: it
-// does not know them and does not wait for them. A dispatch.Runtime does it
-// for the supplier it owns (dispatch.WithOwned).
+// does not know them and does not wait for them. A component.Runtime does it
+// for the supplier it owns (component.WithOwned).
 //
 // All methods are safe for concurrent use. No lock is held while the factory
 // or a scheduler's disposal runs; a panic in either is recovered and

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
@@ -45,7 +46,7 @@ func TestPrepareOnAClosedConnection(t *testing.T) {
 	err := c.Prepare(ctx(t))
 	require.ErrorIs(t, err, jetstream.ErrUnreachable)
 	<-c.Done()
-	require.Equal(t, dispatch.StateStopped, c.State())
+	require.Equal(t, component.StateStopped, c.State())
 }
 
 func TestPrepareWithoutTheStream(t *testing.T) {
@@ -225,10 +226,10 @@ func TestLifecycleStates(t *testing.T) {
 	_, err := c.Revoke(ctx(t), 0)
 	require.ErrorIs(t, err, jetstream.ErrIllegalState, "Revoke before Start")
 	require.NoError(t, c.Start())
-	require.Equal(t, dispatch.StateRunning, c.State())
+	require.Equal(t, component.StateRunning, c.State())
 	require.Equal(t, []int32{0, 1}, c.Owned())
 	require.NoError(t, c.StopGracefully(ctx(t)))
-	require.Equal(t, dispatch.StateStopped, c.State())
+	require.Equal(t, component.StateStopped, c.State())
 	require.ErrorIs(t, c.Start(), jetstream.ErrIllegalState, "no restart")
 	require.ErrorIs(t, c.Start(), dispatch.ErrIllegalState, "the refusals are the lifecycle's too")
 	_, err = c.Revoke(ctx(t), 0)
@@ -243,10 +244,10 @@ func TestLifecycleStates(t *testing.T) {
 	require.NoError(t, forced.Prepare(ctx(t)))
 	require.NoError(t, forced.Start())
 	forced.ForceStop()
-	require.Equal(t, dispatch.StateStopped, forced.State(), "stopped at once, before Done")
+	require.Equal(t, component.StateStopped, forced.State(), "stopped at once, before Done")
 	forced.ForceStop() // idempotent
 	<-forced.Done()
-	require.Equal(t, dispatch.StateStopped, forced.State())
+	require.Equal(t, component.StateStopped, forced.State())
 
 	// A stop while Start runs (here, before it): Start is refused, nothing
 	// was started, and Done closes.

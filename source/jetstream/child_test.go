@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
 	"github.com/aggflow/aggflow/source/jetstream"
@@ -190,7 +190,7 @@ func child() error {
 	if err != nil {
 		return err
 	}
-	r, err := dispatch.NewRuntime("child", []dispatch.Component{c})
+	r, err := component.NewRuntime("child", []component.Component{c})
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
@@ -23,7 +24,7 @@ import (
 // Consumer reads the partitions a process owns from JetStream and hands
 // their exchanges to one named aggregate's handler through a
 // partition.Dispatcher, acknowledging only each partition's finished prefix.
-// It is a dispatch.Component: put it in a dispatch.Runtime, or call Prepare,
+// It is a component.Component: put it in a component.Runtime, or call Prepare,
 // Start and a stop yourself.
 //
 // Each owned partition p is read by a durable pull consumer "<durable>-<p>"
@@ -66,7 +67,7 @@ type Consumer[T any] struct {
 	// life is the state, the first error, the force and Done: its holds are
 	// supervise, each Revoke, handoff and loss, and Prepare and Start while
 	// they run. Its finalizer (end) runs once the last is given back.
-	life dispatch.Lifecycle
+	life component.Lifecycle
 
 	mu     sync.Mutex
 	parts  map[int32]*part[T]
@@ -204,8 +205,8 @@ func gate[T any](handler dispatch.Handler[partition.Delivery[T]]) dispatch.Handl
 	}
 }
 
-// A Consumer is a dispatch.Component: a Runtime prepares, starts and stops it.
-var _ dispatch.Component = (*Consumer[struct{}])(nil)
+// A Consumer is a component.Component: a Runtime prepares, starts and stops it.
+var _ component.Component = (*Consumer[struct{}])(nil)
 
 // validName reports whether s may be (part of) a consumer name.
 func validName(s string) bool { return !strings.ContainsAny(s, ">*. /\\\t\r\n") }
@@ -218,7 +219,7 @@ func (c *Consumer[T]) Name() string { return c.name }
 
 // State returns the lifecycle state: StateStopped from ForceStop on (Done
 // still waits for the goroutines).
-func (c *Consumer[T]) State() dispatch.State { return c.life.State() }
+func (c *Consumer[T]) State() component.State { return c.life.State() }
 
 // Done is closed once the consumer stopped, every owned partition was
 // released (and, after a graceful stop, its prefix acknowledged and
@@ -305,7 +306,7 @@ func (c *Consumer[T]) fail(err error) {
 // StateNew, or while another Prepare runs, ErrIllegalState
 // (dispatch.ErrIllegalState too).
 func (c *Consumer[T]) Prepare(ctx context.Context) error {
-	if err := c.life.Step("prepare", dispatch.StateNew); err != nil {
+	if err := c.life.Step("prepare", component.StateNew); err != nil {
 		return err
 	}
 	defer c.life.Leave()
@@ -317,7 +318,7 @@ func (c *Consumer[T]) Prepare(ctx context.Context) error {
 		c.life.Stop()
 		return err
 	}
-	if !c.life.Advance(dispatch.StateNew, dispatch.StatePrepared) {
+	if !c.life.Advance(component.StateNew, component.StatePrepared) {
 		return c.life.Refuse("prepare") // a stop came first; the end cancels the contexts
 	}
 	return nil
@@ -433,11 +434,11 @@ func sameSet(a, b []string) bool {
 // StatePrepared, or while another Start runs, ErrIllegalState
 // (dispatch.ErrIllegalState too).
 func (c *Consumer[T]) Start() error {
-	if err := c.life.Step("start", dispatch.StatePrepared); err != nil {
+	if err := c.life.Step("start", component.StatePrepared); err != nil {
 		return err
 	}
 	defer c.life.Leave()
-	if !c.life.Advance(dispatch.StatePrepared, dispatch.StateRunning) {
+	if !c.life.Advance(component.StatePrepared, component.StateRunning) {
 		return c.life.Refuse("start") // a stop came first: nothing was started
 	}
 	c.life.Hold() // cannot fail: the Step holds
@@ -531,7 +532,7 @@ func (c *Consumer[T]) Quiesce() {
 		return
 	}
 	c.quitOnce.Do(func() { close(c.quit) })
-	if from < dispatch.StateRunning {
+	if from < component.StateRunning {
 		c.life.Stop() // nothing runs
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
@@ -52,7 +53,7 @@ func TestConsumerHandlesEveryPartitionInOrderAndAcksThePrefix(t *testing.T) {
 	c, err := jetstream.NewConsumer("c", e.sub([]int32{0, 1, 2, 3}), named, newSched(t), keyedCodec, log.handle,
 		jetstream.WithMaxPending[keyed](64))
 	require.NoError(t, err)
-	r, err := dispatch.NewRuntime("rt", []dispatch.Component{c})
+	r, err := component.NewRuntime("rt", []component.Component{c})
 	require.NoError(t, err)
 	require.NoError(t, r.Prepare(ctx(t)))
 	require.NoError(t, r.Start())
@@ -62,7 +63,7 @@ func TestConsumerHandlesEveryPartitionInOrderAndAcksThePrefix(t *testing.T) {
 		t.Fatalf("handled %d of %d", log.n, keys*perKey)
 	}
 	require.NoError(t, r.StopGracefully(ctx(t)))
-	require.Equal(t, dispatch.StateStopped, c.State())
+	require.Equal(t, component.StateStopped, c.State())
 
 	for k := range keys {
 		seqs := log.byKey[keyName(k)]

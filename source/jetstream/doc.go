@@ -138,7 +138,7 @@
 //
 // # Revocation
 //
-// A graceful stop (dispatch.Component's StopGracefully, or Quiesce)
+// A graceful stop (component.Component's StopGracefully, or Quiesce)
 // revokes every owned partition: fetching stops, what was delivered drains
 // until ForceStop, the rest is forced, the settled prefix is acknowledged
 // and the server's confirmation awaited; then a new owner starts right after

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/component"
 )
 
 // assign is the goroutine of the leases: every quarter of the TTL it renews
@@ -312,7 +312,7 @@ func (c *Consumer[T]) openClaimed(p int32, l *lease) (*part[T], error) {
 // confirmed, then its lease deleted, so that the member that claims it next
 // starts right after the prefix.
 func (c *Consumer[T]) handOff(p int32) {
-	if c.life.Enter("handoff", dispatch.StateRunning) != nil {
+	if c.life.Enter("handoff", component.StateRunning) != nil {
 		return // a stop began: supervise releases p
 	}
 	c.mu.Lock()
@@ -347,7 +347,7 @@ func (c *Consumer[T]) lose(pt *part[T], why string) {
 	}
 	pt.lost.Store(true)
 	pt.lease.kill()
-	if c.life.Enter("loss", dispatch.StateRunning) != nil {
+	if c.life.Enter("loss", component.StateRunning) != nil {
 		if !c.cfg.dynamic() && !c.life.Forced() {
 			c.record(fmt.Errorf("%w: consumer %q: partition %d (member %q, epoch %d): %s", ErrLeaseLost, c.name, pt.p,
 				c.cfg.member, pt.lease.epoch, why))

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
-	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
 	"github.com/aggflow/aggflow/source/jetstream"
@@ -52,7 +52,7 @@ func ExampleWithDynamicAssignment() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	r, err := dispatch.NewRuntime("ledger", []dispatch.Component{c}, dispatch.WithShutdownTimeout(10*time.Second))
+	r, err := component.NewRuntime("ledger", []component.Component{c}, component.WithShutdownTimeout(10*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aggflow/aggflow/aggregate"
-	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
 	"github.com/aggflow/aggflow/source/jetstream"
@@ -83,7 +83,7 @@ func (l *ledger) run(js natsjs.JetStream, topo jetstream.Topology, n int) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	r, err := dispatch.NewRuntime("ledger", []dispatch.Component{c}, dispatch.WithShutdownTimeout(10*time.Second))
+	r, err := component.NewRuntime("ledger", []component.Component{c}, component.WithShutdownTimeout(10*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}

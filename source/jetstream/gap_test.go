@@ -9,7 +9,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/source/jetstream"
 )
@@ -90,7 +90,7 @@ func TestGapResetsAndReplaysInOrder(t *testing.T) {
 	}, 20*time.Second, 5*time.Millisecond, "every position handled, the one taken elsewhere too")
 	require.Eventually(t, func() bool { return e.ackFloor(t, "c", 0) == e.lastSeq(t, 0) }, 20*time.Second, 5*time.Millisecond,
 		"acknowledged to the end")
-	require.Equal(t, dispatch.StateRunning, c.State(), "the consumer went on: %v", c.Err())
+	require.Equal(t, component.StateRunning, c.State(), "the consumer went on: %v", c.Err())
 	require.NoError(t, c.StopGracefully(ctx(t)))
 	mu.Lock()
 	defer mu.Unlock()
@@ -130,7 +130,7 @@ func TestExternalResetUnderALeaseKeepsTheLease(t *testing.T) {
 	require.NoError(t, e.publishFrom(ctx(t), 1, n, n))
 	require.NoError(t, c.CaughtUp(ctx(t)))
 	require.Eventually(t, func() bool { return e.ackFloor(t, "c", 0) == 2*n }, 20*time.Second, 5*time.Millisecond)
-	require.Equal(t, dispatch.StateRunning, c.State(), "the consumer went on: %v", c.Err())
+	require.Equal(t, component.StateRunning, c.State(), "the consumer went on: %v", c.Err())
 	require.NoError(t, c.StopGracefully(ctx(t)))
 	mu.Lock()
 	defer mu.Unlock()

@@ -10,7 +10,7 @@ import (
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/component"
 )
 
 // caughtUpEvery is how often CaughtUp looks at the owned partitions'
@@ -49,7 +49,7 @@ func (c *Consumer[T]) Lag() map[int32]int64 {
 // Cost: the requests, then a look at the owned partitions' prefixes every
 // 10 ms while it waits. Safe for concurrent use.
 func (c *Consumer[T]) CaughtUp(ctx context.Context) error {
-	if s := c.State(); s != dispatch.StateRunning {
+	if s := c.State(); s != component.StateRunning {
 		return fmt.Errorf("%w: consumer %q: caught up: not running (%v)", ErrIllegalState, c.name, s)
 	}
 	last := map[int32]int64{}
@@ -70,7 +70,7 @@ func (c *Consumer[T]) CaughtUp(ctx context.Context) error {
 		if owns && behind == "" {
 			return nil
 		}
-		if s := c.State(); s != dispatch.StateRunning {
+		if s := c.State(); s != component.StateRunning {
 			return fmt.Errorf("%w: consumer %q: caught up: stopped meanwhile (%v)", ErrIllegalState, c.name, s)
 		}
 		select {

@@ -8,8 +8,8 @@ import (
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
-	"github.com/aggflow/aggflow/internal/safelog"
 	"github.com/aggflow/aggflow/partition"
 )
 
@@ -258,7 +258,7 @@ func newConfig[T any](name string, opts []Option[T]) (config[T], error) {
 	case c.durable == "" || !validName(c.durable):
 		return c, fmt.Errorf("%w: durable name %q", ErrInvalidArgument, c.durable)
 	}
-	c.logger = safelog.Guard(c.logger) // a panicking log handler costs its line, not the goroutine logging
+	c.logger = component.GuardLogger(c.logger) // a panicking log handler costs its line, not the goroutine logging
 	if c.assign && c.static {
 		return c, fmt.Errorf("%w: WithStaticLease with a dynamic assignment (WithDynamicAssignment names the member and the TTL)", ErrInvalidArgument)
 	}

@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
-	"github.com/aggflow/aggflow/internal/panics"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
 )
@@ -149,7 +149,7 @@ func (pt *part[T]) fetch() {
 			// the reject hook) ended it with runtime.Goexit: the partition
 			// no longer fetches, so the consumer fails, as on a panic.
 			pt.c.fail(fmt.Errorf("jetstream: consumer %q: partition %d: %w", pt.c.name, pt.p,
-				panics.New(schedulers.ErrGoexit)))
+				component.NewPanicError(schedulers.ErrGoexit)))
 		}
 	}()
 	pt.pull()
@@ -397,7 +397,7 @@ func (pt *part[T]) decode(msg natsjs.Msg, pos int64) (x T, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: consumer %q: partition %d: stream sequence %d, key %q: %w",
-				ErrDecode, c.name, pt.p, pos, key, panics.New(r))
+				ErrDecode, c.name, pt.p, pos, key, component.NewPanicError(r))
 		}
 	}()
 	if x, err = c.decode(key, msg); err != nil {
@@ -438,7 +438,7 @@ func (pt *part[T]) rejected(msg natsjs.Msg, pos int64, reason error) bool {
 func protect(f func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = panics.New(r)
+			err = component.NewPanicError(r)
 		}
 	}()
 	return f()
@@ -565,7 +565,7 @@ func (pt *part[T]) confirm(pos int64) error {
 // starts right after it. A partition not owned returns ErrNotOwned; a
 // consumer not running, ErrIllegalState.
 func (c *Consumer[T]) Revoke(ctx context.Context, p int32) (partition.Settled, error) {
-	if err := c.life.Enter("revoke", dispatch.StateRunning); err != nil {
+	if err := c.life.Enter("revoke", component.StateRunning); err != nil {
 		return partition.Settled{Partition: p}, err
 	}
 	defer c.life.Release()

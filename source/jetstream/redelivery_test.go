@@ -9,7 +9,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/source/jetstream"
 )
@@ -72,7 +72,7 @@ func TestRedeliveryOfAPositionReceivedIsDropped(t *testing.T) {
 			require.NoError(t, stale[2].Nak()) // the server queues position 3 again: it is pending since the reset
 			require.Eventually(t, func() bool { return c.Stats().Fetched == n+1 }, 20*time.Second, 5*time.Millisecond,
 				"the redelivery")
-			require.Equal(t, dispatch.StateRunning, c.State(), "the consumer went on: %v", c.Err())
+			require.Equal(t, component.StateRunning, c.State(), "the consumer went on: %v", c.Err())
 			require.Equal(t, int64(1), c.Stats().Duplicates)
 			close(release)
 			select {

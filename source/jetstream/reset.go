@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 )
 
@@ -30,7 +31,7 @@ func (c *Consumer[T]) reset(pt *part[T], why string, attrs ...any) {
 	c.resets.Add(1)
 	c.cfg.logger.Warn("jetstream: partition reset", append([]any{slog.String("consumer", c.name), slog.Int("partition", int(pt.p)),
 		slog.String("reason", why)}, attrs...)...)
-	if c.life.Enter("reset", dispatch.StateRunning) != nil {
+	if c.life.Enter("reset", component.StateRunning) != nil {
 		return // a stop began: supervise releases pt
 	}
 	c.mu.Lock()

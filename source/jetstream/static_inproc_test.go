@@ -10,7 +10,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/source/jetstream"
 )
@@ -110,7 +110,7 @@ func TestStaticAssignmentSecondOwnerWaitsThenIsRefused(t *testing.T) {
 	require.ErrorIs(t, b.Err(), jetstream.ErrOwned)
 	require.ErrorContains(t, b.Err(), `partition 1 is held by member "a"`)
 	require.GreaterOrEqual(t, took, wait, "refused once the wait was over")
-	require.Equal(t, dispatch.StateRunning, a.State(), "the holder goes on")
+	require.Equal(t, component.StateRunning, a.State(), "the holder goes on")
 
 	a.ForceStop() // its leases expire within the TTL
 	<-a.Done()

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/source/kafka"
@@ -95,11 +96,11 @@ func TestPrepareFailsOnUnreachableBrokers(t *testing.T) {
 	require.NoError(t, err)
 	err = k.Prepare(context.Background())
 	require.ErrorIs(t, err, kafka.ErrUnreachable)
-	require.Equal(t, dispatch.StateNew, k.State())
+	require.Equal(t, component.StateNew, k.State())
 	require.ErrorIs(t, k.Start(), kafka.ErrIllegalState, "no start without a successful Prepare")
 	k.ForceStop()
 	<-k.Done()
-	require.Equal(t, dispatch.StateStopped, k.State())
+	require.Equal(t, component.StateStopped, k.State())
 }
 
 func TestPrepareFailsOnAMissingTopic(t *testing.T) {
@@ -232,10 +233,10 @@ func TestLifecycleRefusals(t *testing.T) {
 	require.NoError(t, k.Prepare(context.Background()))
 	require.ErrorIs(t, k.Prepare(context.Background()), kafka.ErrIllegalState, "prepare twice")
 	require.NoError(t, k.Start())
-	require.Equal(t, dispatch.StateRunning, k.State())
+	require.Equal(t, component.StateRunning, k.State())
 	require.ErrorIs(t, k.Start(), kafka.ErrIllegalState, "start twice")
 	stop(t, k)
-	require.Equal(t, dispatch.StateStopped, k.State())
+	require.Equal(t, component.StateStopped, k.State())
 	stop(t, k) // idempotent
 	k.ForceStop()
 	require.NoError(t, k.Err())

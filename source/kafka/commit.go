@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
 )
@@ -233,9 +233,9 @@ func (c *Consumer[T]) acknowledged(acked map[int32]commitAt) {
 // the hook ends its goroutine with runtime.Goexit, which is logged as its
 // panic is. One goroutine per partition committed, not per record.
 func (c *Consumer[T]) callCommitHook(p int32, off int64) {
-	pe, exited := panics.Aside(func() { c.cfg.onCommit(p, off) })
+	pe, exited := component.Aside(func() { c.cfg.onCommit(p, off) })
 	if exited {
-		pe = panics.New(schedulers.ErrGoexit)
+		pe = component.NewPanicError(schedulers.ErrGoexit)
 	}
 	if pe != nil {
 		c.cfg.logger.Error("kafka: commit hook panicked", slog.String("consumer", c.name), slog.Any("error", pe))

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/source/kafka/kafkatest"
 )
 
@@ -94,7 +94,7 @@ func TestGracefulStopRightAfterACommitRequest(t *testing.T) {
 				require.FailNow(t, "the commit of the last records never came")
 			}
 			k.Quiesce()
-			require.Equal(t, dispatch.StateStopping, k.State())
+			require.Equal(t, component.StateStopping, k.State())
 			releaseOnce.Do(func() { close(release) })
 			stop(t, k)
 			require.Zero(t, j.check(t, keys, perKey))

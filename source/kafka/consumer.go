@@ -9,9 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
-	"github.com/aggflow/aggflow/internal/panics"
-	"github.com/aggflow/aggflow/internal/safelog"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
 )
@@ -22,7 +21,7 @@ import (
 // scheduler), records are delivered in offset order from one poll loop, and
 // only each partition's finished prefix is committed (as prefix + 1, the
 // next offset to read), never a record still running. It is a
-// dispatch.Component: a Runtime prepares, starts and stops it with the rest.
+// component.Component: a Runtime prepares, starts and stops it with the rest.
 //
 // Commits: one goroutine commits the prefixes that moved, synchronously; an
 // offset counts as committed only once the broker acknowledged it, and a
@@ -48,7 +47,7 @@ type Consumer[T any] struct {
 	codec Codec[T]
 	cfg   config[T]
 	disp  *partition.Dispatcher[T]
-	life  dispatch.Lifecycle
+	life  component.Lifecycle
 
 	mu      sync.Mutex
 	closing bool // no partition is assigned any more
@@ -182,7 +181,7 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 	case c.maxHeld < 1 || c.maxHeldBytes < 0:
 		return nil, fmt.Errorf("%w: consumer %q: max held %d records, %d bytes", ErrInvalidArgument, name, c.maxHeld, c.maxHeldBytes)
 	}
-	c.logger = safelog.Guard(c.logger) // a panicking log handler costs its line, not the goroutine logging
+	c.logger = component.GuardLogger(c.logger) // a panicking log handler costs its line, not the goroutine logging
 	if c.onBad == nil {
 		c.onBad = logBadRecord(c.logger, name)
 	}
@@ -213,7 +212,7 @@ func (c *Consumer[T]) Name() string { return c.name }
 
 // State returns the lifecycle state. ForceStop moves it to StateStopped at
 // once; Done tells when everything ended.
-func (c *Consumer[T]) State() dispatch.State { return c.life.State() }
+func (c *Consumer[T]) State() component.State { return c.life.State() }
 
 // Done closes once the consumer stopped, left the group and every goroutine
 // it started has exited.
@@ -247,7 +246,7 @@ func (c *Consumer[T]) Owned() []int32 { return c.disp.Owned() }
 // state other than StateNew, or while another Prepare runs, it returns an
 // error wrapping ErrIllegalState.
 func (c *Consumer[T]) Prepare(ctx context.Context) error {
-	if err := c.life.Step("prepare", dispatch.StateNew); err != nil {
+	if err := c.life.Step("prepare", component.StateNew); err != nil {
 		return err
 	}
 	defer c.life.Leave()
@@ -259,7 +258,7 @@ func (c *Consumer[T]) Prepare(ctx context.Context) error {
 	c.mu.Lock()
 	c.base, c.force, c.pollCtx, c.stopPoll = base, force, pollCtx, stopPoll
 	c.mu.Unlock()
-	if !c.life.Advance(dispatch.StateNew, dispatch.StatePrepared) {
+	if !c.life.Advance(component.StateNew, component.StatePrepared) {
 		return c.life.Refuse("prepare") // a stop came first; the end cancels the contexts
 	}
 	return nil
@@ -269,7 +268,7 @@ func (c *Consumer[T]) Prepare(ctx context.Context) error {
 // goroutine. From a state other than StatePrepared it returns an error
 // wrapping ErrIllegalState.
 func (c *Consumer[T]) Start() error {
-	if err := c.life.Step("start", dispatch.StatePrepared); err != nil {
+	if err := c.life.Step("start", component.StatePrepared); err != nil {
 		return err
 	}
 	defer c.life.Leave()
@@ -287,7 +286,7 @@ func (c *Consumer[T]) Start() error {
 	// even when a stop came first: it cancelled the poll loop's context,
 	// and the loop releases what was assigned, closes the client and ends.
 	c.life.Hold() // cannot fail: the Step holds
-	running := c.life.Advance(dispatch.StatePrepared, dispatch.StateRunning)
+	running := c.life.Advance(component.StatePrepared, component.StateRunning)
 	c.mgr.Add(1)
 	go c.manage()
 	go c.run()
@@ -306,10 +305,10 @@ func (c *Consumer[T]) Quiesce() {
 	if !first {
 		return
 	}
-	if from >= dispatch.StatePrepared {
+	if from >= component.StatePrepared {
 		c.stopPoll() // a Start in progress may have begun the loop
 	}
-	if from < dispatch.StateRunning {
+	if from < component.StateRunning {
 		c.life.Stop() // nothing was delivered
 	}
 }
@@ -366,7 +365,7 @@ func (c *Consumer[T]) run() {
 	returned := false
 	defer func() {
 		if !returned {
-			c.fail(fmt.Errorf("kafka: consumer %q: poll loop: %w", c.name, panics.New(schedulers.ErrGoexit)))
+			c.fail(fmt.Errorf("kafka: consumer %q: poll loop: %w", c.name, component.NewPanicError(schedulers.ErrGoexit)))
 			c.shutdown()
 		}
 	}()

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aggflow/aggflow/aggregate"
-	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch/middleware"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
@@ -195,7 +195,7 @@ func Example_retryAndDeadLetter() {
 	// [carol 20 (offset 5): middleware: retries exhausted after attempt 3: store unavailable]
 }
 
-// A Consumer is a dispatch.Component: a Runtime prepares, starts and stops
+// A Consumer is a component.Component: a Runtime prepares, starts and stops
 // it, and owns the scheduler supplier it borrows from (here bounded elastic
 // schedulers, for handlers that block on I/O).
 func ExampleConsumer_runtime() {
@@ -218,7 +218,7 @@ func ExampleConsumer_runtime() {
 	if err != nil {
 		panic(err)
 	}
-	rt, err := dispatch.NewRuntime("bank", []dispatch.Component{k}, dispatch.WithOwned(sup))
+	rt, err := component.NewRuntime("bank", []component.Component{k}, component.WithOwned(sup))
 	if err != nil {
 		panic(err)
 	}

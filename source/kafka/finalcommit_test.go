@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/source/kafka"
@@ -163,9 +164,9 @@ func TestAForceEndsTheFinalCommitsRetries(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		require.FailNow(t, "the final commit was not tried again")
 	}
-	require.Equal(t, dispatch.StateStopping, k.State())
+	require.Equal(t, component.StateStopping, k.State())
 	k.ForceStop()
-	require.Equal(t, dispatch.StateStopped, k.State())
+	require.Equal(t, component.StateStopped, k.State())
 	select {
 	case <-k.Done():
 	case <-time.After(20 * time.Second):
@@ -215,7 +216,7 @@ func TestARuntimeReturnsTheFailedFinalCommit(t *testing.T) {
 		func(int64, int64) int16 { return kerr.RequestTimedOut.Code })
 	j := newJournal(finalEnd)
 	k := newConsumer(t, c, "unit", "unit", newScheduler(t, 4), j.handle, kafka.WithRevokeTimeout[event](300*time.Millisecond))
-	rt, err := dispatch.NewRuntime("unit", []dispatch.Component{k})
+	rt, err := component.NewRuntime("unit", []component.Component{k})
 	require.NoError(t, err)
 	t.Cleanup(func() { rt.ForceStop(); <-rt.Done() })
 	require.NoError(t, rt.Prepare(context.Background()))

@@ -9,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/component"
 )
 
 // caughtUpEvery is how often CaughtUp looks at the owned partitions'
@@ -52,7 +52,7 @@ func (c *Consumer[T]) Lag() map[int32]int64 {
 // look at the owned partitions' prefixes every 10 ms while it waits. Safe
 // for concurrent use.
 func (c *Consumer[T]) CaughtUp(ctx context.Context) error {
-	if s := c.State(); s != dispatch.StateRunning {
+	if s := c.State(); s != component.StateRunning {
 		return errorf(ErrIllegalState, "consumer %q: caught up: not running (%v)", c.name, s)
 	}
 	listed, err := kadm.NewClient(c.cl).ListEndOffsets(ctx, c.sub.Topic)
@@ -71,7 +71,7 @@ func (c *Consumer[T]) CaughtUp(ctx context.Context) error {
 		if owns && behind == "" {
 			return nil
 		}
-		if s := c.State(); s != dispatch.StateRunning {
+		if s := c.State(); s != component.StateRunning {
 			return errorf(ErrIllegalState, "consumer %q: caught up: stopped meanwhile (%v)", c.name, s)
 		}
 		select {

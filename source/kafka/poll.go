@@ -9,8 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
-	"github.com/aggflow/aggflow/internal/panics"
 )
 
 // poll delivers every polled record to its partition's intake, in offset
@@ -184,7 +184,7 @@ func (c *Consumer[T]) skip(o *owned[T], r *kgo.Record) error {
 func (c *Consumer[T]) decode(r *kgo.Record) (x T, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = panics.New(v)
+			err = component.NewPanicError(v)
 		}
 	}()
 	return c.codec.Decode(r.Key, r.Value)
@@ -209,7 +209,7 @@ func (c *Consumer[T]) bad(ctx context.Context, o *owned[T], r *kgo.Record, reaso
 func (c *Consumer[T]) callBad(ctx context.Context, r *kgo.Record, reason error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = panics.New(v)
+			err = component.NewPanicError(v)
 		}
 	}()
 	return c.cfg.onBad(ctx, r, reason)
