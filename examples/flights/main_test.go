@@ -314,6 +314,17 @@ func TestUsage(t *testing.T) {
 	}
 }
 
+// TestSourceJetstreamMoved: -source jetstream is a module of its own now,
+// so that the in-process job does not build the broker: asking for it here
+// says where it went.
+func TestSourceJetstreamMoved(t *testing.T) {
+	out := runWith(t, []string{"-source", "jetstream"}, nil)
+	assert.Equal(t, exitUsage, out.code)
+	assert.Empty(t, out.stdout)
+	assert.Contains(t, out.stderr, "flights: -source jetstream is a program of its own: go run ./examples/flights/jetstream")
+	assert.Contains(t, out.stderr, "usage: flights")
+}
+
 func TestInputFiles(t *testing.T) {
 	json := `[{"date":"2001/01/01 00:47","delay":66,"distance":1750,"origin":"DTW","destination":"LAS"},
 	{"date":"2001/01/01 00:50","delay":-3,"distance":1750,"origin":"LAS","destination":"DTW"},
