@@ -14,6 +14,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aggflow/aggflow/examples/flights/internal/flightdata"
+	"github.com/aggflow/aggflow/examples/flights/internal/job"
 )
 
 // assignMode is the -assign flag: how the consumer processes of -source
@@ -182,7 +183,7 @@ func (c *conductor) leaseBucket(ctx context.Context) (natsjs.KeyValue, error) {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	for {
-		kv, err := c.js.KeyValue(ctx, dispatcherName+"-leases")
+		kv, err := c.js.KeyValue(ctx, job.DispatcherName+"-leases")
 		if err == nil {
 			return kv, nil
 		}
@@ -302,7 +303,7 @@ func lastPositions(ctx context.Context, js natsjs.JetStream) ([]uint64, error) {
 func ackFloors(ctx context.Context, js natsjs.JetStream) ([]uint64, error) {
 	floors := make([]uint64, flightsTopology.Partitions)
 	for p := range floors {
-		c, err := js.Consumer(ctx, flightsTopology.Stream, dispatcherName+"-"+strconv.Itoa(p))
+		c, err := js.Consumer(ctx, flightsTopology.Stream, job.DispatcherName+"-"+strconv.Itoa(p))
 		if errors.Is(err, natsjs.ErrConsumerNotFound) {
 			continue
 		}

@@ -1,4 +1,4 @@
-package main
+package job
 
 import (
 	"fmt"
@@ -10,38 +10,38 @@ import (
 	"golang.org/x/term"
 )
 
-// progressMode is the -progress flag: when progress bars are drawn.
-type progressMode int
+// ProgressMode is the -progress flag: when progress bars are drawn.
+type ProgressMode int
 
 const (
-	progressAuto   progressMode = iota // when stderr is a terminal and the work is large
-	progressAlways                     // on stderr whatever it is
-	progressNever
+	ProgressAuto   ProgressMode = iota // when stderr is a terminal and the work is large
+	ProgressAlways                     // on stderr whatever it is
+	ProgressNever
 )
 
-var progressModes = []string{progressAuto: "auto", progressAlways: "always", progressNever: "never"}
+var progressModes = []string{ProgressAuto: "auto", ProgressAlways: "always", ProgressNever: "never"}
 
 // progressEvery is how often a bar is redrawn.
 const progressEvery = 100 * time.Millisecond
 
-// bar is what a progress bar shows: done() out of total, polled every
+// Bar is what a progress bar shows: done() out of Total, polled every
 // progressEvery.
-type bar struct {
-	description string
-	total       int64
-	// worth is the smallest total for which progressAuto draws the bar:
+type Bar struct {
+	Description string
+	Total       int64
+	// Worth is the smallest total for which ProgressAuto draws the bar:
 	// smaller work ends before the bar would show anything.
-	worth int64
-	// unit is what is counted; "bytes" shows sizes (kB, MB) instead.
-	unit string
+	Worth int64
+	// Unit is what is counted; "bytes" shows sizes (kB, MB) instead.
+	Unit string
 }
 
-// startProgress draws b on w as mode says: always, never, or (auto) when w
-// is a terminal and b.total is at least b.worth. The returned stop ends the
+// StartProgress draws b on w as mode says: always, never, or (auto) when w
+// is a terminal and b.Total is at least b.Worth. The returned stop ends the
 // drawing goroutine and waits for it; complete tells whether to fill the bar
 // or leave it where it stopped.
-func startProgress(w io.Writer, mode progressMode, b bar, done func() int64) (stop func(complete bool)) {
-	if mode == progressNever || mode == progressAuto && (b.total < b.worth || !isTerminal(w)) {
+func StartProgress(w io.Writer, mode ProgressMode, b Bar, done func() int64) (stop func(complete bool)) {
+	if mode == ProgressNever || mode == ProgressAuto && (b.Total < b.Worth || !isTerminal(w)) {
 		return func(bool) {}
 	}
 	return drawProgress(w, b, done)
@@ -53,21 +53,21 @@ func isTerminal(w io.Writer) bool {
 }
 
 // drawProgress draws the bar on w whatever w is.
-func drawProgress(w io.Writer, b bar, done func() int64) (stop func(complete bool)) {
+func drawProgress(w io.Writer, b Bar, done func() int64) (stop func(complete bool)) {
 	options := []progressbar.Option{
 		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription(b.description),
+		progressbar.OptionSetDescription(b.Description),
 		progressbar.OptionShowCount(),
 		progressbar.OptionThrottle(progressEvery),
 		progressbar.OptionClearOnFinish(),
 		progressbar.OptionSetRenderBlankState(true), // starts the rate clock now
 	}
-	if b.unit == "bytes" {
+	if b.Unit == "bytes" {
 		options = append(options, progressbar.OptionShowBytes(true)) // with a rate in B/s
 	} else {
-		options = append(options, progressbar.OptionShowIts(), progressbar.OptionSetItsString(b.unit))
+		options = append(options, progressbar.OptionShowIts(), progressbar.OptionSetItsString(b.Unit))
 	}
-	pb := progressbar.NewOptions64(b.total, options...)
+	pb := progressbar.NewOptions64(b.Total, options...)
 	quit, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(exited)
