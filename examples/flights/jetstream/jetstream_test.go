@@ -35,13 +35,20 @@ func FuzzFlightEncoding(f *testing.F) {
 	})
 }
 
+// testLeaseTTL is the leases' TTL of the dynamic runs under test: longer
+// than the demo's, so that a loaded machine (the race detector, other
+// tests) renews them in time. With 2 s leases, renewals that missed their
+// deadline under a load average of 20 lost partitions mid-run, and the run
+// counted 9 to 23 claims of a and replays.
+const testLeaseTTL = 10 * time.Second
+
 // TestJetStreamDynamic: under -assign dynamic the embedded sample is
 // consumed by members a and b; b starts once a holds every partition and
 // takes its half by a graceful handoff, with the states of their airports,
 // and the merged states are those of the sequential fold, with no flight
 // lost, replayed or dropped as a duplicate.
 func TestJetStreamDynamic(t *testing.T) {
-	code, stdout, stderr := runWith(t, []string{"-json", "-assign", "dynamic"})
+	code, stdout, stderr := runWith(t, []string{"-json", "-assign", "dynamic", "-lease-ttl", testLeaseTTL.String()})
 	require.Equal(t, job.ExitOK, code, "stdout: %s\nstderr: %s", stdout, stderr)
 	var s summary
 	require.NoError(t, json.Unmarshal([]byte(stdout), &s), stdout)
@@ -56,7 +63,7 @@ func TestJetStreamDynamic(t *testing.T) {
 	b := s.Broker
 	require.NotNil(t, b)
 	assert.Equal(t, "dynamic", b.Assignment)
-	assert.Equal(t, leaseTTL, b.LeaseTTL)
+	assert.Equal(t, testLeaseTTL, b.LeaseTTL)
 	assert.Positive(t, b.Handoff)
 	assert.Zero(t, b.Replayed, "a graceful handoff replays nothing")
 	assert.Zero(t, b.Duplicates)
@@ -94,8 +101,9 @@ func TestJetStreamStatic(t *testing.T) {
 	assert.NotContains(t, stdout, "member ")
 }
 
-// TestAssignUsage: -assign takes static or dynamic; -source and -metrics
-// are the in-process job's.
+// TestAssignUsage: -assign takes static or dynamic, -lease-ttl a TTL the
+// binding accepts, with -assign dynamic; -source and -metrics are the
+// in-process job's.
 func TestAssignUsage(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -105,6 +113,8 @@ func TestAssignUsage(t *testing.T) {
 		{[]string{"-source", "jetstream"}, "flag provided but not defined: -source"},
 		{[]string{"-metrics", "127.0.0.1:0"}, "flag provided but not defined: -metrics"},
 		{[]string{"-parallelism", "0"}, "flights-jetstream: -parallelism must be at least 1"},
+		{[]string{"-assign", "dynamic", "-lease-ttl", "10ms"}, "flights-jetstream: -lease-ttl must be at least 1s (jetstream.MinLeaseTTL)"},
+		{[]string{"-lease-ttl", "5s"}, "flights-jetstream: -lease-ttl is the leases of -assign dynamic: not with -assign static"},
 	} {
 		code, stdout, stderr := runWith(t, tc.args)
 		assert.Equal(t, job.ExitUsage, code, "%v", tc.args)
