@@ -40,7 +40,7 @@ func assignmentFromEnv() (assignment, error) {
 	return assignment{own: own}, err
 }
 
-// consumerMain is a consumer process of -source jetstream: with a static
+// consumerMain is a consumer process: with a static
 // assignment it consumes its partitions (ownEnv) until it handled all they
 // held when it started; as a member of a dynamic one (memberEnv) it starts
 // once its standard input is closed (the parent's go-ahead) and consumes
@@ -206,7 +206,7 @@ func consume(ctx context.Context, cfg config, url string, as assignment, goAhead
 			partition.WithDispatchOptions(dispatch.WithObserver[partition.Delivery[job.Departure]](obs))),
 	}
 	if as.member != "" {
-		opts = append(opts, jetstream.WithDynamicAssignment[job.Departure](as.member, leaseTTL))
+		opts = append(opts, jetstream.WithDynamicAssignment[job.Departure](as.member, cfg.leaseTTL))
 		sub, err := serveStates(nc, as.member, held)
 		if err != nil {
 			return report, err

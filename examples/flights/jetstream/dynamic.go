@@ -32,8 +32,9 @@ const (
 
 var assignModes = []string{assignStatic: "static", assignDynamic: "dynamic"}
 
-// leaseTTL is the members' lease TTL: short, so that the demo's handoff
-// (a renewal round of each member, TTL/4) takes about a second.
+// leaseTTL is the members' lease TTL by default (-lease-ttl): short, so
+// that the demo's handoff (a renewal round of each member, TTL/4) takes
+// about a second.
 const leaseTTL = 2 * time.Second
 
 // consumerMembers are the members of -assign dynamic, in the order they

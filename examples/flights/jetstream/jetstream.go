@@ -197,7 +197,7 @@ func replayJetStream(cfg config, data *flightdata.Dataset, states []job.StateSlo
 		}
 	}
 	if dynamic {
-		broker.LeaseTTL, broker.Handoff = leaseTTL, cond.handoff
+		broker.LeaseTTL, broker.Handoff = cfg.leaseTTL, cond.handoff
 		broker.Publish += cond.publish
 		if cond.err != nil {
 			errs = append(errs, cond.err)
@@ -257,6 +257,7 @@ func startConsumers(cfg config, url string, e job.Env) (procs []*consumerProc, g
 		share := ownEnv + "=" + consumerOwns[i]
 		if cfg.assign == assignDynamic {
 			share = memberEnv + "=" + consumerMembers[i]
+			p.cmd.Args = append(p.cmd.Args, "-assign", "dynamic", "-lease-ttl", cfg.leaseTTL.String())
 			if i > 0 { // the first one's standard input is empty: it starts at once
 				if goAhead, err = p.cmd.StdinPipe(); err != nil {
 					kill()

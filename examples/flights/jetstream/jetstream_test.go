@@ -114,7 +114,7 @@ func TestAssignUsage(t *testing.T) {
 		{[]string{"-metrics", "127.0.0.1:0"}, "flag provided but not defined: -metrics"},
 		{[]string{"-parallelism", "0"}, "flights-jetstream: -parallelism must be at least 1"},
 		{[]string{"-assign", "dynamic", "-lease-ttl", "10ms"}, "flights-jetstream: -lease-ttl must be at least 1s (jetstream.MinLeaseTTL)"},
-		{[]string{"-lease-ttl", "5s"}, "flights-jetstream: -lease-ttl is the leases of -assign dynamic: not with -assign static"},
+		{[]string{"-lease-ttl", "5s"}, "flights-jetstream: -lease-ttl is -assign dynamic's: not with -assign static"},
 	} {
 		code, stdout, stderr := runWith(t, tc.args)
 		assert.Equal(t, job.ExitUsage, code, "%v", tc.args)

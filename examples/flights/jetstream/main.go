@@ -9,15 +9,15 @@
 //
 // Usage:
 //
-//	go run ./examples/flights/jetstream [-input FILE.json|FILE.json.gz|FILE.parquet] [-strict] [-assign static|dynamic] [-parallelism N] [-pool N] [-max-pending N] [-handler-cost 2us] [-progress auto|always|never] [-json]
+//	go run ./examples/flights/jetstream [-input FILE.json|FILE.json.gz|FILE.parquet] [-strict] [-assign static|dynamic [-lease-ttl 2s]] [-parallelism N] [-pool N] [-max-pending N] [-handler-cost 2us] [-progress auto|always|never] [-json]
 //
 // Without -input it replays the 20,000-flight sample embedded in the
 // binary. With -assign static (the default) each process is told its 4
-// partitions; with -assign dynamic the two are members a and b of a dynamic
-// assignment (leases in a KV bucket): a claims all 8 partitions and folds
-// the first half of the flights, b joins and takes 4 by a graceful handoff,
-// each airport's state following its partition, and the second half is
-// published then. SIGINT (Ctrl-C) or SIGTERM stops the consumers gracefully
+// partitions; with -assign dynamic the two are members a and b of a
+// dynamic assignment (leases of -lease-ttl in a KV bucket): a claims all 8
+// partitions and folds the first half of the flights, b joins and takes 4
+// by a graceful handoff, each airport's state following its partition, and
+// the second half is published then. SIGINT (Ctrl-C) or SIGTERM stops the consumers gracefully
 // and prints a summary marked PARTIAL, exiting 130 or 143; a second signal
 // kills them. The exit status is 0 only when nothing was lost, no ordering
 // violation was seen and the state was verified; 1 for bad input or a
@@ -30,9 +30,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/aggflow/aggflow/examples/flights/internal/flightdata"
 	"github.com/aggflow/aggflow/examples/flights/internal/job"
+	"github.com/aggflow/aggflow/source/jetstream"
 )
 
 func main() {
@@ -48,7 +50,8 @@ func main() {
 // config is the command line.
 type config struct {
 	job.Config
-	assign assignMode // how the consumer processes share the partitions
+	assign   assignMode    // how the consumer processes share the partitions
+	leaseTTL time.Duration // the leases' under -assign dynamic
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -60,8 +63,17 @@ then checks the merged per-airport state against a sequential fold.
 SIGINT (Ctrl-C) or SIGTERM stops the consumers gracefully and exits 130 or
 143; a second signal kills them.`,
 		Flags: func(fs *flag.FlagSet) func() string {
-			fs.Var(job.Choice[assignMode]{V: &c.assign, Names: assignModes}, "assign", "how the two consumer processes share the partitions, a `mode`: static (4 each, told) or dynamic (members a and b claim them through leases of "+leaseTTL.String()+"; b joins once a holds all 8 and takes its half by a graceful handoff, the airports' states following their partitions)")
-			return nil
+			fs.Var(job.Choice[assignMode]{V: &c.assign, Names: assignModes}, "assign", "how the two consumer processes share the partitions, a `mode`: static (4 each, told) or dynamic (members a and b claim them through leases of -lease-ttl; b joins once a holds all 8 and takes its half by a graceful handoff, the airports' states following their partitions)")
+			fs.DurationVar(&c.leaseTTL, "lease-ttl", leaseTTL, "with -assign dynamic, the members' lease `TTL`, at least jetstream.MinLeaseTTL: they renew every quarter of it, the handoff takes about half of it, and a member that cannot renew within it loses its partitions")
+			return func() string {
+				switch {
+				case c.leaseTTL < jetstream.MinLeaseTTL:
+					return fmt.Sprintf("-lease-ttl must be at least %v (jetstream.MinLeaseTTL)", jetstream.MinLeaseTTL)
+				case c.assign != assignDynamic && job.Visited(fs, "lease-ttl"):
+					return "-lease-ttl is -assign dynamic's: not with -assign " + assignModes[c.assign]
+				}
+				return ""
+			}
 		}}
 	err := p.Parse(args, stderr, &c.Config)
 	return c, err
