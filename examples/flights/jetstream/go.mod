@@ -8,6 +8,7 @@ require (
 	github.com/aggflow/aggflow/source/jetstream v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
 )
 
 require (
