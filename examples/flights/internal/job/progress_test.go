@@ -39,23 +39,28 @@ func TestProgressRedraws(t *testing.T) {
 }
 
 // TestProgressOnlyOnTerminal: under auto, a file that is not a terminal
-// gets no bar, nor does anything under never.
+// gets no bar, but one line saying what is under way when the work is worth
+// a bar (it may take seconds, with nothing else printed); nothing under
+// never.
 func TestProgressOnlyOnTerminal(t *testing.T) {
 	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
 	require.NoError(t, err)
 	defer f.Close()
 	var buf bytes.Buffer
 	large := Bar{Description: "decoding", Total: 3_000_000, Worth: 1, Unit: "bytes"}
+	small := Bar{Description: "dispatching", Total: 3, Worth: 100, Unit: "exchanges"}
 	for _, w := range []io.Writer{f, &buf} {
 		for _, mode := range []ProgressMode{ProgressAuto, ProgressNever} {
-			stop := StartProgress(w, mode, large, func() int64 { return 1 })
-			stop(true)
+			for _, b := range []Bar{large, small} {
+				stop := StartProgress(w, mode, b, func() int64 { return 1 })
+				stop(true)
+			}
 		}
 	}
-	info, err := f.Stat()
+	written, err := os.ReadFile(f.Name())
 	require.NoError(t, err)
-	assert.Zero(t, info.Size())
-	assert.Zero(t, buf.Len())
+	assert.Equal(t, "flights: decoding 3.0 MB\n", string(written))
+	assert.Equal(t, "flights: decoding 3.0 MB\n", buf.String())
 }
 
 // TestProgressAlways: always draws on any writer, even for small work, in
