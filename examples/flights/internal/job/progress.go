@@ -37,14 +37,28 @@ type Bar struct {
 }
 
 // StartProgress draws b on w as mode says: always, never, or (auto) when w
-// is a terminal and b.Total is at least b.Worth. The returned stop ends the
-// drawing goroutine and waits for it; complete tells whether to fill the bar
-// or leave it where it stopped.
+// is a terminal and b.Total is at least b.Worth; under auto, work that
+// large on a w that is not a terminal gets one line instead ("flights:
+// decoding 13.5 MB"), so that seconds of it are not silent. The returned
+// stop ends the drawing goroutine and waits for it; complete tells whether
+// to fill the bar or leave it where it stopped.
 func StartProgress(w io.Writer, mode ProgressMode, b Bar, done func() int64) (stop func(complete bool)) {
-	if mode == ProgressNever || mode == ProgressAuto && (b.Total < b.Worth || !isTerminal(w)) {
+	switch {
+	case mode == ProgressNever || mode == ProgressAuto && b.Total < b.Worth:
+		return func(bool) {}
+	case mode == ProgressAuto && !isTerminal(w):
+		fmt.Fprintf(w, "flights: %s %s\n", b.Description, b.amount())
 		return func(bool) {}
 	}
 	return drawProgress(w, b, done)
+}
+
+// amount says b.Total in b.Unit: "13.5 MB", "3,000,000 exchanges".
+func (b Bar) amount() string {
+	if b.Unit == "bytes" {
+		return fmt.Sprintf("%.1f MB", float64(b.Total)/1e6)
+	}
+	return Thousands(b.Total) + " " + b.Unit
 }
 
 func isTerminal(w io.Writer) bool {
