@@ -82,12 +82,12 @@ func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, sou
 	e := d.engines[0]
 	e.idOf = func(x T) aggregate.ID { return x.AggregateID() }
 	groups := len(e.lanes)
-	d.route = func(x T) (*engine[T], int, error) { // no call in between: the per-exchange path
+	d.route = func(x T) (*engine[T], int, string, error) { // no call in between: the per-exchange path
 		id := x.AggregateID().ID
 		if id == "" {
-			return e, 0, errEmptyID(name)
+			return e, 0, "", errEmptyID(name)
 		}
-		return e, aggregate.GroupKey(id, groups), nil
+		return e, aggregate.GroupKey(id, groups), id, nil
 	}
 	d.keyFn = "AggregateID"
 	return d, nil
@@ -119,15 +119,23 @@ func build[T any](name string, named aggregate.NamedAggregate, source Source[T],
 		return nil, naming("dispatcher", name, errors.Join(cfg.invalid...))
 	case cfg.scheduler != nil && cfg.supplier != nil:
 		return nil, fmt.Errorf("%w: dispatcher %q: WithScheduler and WithSchedulerSupplier exclude each other", ErrInvalidOption, name)
+	case cfg.perKey && key != nil && cfg.keyOf == nil:
+		return nil, fmt.Errorf("%w: dispatcher %q: WithKeyOrdering orders by aggregate id (New, NewMain); NewKeyed takes WithKeyOrderingBy", ErrInvalidOption, name)
+	case cfg.keyOf != nil && key == nil:
+		return nil, fmt.Errorf("%w: dispatcher %q: WithKeyOrderingBy is NewKeyed's; New orders by AggregateID (WithKeyOrdering)", ErrInvalidOption, name)
 	}
 	d := &Dispatcher[T]{cfg: cfg}
 	e := newEngine(name, named, handler, &d.cfg).withLanes(cfg.groups)
 	d.init("dispatcher", name, source, &d.cfg, []*engine[T]{e}, e)
 	if key != nil {
 		d.keyFn = "key function"
-		d.route = func(x T) (*engine[T], int, error) {
+		keyOf := cfg.keyOf
+		d.route = func(x T) (*engine[T], int, string, error) {
 			g, err := groupKey(name, key, len(e.lanes), x)
-			return e, g, err
+			if err != nil || keyOf == nil {
+				return e, g, "", err
+			}
+			return e, g, keyOf(x), nil
 		}
 	}
 	return d, nil
@@ -146,6 +154,9 @@ func newEngine[T any](name string, named aggregate.NamedAggregate, handler Handl
 	}
 	e.labels = Labels{Dispatcher: name, Aggregate: e.named}
 	e.timed = e.obs != nil || e.hooks.handled()
+	if cfg.perKey {
+		e.keys = map[string]*lane[T]{}
+	}
 	e.ctx, e.cancel = context.WithCancelCause(context.Background())
 	return e
 }

@@ -51,12 +51,21 @@
 // the scheduler's parallelism at once. Dispatchers of one named aggregate
 // that take their scheduler from one SchedulerSupplier share it.
 //
+// WithKeyOrdering narrows the unit from a group to an aggregate id
+// (Confluent Parallel Consumer's KEY order): the exchanges of one id are
+// handled one at a time in order, and ids never wait for each other, even
+// in one group. The engine is the same; each active id has a lane of its
+// own (the lane of an id gone idle is reused for the next new id), under
+// the same budget and stops. It costs a task per exchange when ids rarely
+// repeat, so the group order stays the default (docs/benchmarks.md has the
+// figures).
+//
 // Not promised (as in Wow's aggregate scheduler document):
 //   - goroutine affinity: a group's exchanges may run on any goroutine of the
 //     scheduler, one batch after another;
 //   - order between ids: ids in different groups interleave freely, and ids
 //     that collide in one group are serialised together (head-of-line
-//     coupling);
+//     coupling; not under WithKeyOrdering);
 //   - order across dispatchers, aggregate types, processes, broker partitions
 //     or services;
 //   - order between several handlers of one exchange (compose them in the
@@ -104,8 +113,8 @@
 //
 // Observers (WithObserver, as many as wanted) see every exchange with the
 // Labels of its dispatcher and named aggregate, never the aggregate id: the
-// metrics seam; observe/otelmetrics and observe/prommetrics, modules of
-// their own, export them. The outcome hook (WithOutcomeHook) gets each
+// metrics seam; observe/otelmetrics and observe/prommetrics (the module
+// observe) export them. The outcome hook (WithOutcomeHook) gets each
 // exchange's Result exactly once after it ended, discards included: where a
 // broker source acks. Results streams the Results to a reader as a Flux,
 // an rxgo Observable or an iterator. A handler's error is logged at

@@ -23,10 +23,10 @@ type intake[T any] struct {
 	life    lifecycle.Core // a named field: its transitions are not the user's
 	f       *flow
 	engines []*engine[T]
-	report  *engine[T]                                   // reports what fails or is refused before a lane
-	route   func(T) (e *engine[T], group int, err error) // runs user code: its panics are emit's and Emit's to recover
-	keyFn   string                                       // what computes the key, for errors: "AggregateID" or "key function"
-	source  Source[T]                                    // nil: Emit feeds the intake
+	report  *engine[T]                                              // reports what fails or is refused before a lane
+	route   func(T) (e *engine[T], group int, id string, err error) // runs user code: its panics are emit's and Emit's to recover
+	keyFn   string                                                  // what computes the key, for errors: "AggregateID" or "key function"
+	source  Source[T]                                               // nil: Emit feeds the intake
 	emitMu  sync.Mutex
 	timeout time.Duration
 	ends    []func() // WithResults' completions
@@ -229,7 +229,7 @@ func (in *intake[T]) emit(x T) (err error) {
 	}
 	stage := keying
 	defer in.unwound(&stage, &x, &err) // the one deferred call of the path
-	e, g, rerr := in.route(x)
+	e, g, id, rerr := in.route(x)
 	if rerr != nil {
 		stage = settled
 		in.unrouted(x, rerr)
@@ -247,9 +247,12 @@ func (in *intake[T]) emit(x T) (err error) {
 		in.credit = n
 	}
 	e.admitted()
-	l, kick := e.enqueue(g, &x)
+	l, late, kick := e.enqueue(g, id, &x)
 	stage = settled
 	in.credit--
+	if late != nil {
+		e.schedule(late)
+	}
 	if kick {
 		e.schedule(l)
 	}
@@ -354,7 +357,7 @@ func (in *intake[T]) Emit(ctx context.Context, x T) (err error) {
 	}
 	stage := keying
 	defer in.emitUnwound(&stage, &x, &err)
-	e, g, rerr := in.route(x) // user code (AggregateID): outside the lock
+	e, g, id, rerr := in.route(x) // user code (AggregateID): outside the lock
 	if rerr != nil {
 		stage = settled
 		in.emitUnrouted(x, rerr)
@@ -366,8 +369,11 @@ func (in *intake[T]) Emit(ctx context.Context, x T) (err error) {
 	in.emitMu.Lock() // held only for the queue write: no user code under it
 	f.received.Add(1)
 	f.emitting.Add(-1)
-	l, kick := e.enqueue(g, &x)
+	l, late, kick := e.enqueue(g, id, &x)
 	in.emitMu.Unlock()
+	if late != nil {
+		e.schedule(late)
+	}
 	if kick {
 		e.schedule(l) // outside the lock: on Immediate the handler runs here
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -32,8 +33,9 @@ type item[T any] struct {
 	admitted int64 // nanoseconds since the engine's epoch; 0 when untimed
 }
 
-// lane is one group's queue: filled by the intake (its one producer),
-// drained by whichever scheduler goroutine runs its task.
+// lane is one group's queue (WithKeyOrdering: one id's): filled by the
+// intake (its one producer), drained by whichever scheduler goroutine runs
+// its task.
 type lane[T any] struct {
 	q     queue.SPSC[item[T]]
 	state atomic.Int32
@@ -41,6 +43,7 @@ type lane[T any] struct {
 	task  schedulers.Task
 	ctx   context.Context // the handlers' context with the group index
 	group int
+	key   string // WithKeyOrdering: the id whose lane it is
 }
 
 // engine is the data path of one named aggregate's exchanges: the lanes, the
@@ -70,6 +73,8 @@ type engine[T any] struct {
 	ctx    context.Context // the handlers' context
 	cancel context.CancelCauseFunc
 	halt   atomic.Bool // no more handling: forced, or the scheduler ended
+
+	keyed[T] // WithKeyOrdering's lanes; unused by group
 }
 
 // now returns the time since the epoch in nanoseconds, 0 when untimed.
@@ -99,16 +104,21 @@ func (e *engine[T]) admitted() {
 	}
 }
 
-// enqueue appends an admitted exchange to group g, without the scheduling:
-// kick says the caller made the lane ready and must schedule it (after
-// releasing any lock: on Immediate the drain runs right there). Producer
-// only.
-func (e *engine[T]) enqueue(g int, x *T) (l *lane[T], kick bool) {
-	l = e.lane(g)
+// enqueue appends an admitted exchange to group g (WithKeyOrdering: to id's
+// lane), without the scheduling: kick says the caller made the lane ready
+// and must schedule it, and a non-nil late is another lane to schedule (both
+// after releasing any lock: on Immediate the drain runs right there).
+// Producer only.
+func (e *engine[T]) enqueue(g int, id string, x *T) (l, late *lane[T], kick bool) {
+	if e.keys != nil {
+		l, late = e.keyLane(g, id)
+	} else {
+		l = e.lane(g)
+	}
 	it := l.q.Next() // written in place: an exchange is copied once
 	it.x, it.admitted = *x, e.now()
 	l.q.Publish()
-	return l, l.state.Load() == idle && l.state.CompareAndSwap(idle, ready)
+	return l, late, l.state.Load() == idle && l.state.CompareAndSwap(idle, ready)
 }
 
 // schedule hands a lane its caller just made ready to the scheduler. Once
@@ -287,6 +297,9 @@ func (e *engine[T]) leave(l *lane[T]) {
 	for {
 		l.q.Trim()
 		mark := l.q.Mark() // the consumer role ends with the store below
+		if testHookMark != nil {
+			testHookMark()
+		}
 		l.state.Store(idle)
 		if testHookIdle != nil {
 			testHookIdle()
@@ -303,7 +316,9 @@ func (e *engine[T]) leave(l *lane[T]) {
 
 // testHookIdle, set by a test only, runs in leave between the lane going
 // idle and the look-again: the window in which another consumer may drain it.
-var testHookIdle func()
+// testHookMark runs before, between the mark and going idle: an exchange
+// pushed then is the look-again's to find.
+var testHookIdle, testHookMark func()
 
 // steal takes the consumer role of l from state from (ready or idle) and
 // discards what it holds, looking again after each round as leave does.
@@ -331,6 +346,13 @@ func (e *engine[T]) steal(l *lane[T], from int32) {
 // sweep discards every lane no consumer runs: after a force, or once the
 // scheduler was disposed.
 func (e *engine[T]) sweep() {
+	if e.keys != nil {
+		for _, l := range e.keyLanesNow() {
+			e.steal(l, ready)
+			e.steal(l, idle)
+		}
+		return
+	}
 	for i := range e.lanes {
 		if l := e.lanes[i].Load(); l != nil {
 			e.steal(l, ready)
@@ -498,6 +520,17 @@ func (e *engine[T]) dropped(x T, admitted int64, group int, reason error) {
 // handlers still running (or about to), for stop errors.
 func (e *engine[T]) running() []int {
 	var gs []int
+	if e.keys != nil {
+		e.keyMu.Lock()
+		defer e.keyMu.Unlock()
+		for _, l := range e.keys {
+			if l.state.Load() == running {
+				gs = append(gs, l.group)
+			}
+		}
+		slices.Sort(gs)
+		return gs
+	}
 	for i := range e.lanes {
 		if l := e.lanes[i].Load(); l != nil && l.state.Load() == running {
 			gs = append(gs, i)

@@ -343,6 +343,7 @@ type lpProbe struct {
 	count   int
 	emitter int // push mode: Emit goroutines
 	pace    time.Duration
+	perKey  bool // set by options
 }
 
 // fresh returns a probe of the same drawn feed, with nothing seen yet.
@@ -355,12 +356,19 @@ type lpShape struct {
 	groups, budget int
 	policy         dispatch.ErrorPolicy
 	stopTimeout    time.Duration
+	perKey         bool // WithKeyOrdering
 }
 
 // options returns the options of a dispatcher watched by p.
 func (p *lpProbe) options(w *lpWorld, sh lpShape) []dispatch.Option[testkit.Exchange] {
 	p.obs = &lpObserver{countingObserver: &countingObserver{}, w: w, name: p.name}
+	p.perKey = sh.perKey
+	var keyed dispatch.Option[testkit.Exchange]
+	if sh.perKey {
+		keyed = dispatch.WithKeyOrdering[testkit.Exchange]()
+	}
 	return []dispatch.Option[testkit.Exchange]{
+		keyed,
 		quiet,
 		dispatch.WithParallelism[testkit.Exchange](sh.groups),
 		dispatch.WithMaxPending[testkit.Exchange](sh.budget),
@@ -517,7 +525,7 @@ func (p *lpProbe) check(w *lpWorld) {
 	lpCheckSnapshot(w, p.name+" after Done", s)
 	calls := p.rec.Calls()
 	for _, err := range []error{
-		testkit.NoLoss(p.emitted.Load(), s, calls), testkit.PerKeyFIFO(calls), testkit.GroupSerial(calls),
+		testkit.NoLoss(p.emitted.Load(), s, calls), testkit.PerKeyFIFO(calls), serial(p.perKey, calls),
 	} {
 		if err != nil {
 			w.report("%s: %v (%+v)", p.name, err, s)
@@ -647,6 +655,7 @@ func lpDrawShape(t *rapid.T) lpShape {
 		budget:      rapid.IntRange(1, 64).Draw(t, "budget"),
 		policy:      rapid.SampledFrom([]dispatch.ErrorPolicy{dispatch.Continue, dispatch.StopOnError}).Draw(t, "policy"),
 		stopTimeout: time.Duration(rapid.IntRange(1, 50).Draw(t, "stop timeout ms")) * time.Millisecond,
+		perKey:      rapid.Bool().Draw(t, "per key"),
 	}
 }
 

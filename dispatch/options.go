@@ -37,6 +37,8 @@ type config[T any] struct {
 	logger      *slog.Logger
 	failLevel   slog.Level
 	stopTimeout time.Duration
+	perKey      bool
+	keyOf       func(T) string // WithKeyOrderingBy's
 	invalid     []error
 }
 
@@ -71,6 +73,41 @@ func (c *config[T]) reject(format string, args ...any) {
 // AggregateDispatcher.parallelism (MessageParallelism.DEFAULT_PARALLELISM).
 func WithParallelism[T any](groups int) Option[T] {
 	return func(c *config[T]) { c.groups = groups }
+}
+
+// WithKeyOrdering orders by aggregate id rather than by group: the
+// exchanges of one id are handled one at a time in admission order, and ids
+// never wait for each other, even in one group (Confluent Parallel
+// Consumer's ProcessingOrder.KEY; the default is its PARTITION order at the
+// grain of a group). Each id that holds or runs exchanges has a lane of its
+// own, under the same pending budget; an idle id's lane is reused for the
+// next new id, so the lanes kept stay within about twice the ids active at
+// once (at most the budget plus the running handlers). The group
+// (WithParallelism, GroupOf) is still computed for the Results and the
+// handlers' context. Cost: a map look-up per exchange, and a scheduled task
+// per exchange when ids rarely repeat within a batch (2-4x the group
+// order's time per exchange at 1,024 and 100k ids with a no-op handler:
+// docs/benchmarks.md); memory, a lane and a chunk of 32 slots per kept
+// lane, idle or not. For New and NewMain;
+// NewKeyed returns ErrInvalidOption (its key is a group: see
+// WithKeyOrderingBy).
+func WithKeyOrdering[T any]() Option[T] {
+	return func(c *config[T]) { c.perKey = true }
+}
+
+// WithKeyOrderingBy is WithKeyOrdering for NewKeyed: exchanges are ordered
+// by id(x) (any string, the empty one included), while the key function
+// still gives their group. id runs on the intake's goroutine after the key
+// function; its panic fails the exchange alone with ErrInvalidGroupKey.
+// New and NewMain return ErrInvalidOption (they order by AggregateID:
+// WithKeyOrdering); nil is invalid.
+func WithKeyOrderingBy[T any](id func(T) string) Option[T] {
+	return func(c *config[T]) {
+		if id == nil {
+			c.reject("nil WithKeyOrderingBy id function")
+		}
+		c.perKey, c.keyOf = true, id
+	}
 }
 
 // WithScheduler runs the handlers on s, which the dispatcher borrows: it

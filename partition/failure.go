@@ -24,15 +24,14 @@ import (
 // The zero value settles at once: the position counts as finished, so the
 // partition acknowledges past it, and a WARN line (at most one per
 // partition per FailureLogInterval, with the count of lines folded into it)
-// and FailureStats.Settled record it. This is Reactor's onErrorContinue
-// with a log, and Decaton's and Parallel Consumer's default of logging.
+// and FailureStats.Settled record it.
 //
 // With Retries or MaxElapsed the handler is called again in place, after a
-// Backoff wait, with Delivery.Attempt one higher each time: Reactor's
-// retryWhen(Retry.backoff(Retries, Min)). The retries happen inside the
+// Backoff wait, with Delivery.Attempt one higher each time, within the
+// policy's limits (Retries, MaxElapsed). The retries happen inside the
 // exchange's handler call, so the exchanges after it in its group wait,
 // those of other aggregates that share its group included (the group is a
-// hash of the aggregate id); the other groups of the partition go on, and
+// hash of the aggregate id; WithKeyOrdering: its aggregate's only); the other groups of the partition go on, and
 // the partition's acknowledged prefix stays below the retried position
 // until it ends. A force cancels a wait at once; the position is then not
 // finished and is delivered again. A graceful stop (Revoke's drain) waits

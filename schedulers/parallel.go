@@ -92,8 +92,7 @@ type Parallel struct{ engine }
 // It returns an error wrapping ErrInvalidName for an empty name,
 // ErrInvalidParallelism for parallelism < 1 and ErrInvalidOption for
 // WithTTL, whose goroutines never retire. The caller owns the scheduler
-// and must end it with DisposeGracefully or Dispose. Reactor:
-// Schedulers.newParallel(name, n) (Schedulers.java, ParallelScheduler.java).
+// and must end it with DisposeGracefully or Dispose.
 func NewParallel(name string, parallelism int, opts ...Option) (*Parallel, error) {
 	o, err := buildOptions(opts)
 	if err == nil && o.ttlSet {
@@ -135,7 +134,7 @@ func (s *engine) init(name string, n int, ttl time.Duration, o options, optErr e
 
 // NewSingle returns a scheduler with one goroutine: NewParallel(name, 1,
 // opts...). Every task of it, direct or through any Worker, runs on that one
-// goroutine in turn. Reactor: Schedulers.newSingle(name) (SingleScheduler.java).
+// goroutine in turn.
 func NewSingle(name string, opts ...Option) (*Parallel, error) {
 	return NewParallel(name, 1, opts...)
 }
@@ -177,7 +176,7 @@ var (
 // "scheduler" of its goroutines.
 func (s *engine) Name() string { return s.name }
 
-// String returns parallel(n,"name"), as Reactor's ParallelScheduler.toString.
+// String returns parallel(n,"name").
 func (s *Parallel) String() string { return fmt.Sprintf("parallel(%d,%q)", s.n, s.name) }
 
 // Goroutines returns how many goroutines the scheduler has started that

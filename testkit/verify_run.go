@@ -31,8 +31,8 @@ func (v *Verifier[T]) play(ctx context.Context) (a *Assertions[T], err error) {
 	m := newMailbox[T]()
 	sctx, cancel := context.WithCancelCause(ctx)
 	// A ThenCancel with nothing before it cancels inside the subscription,
-	// before the Flux starts (Reactor's cancel from onSubscribe): whatever
-	// the Flux does then, it does with its context already cancelled.
+	// before the Flux starts: whatever the Flux does then, it does with its
+	// context already cancelled.
 	atOnce := len(v.steps) == 0 && v.term == termCancel
 	f := flux.DoOnDiscard(flux.Defer(func() flux.Flux[T] {
 		m.subscribed()

@@ -3,9 +3,9 @@ module github.com/aggflow/aggflow/examples/flights/jetstream
 go 1.26.0
 
 require (
-	github.com/aggflow/aggflow v0.0.0
-	github.com/aggflow/aggflow/examples/flights v0.0.0
-	github.com/aggflow/aggflow/source/jetstream v0.0.0
+	github.com/aggflow/aggflow v0.3.0
+	github.com/aggflow/aggflow/examples/flights v0.3.0
+	github.com/aggflow/aggflow/source/jetstream v0.3.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
@@ -47,5 +47,6 @@ require (
 replace (
 	github.com/aggflow/aggflow => ../../..
 	github.com/aggflow/aggflow/examples/flights => ..
+	github.com/aggflow/aggflow/observe => ../../../observe
 	github.com/aggflow/aggflow/source/jetstream => ../../../source/jetstream
 )
