@@ -17,8 +17,8 @@ import (
 	"github.com/aggflow/aggflow/examples/flights/internal/job"
 )
 
-// assignMode is the -assign flag: how the consumer processes of -source
-// jetstream share the partitions.
+// assignMode is the -assign flag: how the consumer processes share the
+// partitions.
 type assignMode int
 
 const (

@@ -23,17 +23,17 @@ import (
 	"github.com/aggflow/aggflow/source/jetstream/jstest"
 )
 
-// -source jetstream: the flights go through NATS JetStream. The program
-// starts an embedded server, publishes every flight in file order on the
-// partition of its origin airport (the airport's code in the key header),
-// and runs two consumer processes, itself re-executed, each owning half of
+// The flights go through NATS JetStream. The program starts an embedded
+// server, publishes every flight in file order on the partition of its
+// origin airport (the airport's code in the key header), and runs two
+// consumer processes, itself re-executed, each owning half of
 // the partitions (-assign static) or claiming them as a member of a dynamic
 // assignment (-assign dynamic, see conductor); each folds its airports'
 // states and reports them, with its counters, on its standard output. The
 // parent merges the reports (an airport's state is the one furthest on,
 // after a handoff) and verifies them as for the in-process run.
 
-// flightsTopology is the stream of the -source jetstream run.
+// flightsTopology is the stream of the run.
 var flightsTopology = jetstream.Topology{Stream: "FLIGHTS", Prefix: "flights", Partitions: 8}
 
 // consumerOwns are the partitions of each consumer process.

@@ -9,7 +9,7 @@ import (
 	"github.com/aggflow/aggflow/examples/flights/internal/job"
 )
 
-// brokerSummary is what the summary says of a -source jetstream run.
+// brokerSummary is what the summary says of the run through JetStream.
 type brokerSummary struct {
 	Partitions int           `json:"partitions"`
 	Consumers  int           `json:"consumer_processes"`

@@ -77,7 +77,7 @@ type Summary struct {
 	Busiest     []AirportRow  `json:"busiest"`
 	// ReadBack is -source rxgo's count of the outcomes read back.
 	ReadBack any `json:"read_back,omitempty"`
-	// Broker is -source jetstream's run through the broker.
+	// Broker is examples/flights/jetstream's run through the broker.
 	Broker any `json:"broker,omitempty"`
 
 	Verification string `json:"verification"`
