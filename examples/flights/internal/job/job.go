@@ -39,7 +39,8 @@ type Env struct {
 // Replay gets data's flights through a dispatcher, in file order, each
 // folded into states[its origin airport], and returns once nothing touches
 // states any more; its error is a failure before the run began (the
-// summary is not written). It reads the stop signals from Env.Interrupt.
+// summary is not written). It takes the stop signals from the Interrupt
+// of the Env given to Execute: a first drains, a second forces.
 type Replay func(data *flightdata.Dataset, states []StateSlot) (Replayed, error)
 
 // Replayed is the outcome of a Replay.
@@ -66,9 +67,13 @@ type Replayed struct {
 // Line is a line of the text summary: "label  text".
 type Line struct{ Label, Text string }
 
-// Execute decodes, replays through play, verifies and prints the summary;
-// it returns the exit status and whether the summary of a complete run (no
-// signal stopped it) was written.
+// Execute decodes cfg's input, replays it through play, verifies the
+// states against a sequential fold (unless a signal stopped the run) and
+// writes the summary on e.Stdout, as text or JSON (cfg.JSON), the errors on
+// e.Stderr; it returns the exit status and whether the summary of a
+// complete run (no signal stopped it) was written. A signal while decoding
+// ends the run before play. The states are one StateSlot per airport of
+// the input, 64 bytes of padding each.
 func Execute(cfg Config, e Env, play Replay) (status int, complete bool) {
 	stdout, stderr := e.Stdout, e.Stderr
 	start := time.Now()
