@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/aggflow/aggflow/examples/flights/internal/job"
 )
 
 // childEnv, set in the environment, makes the test binary run the program
@@ -30,9 +32,6 @@ const (
 const signalAfter = 3
 
 func TestMain(m *testing.M) {
-	if url := os.Getenv(consumerEnv); url != "" { // a consumer process of -source jetstream
-		os.Exit(consumerMain(url, os.Args[1:], os.Stdout, os.Stderr))
-	}
 	if os.Getenv(childEnv) == "1" {
 		var n atomic.Int64
 		os.Exit(runProcess(func() {
@@ -56,7 +55,7 @@ func runWith(t *testing.T, args []string, signal func(interrupt chan<- os.Signal
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	interrupt := make(chan os.Signal, 2)
-	e := env{stdout: &stdout, stderr: &stderr, interrupt: interrupt}
+	e := env{Env: job.Env{Stdout: &stdout, Stderr: &stderr, Interrupt: interrupt}}
 	if signal != nil {
 		var n atomic.Int64
 		e.handled = func() {
@@ -67,6 +66,12 @@ func runWith(t *testing.T, args []string, signal func(interrupt chan<- os.Signal
 	}
 	code := run(args, e)
 	return outcome{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// summary is the JSON summary, its read_back -source rxgo's.
+type summary struct {
+	job.Summary
+	ReadBack *readBackSummary `json:"read_back"`
 }
 
 func decodeSummary(t *testing.T, out outcome) summary {
@@ -89,7 +94,7 @@ func TestEmbeddedSample(t *testing.T) {
 		{"-json", "-source", "rxgo", "-parallelism", "7", "-pool", "3", "-handler-cost", "1us"},
 	} {
 		out := runWith(t, args, nil)
-		require.Equal(t, exitOK, out.code, "%v: %s", args, out.stderr)
+		require.Equal(t, job.ExitOK, out.code, "%v: %s", args, out.stderr)
 		s := decodeSummary(t, out)
 		if slices.Contains(args, "rxgo") {
 			assert.Equal(t, "rxgo", s.Source)
@@ -104,12 +109,12 @@ func TestEmbeddedSample(t *testing.T) {
 		assert.Equal(t, 220, s.Airports, "origins")
 		assert.Equal(t, 224, s.AirportsNamed, "origins and destinations")
 		assert.Equal(t, s.Airports, s.Aggregates, "one aggregate per origin airport")
-		assert.Equal(t, counts{Received: 20_000, Succeeded: 20_000}, s.Exchanges)
+		assert.Equal(t, job.Counts{Received: 20_000, Succeeded: 20_000}, s.Exchanges)
 		assert.Zero(t, s.Lost)
 		assert.Zero(t, s.Violations)
-		assert.Equal(t, verified, s.Verification)
+		assert.Equal(t, job.Verified, s.Verification)
 		assert.Empty(t, s.Difference)
-		if assert.Len(t, s.Busiest, busiestShown) {
+		if assert.Len(t, s.Busiest, 10) {
 			assert.Equal(t, "DFW", s.Busiest[0].Airport)
 			assert.Equal(t, int64(1_103), s.Busiest[0].Departures)
 			assert.Equal(t, "ORD", s.Busiest[1].Airport)
@@ -129,7 +134,7 @@ func containsAll(t *testing.T, text string, wants ...string) {
 
 func TestTextSummary(t *testing.T) {
 	out := runWith(t, nil, nil)
-	require.Equal(t, exitOK, out.code, out.stderr)
+	require.Equal(t, job.ExitOK, out.code, out.stderr)
 	containsAll(t, out.stdout,
 		"embedded flights-20k.json.gz: 20,000 flights from 220 airports (and 4 airports that are only destinations)",
 		"aggregates  220 handled, one per origin airport (flights.Airport)",
@@ -141,7 +146,7 @@ func TestTextSummary(t *testing.T) {
 	assert.Contains(t, out.stdout, "\nsource      flux (flux.FromSeq), outcomes from the dispatcher's Stats\n")
 
 	out = runWith(t, []string{"-source", "rxgo"}, nil)
-	require.Equal(t, exitOK, out.code, out.stderr)
+	require.Equal(t, job.ExitOK, out.code, out.stderr)
 	containsAll(t, out.stdout, "\nsource      rxgo (rxgo.Defer through flux.FromObservable), "+
 		"20,000 outcomes read back through Results.Observable, agreeing with Stats\n",
 		"received 20,000, handled 20,000, failed 0, discarded 0, in flight 0", "\nverified\n")
@@ -196,11 +201,11 @@ func interruptedWith(t *testing.T, more []string, signals ...os.Signal) summary 
 // that exited with code.
 func checkPartial(t *testing.T, code int, s summary, sig os.Signal, forced bool) {
 	t.Helper()
-	assert.Equal(t, signalStatus(sig), code)
+	assert.Equal(t, job.SignalStatus(sig), code)
 	assert.True(t, s.Partial)
-	assert.Equal(t, signalName(sig), s.Signal)
+	assert.Equal(t, job.SignalName(sig), s.Signal)
 	assert.Equal(t, forced, s.Forced)
-	assert.Equal(t, skipped, s.Verification)
+	assert.Equal(t, job.Skipped, s.Verification)
 	c := s.Exchanges
 	assert.Less(t, c.Received, int64(slowRows), "the stop ended the intake")
 	assert.GreaterOrEqual(t, c.Succeeded, int64(signalAfter), "handled before the signal")
@@ -221,7 +226,7 @@ func TestInterruptDrains(t *testing.T) {
 	assert.Zero(t, s.Violations)
 
 	text := runWith(t, slow(t)[1:], func(interrupt chan<- os.Signal) { interrupt <- syscall.SIGTERM })
-	assert.Equal(t, exitTerminated, text.code)
+	assert.Equal(t, job.ExitTerminated, text.code)
 	assert.True(t, strings.HasPrefix(text.stdout, "PARTIAL: interrupted by SIGTERM and drained gracefully after "), text.stdout)
 	assert.Contains(t, text.stdout, " of 1,000 flights; these figures are not a complete run\n")
 	assert.Contains(t, text.stdout, "verification skipped")
@@ -285,7 +290,7 @@ func TestBadInput(t *testing.T) {
 		{t.TempDir(), []string{"is a directory (want a .json, .json.gz or .parquet file)"}},
 	} {
 		out := runWith(t, []string{"-input", tc.path}, nil)
-		assert.Equal(t, exitFailed, out.code, tc.path)
+		assert.Equal(t, job.ExitFailed, out.code, tc.path)
 		assert.Empty(t, out.stdout, "no summary for bad input")
 		for _, want := range tc.want {
 			assert.Contains(t, out.stderr, want)
@@ -296,7 +301,7 @@ func TestBadInput(t *testing.T) {
 
 func TestHelpIsNotAFailure(t *testing.T) {
 	out := runWith(t, []string{"-help"}, nil)
-	assert.Equal(t, exitOK, out.code)
+	assert.Equal(t, job.ExitOK, out.code)
 	assert.Contains(t, out.stderr, "usage: flights")
 	assert.Empty(t, out.stdout)
 }
@@ -308,10 +313,21 @@ func TestUsage(t *testing.T) {
 		{"-metrics-hold", "1s"}, {"-metrics", "127.0.0.1:0", "-metrics-hold", "-1s"},
 	} {
 		out := runWith(t, args, nil)
-		assert.Equal(t, exitUsage, out.code, "%v", args)
+		assert.Equal(t, job.ExitUsage, out.code, "%v", args)
 		assert.Empty(t, out.stdout)
 		assert.Contains(t, out.stderr, "usage: flights", "%v", args)
 	}
+}
+
+// TestSourceJetstreamMoved: -source jetstream is a module of its own now,
+// so that the in-process job does not build the broker: asking for it here
+// says where it went.
+func TestSourceJetstreamMoved(t *testing.T) {
+	out := runWith(t, []string{"-source", "jetstream"}, nil)
+	assert.Equal(t, job.ExitUsage, out.code)
+	assert.Empty(t, out.stdout)
+	assert.Contains(t, out.stderr, "flights: -source jetstream is a program of its own: go run ./examples/flights/jetstream")
+	assert.Contains(t, out.stderr, "usage: flights")
 }
 
 func TestInputFiles(t *testing.T) {
@@ -319,12 +335,12 @@ func TestInputFiles(t *testing.T) {
 	{"date":"2001/01/01 00:50","delay":-3,"distance":1750,"origin":"LAS","destination":"DTW"},
 	{"date":"2001/01/01 01:47","delay":0,"distance":1750,"origin":"DTW","destination":"LAS"}]`
 	out := runWith(t, []string{"-json", "-input", writeInput(t, "three.json", json)}, nil)
-	require.Equal(t, exitOK, out.code, out.stderr)
+	require.Equal(t, job.ExitOK, out.code, out.stderr)
 	s := decodeSummary(t, out)
 	assert.Equal(t, int64(3), s.Rows)
 	assert.Equal(t, 2, s.Airports)
 	assert.Equal(t, 2, s.Aggregates)
-	assert.Equal(t, verified, s.Verification)
+	assert.Equal(t, job.Verified, s.Verification)
 	assert.Equal(t, "DTW", s.Busiest[0].Airport)
 	assert.Equal(t, int64(1), s.Busiest[0].LongestOnTimeRun)
 }
@@ -335,10 +351,10 @@ func TestInputOutOfOrder(t *testing.T) {
 	json := `[{"date":"2001/01/01 00:47","delay":66,"distance":1750,"origin":"DTW","destination":"LAS"},
 	{"date":"2001/01/01 00:40","delay":-3,"distance":1750,"origin":"DTW","destination":"ORD"}]`
 	out := runWith(t, []string{"-json", "-input", writeInput(t, "backwards.json", json)}, nil)
-	assert.Equal(t, exitFailed, out.code)
+	assert.Equal(t, job.ExitFailed, out.code)
 	s := decodeSummary(t, out)
 	assert.Equal(t, int64(1), s.Violations)
-	assert.Equal(t, verified, s.Verification, "the dispatcher saw the input's own order")
+	assert.Equal(t, job.Verified, s.Verification, "the dispatcher saw the input's own order")
 }
 
 func TestInterruptWhileDecoding(t *testing.T) {
@@ -346,10 +362,10 @@ func TestInterruptWhileDecoding(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		interrupt := make(chan os.Signal, 1)
 		interrupt <- sig
-		code := run(nil, env{stdout: &stdout, stderr: &stderr, interrupt: interrupt})
-		assert.Equal(t, signalStatus(sig), code)
+		code := run(nil, env{Env: job.Env{Stdout: &stdout, Stderr: &stderr, Interrupt: interrupt}})
+		assert.Equal(t, job.SignalStatus(sig), code)
 		assert.Empty(t, stdout.String())
-		assert.Equal(t, "flights: interrupted by "+signalName(sig)+" while decoding; nothing was dispatched\n", stderr.String())
+		assert.Equal(t, "flights: interrupted by "+job.SignalName(sig)+" while decoding; nothing was dispatched\n", stderr.String())
 	}
 }
 
@@ -359,11 +375,11 @@ func TestUnknownField(t *testing.T) {
 	path := writeInput(t, "extra.json",
 		`[{"date":"2001/01/01 00:47","delay":66,"distance":1750,"origin":"DTW","destination":"LAS","carrier":"NW"}]`)
 	out := runWith(t, []string{"-json", "-input", path}, nil)
-	require.Equal(t, exitOK, out.code, out.stderr)
+	require.Equal(t, job.ExitOK, out.code, out.stderr)
 	assert.Equal(t, int64(1), decodeSummary(t, out).Rows)
 
 	out = runWith(t, []string{"-strict", "-input", path}, nil)
-	assert.Equal(t, exitFailed, out.code)
+	assert.Equal(t, job.ExitFailed, out.code)
 	assert.Empty(t, out.stdout)
 	assert.Equal(t, "flightdata: "+path+`: row 1: unknown field "carrier"`+"\n", out.stderr)
 }
@@ -373,7 +389,7 @@ const oneFlight = `[{"date":"2001/01/01 00:47","delay":66,"distance":1750,"origi
 // TestPlurals: one of a thing is said in the singular on every line.
 func TestPlurals(t *testing.T) {
 	out := runWith(t, []string{"-input", writeInput(t, "one.json", oneFlight), "-parallelism", "1", "-pool", "1"}, nil)
-	require.Equal(t, exitOK, out.code, out.stderr)
+	require.Equal(t, job.ExitOK, out.code, out.stderr)
 	containsAll(t, out.stdout,
 		": 1 flight from 1 airport (and 1 airport that is only a destination)\n",
 		"aggregates  1 handled",
@@ -386,7 +402,7 @@ func TestPlurals(t *testing.T) {
 
 func TestCount(t *testing.T) {
 	for n, want := range map[int64]string{0: "0 flights", 1: "1 flight", 2: "2 flights", 3_000_000: "3,000,000 flights", -1: "-1 flights"} {
-		assert.Equal(t, want, count(n, "flight"))
+		assert.Equal(t, want, job.Count(n, "flight"))
 	}
 }
 
@@ -396,15 +412,15 @@ func TestCount(t *testing.T) {
 // -input takes as it is.
 func TestProgressFlag(t *testing.T) {
 	out := runWith(t, []string{"-json", "-progress", "always", "-input", filepath.Join("data", "flights-20k.json.gz")}, nil)
-	require.Equal(t, exitOK, out.code, out.stderr)
+	require.Equal(t, job.ExitOK, out.code, out.stderr)
 	assert.Contains(t, out.stderr, "decoding")
 	assert.Contains(t, out.stderr, "dispatching")
 	s := decodeSummary(t, out)
 	assert.Equal(t, int64(20_000), s.Rows)
 	assert.Equal(t, 220, s.Aggregates)
-	assert.Equal(t, verified, s.Verification)
+	assert.Equal(t, job.Verified, s.Verification)
 
 	out = runWith(t, []string{"-json", "-input", writeInput(t, "one.json", oneFlight)}, nil)
-	require.Equal(t, exitOK, out.code, out.stderr)
+	require.Equal(t, job.ExitOK, out.code, out.stderr)
 	assert.Empty(t, out.stderr, "no bar by default on what is not a terminal")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/examples/flights/internal/job"
 	"github.com/aggflow/aggflow/observe/prommetrics"
 )
 
@@ -58,16 +59,16 @@ func serveMetrics(addr string) (*metricsServer, error) {
 
 // options observes the dispatcher with the Collector; none for a nil m
 // (no -metrics).
-func (m *metricsServer) options() []dispatch.Option[departure] {
+func (m *metricsServer) options() []dispatch.Option[job.Departure] {
 	if m == nil {
 		return nil
 	}
-	return []dispatch.Option[departure]{dispatch.WithObserver[departure](m.collector)}
+	return []dispatch.Option[job.Departure]{dispatch.WithObserver[job.Departure](m.collector)}
 }
 
 // register makes the Collector report d's gauges (in flight, budget) until
 // the server closes; nothing for a nil m.
-func (m *metricsServer) register(d *dispatch.Dispatcher[departure]) error {
+func (m *metricsServer) register(d *dispatch.Dispatcher[job.Departure]) error {
 	if m == nil {
 		return nil
 	}

@@ -16,7 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/examples/flights/data"
 	"github.com/aggflow/aggflow/examples/flights/internal/flightdata"
+
+	"github.com/aggflow/aggflow/examples/flights/internal/job"
 )
 
 // scrapeWithin bounds the wait for the run's metrics: the embedded sample
@@ -39,7 +42,7 @@ func serve(t *testing.T, args ...string) *serving {
 	t.Helper()
 	s := &serving{interrupt: make(chan os.Signal, 1), done: make(chan struct{})}
 	listening := make(chan string, 1)
-	e := env{stdout: &s.stdout, stderr: &s.stderr, interrupt: s.interrupt, serving: func(addr string) { listening <- addr }}
+	e := env{Env: job.Env{Stdout: &s.stdout, Stderr: &s.stderr, Interrupt: s.interrupt}, serving: func(addr string) { listening <- addr }}
 	go func() {
 		defer close(s.done)
 		s.code = run(args, e)
@@ -124,12 +127,12 @@ func settled(t *testing.T, families map[string]*dto.MetricFamily) bool {
 // sampleAirports returns the codes of the embedded sample's airports.
 func sampleAirports(t *testing.T) []string {
 	t.Helper()
-	in, err := flightdata.OpenFS(sampleFS, samplePath)
+	in, err := data.OpenSample()
 	require.NoError(t, err)
 	defer in.Close()
-	data, err := in.Decode(context.Background(), flightdata.Options{})
+	flights, err := in.Decode(context.Background(), flightdata.Options{})
 	require.NoError(t, err)
-	return data.Airports
+	return flights.Airports
 }
 
 // TestMetricsScrape: -metrics serves the prommetrics Collector during the
@@ -198,10 +201,10 @@ func TestMetricsScrape(t *testing.T) {
 	assert.Equal(t, float64(dispatch.DefaultMaxPending), only(t, families, "aggflow_budget_limit").GetGauge().GetValue())
 
 	s.interrupt <- os.Interrupt
-	require.Equal(t, exitOK, s.wait(t), s.stderr.String())
+	require.Equal(t, job.ExitOK, s.wait(t), s.stderr.String())
 	sum := decodeSummary(t, outcome{code: s.code, stdout: s.stdout.String(), stderr: s.stderr.String()})
-	assert.Equal(t, verified, sum.Verification)
-	assert.Equal(t, counts{Received: 20_000, Succeeded: 20_000}, sum.Exchanges)
+	assert.Equal(t, job.Verified, sum.Verification)
+	assert.Equal(t, job.Counts{Received: 20_000, Succeeded: 20_000}, sum.Exchanges)
 	containsAll(t, s.stderr.String(), "flights: serving metrics on http://"+s.addr+"/metrics\n",
 		"flights: serving metrics for 1m0s more; SIGINT or SIGTERM ends the hold\n", "flights: SIGINT ended the hold\n")
 	_, err := noKeepAlive.Get("http://" + s.addr + "/metrics")
@@ -212,9 +215,9 @@ func TestMetricsScrape(t *testing.T) {
 // run; with the rxgo source too.
 func TestMetricsWithoutHold(t *testing.T) {
 	s := serve(t, "-json", "-source", "rxgo", "-metrics", "127.0.0.1:0")
-	require.Equal(t, exitOK, s.wait(t), s.stderr.String())
+	require.Equal(t, job.ExitOK, s.wait(t), s.stderr.String())
 	sum := decodeSummary(t, outcome{code: s.code, stdout: s.stdout.String(), stderr: s.stderr.String()})
-	assert.Equal(t, verified, sum.Verification)
+	assert.Equal(t, job.Verified, sum.Verification)
 	assert.Equal(t, &readBackSummary{Read: 20_000, Agrees: true}, sum.ReadBack)
 	assert.NotContains(t, s.stderr.String(), "more; SIGINT")
 	_, err := noKeepAlive.Get("http://" + s.addr + "/metrics")
@@ -236,7 +239,7 @@ func TestMetricsNoHoldAfterSignal(t *testing.T) {
 // before anything is decoded.
 func TestMetricsBadAddress(t *testing.T) {
 	out := runWith(t, []string{"-metrics", "127.0.0.1:notaport"}, nil)
-	assert.Equal(t, exitFailed, out.code)
+	assert.Equal(t, job.ExitFailed, out.code)
 	assert.Empty(t, out.stdout)
 	assert.Contains(t, out.stderr, "flights: -metrics: listen tcp")
 }

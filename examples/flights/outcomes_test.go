@@ -10,16 +10,17 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/examples/flights/internal/job"
 )
 
 // TestCountsAdd: success, discarded, and the three failures.
 func TestCountsAdd(t *testing.T) {
-	var c counts
+	var c job.Counts
 	for _, o := range []dispatch.Outcome{dispatch.OutcomeSuccess, dispatch.OutcomeError, dispatch.OutcomePanic,
 		dispatch.OutcomeCancelled, dispatch.OutcomeDiscarded, dispatch.OutcomeSuccess} {
-		c.add(o)
+		add(&c, o)
 	}
-	assert.Equal(t, counts{Received: 6, Succeeded: 2, Failed: 3, Discarded: 1}, c)
+	assert.Equal(t, job.Counts{Received: 6, Succeeded: 2, Failed: 3, Discarded: 1}, c)
 }
 
 // TestReconcile, against a model: the dispatcher ends a random sequence of
@@ -33,11 +34,11 @@ func TestReconcile(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ended := rapid.SliceOf(outcome).Draw(t, "ended")
 		dropped := rapid.IntRange(0, len(ended)).Draw(t, "dropped")
-		var stats, read counts
+		var stats, read job.Counts
 		for i, o := range ended {
-			stats.add(o)
+			add(&stats, o)
 			if i >= dropped {
-				read.add(o)
+				add(&read, o)
 			}
 		}
 		rb := readBack{counts: read, dropped: int64(dropped)}
@@ -68,12 +69,10 @@ func TestReconcile(t *testing.T) {
 // TestSourceLine: the summary's source line says where the counts come
 // from, and a disagreement loudly.
 func TestSourceLine(t *testing.T) {
-	s := summary{Source: "flux"}
-	assert.Equal(t, "flux (flux.FromSeq), outcomes from the dispatcher's Stats", s.sourceLine())
-	s = summary{Source: "rxgo"}
-	s.readBack(&readBack{counts: counts{Received: 1}}, nil)
-	assert.Equal(t, "rxgo (rxgo.Defer through flux.FromObservable), 1 outcome read back through Results.Observable, agreeing with Stats", s.sourceLine())
-	s.readBack(&readBack{counts: counts{Received: 3}, dropped: 1}, fmt.Errorf("%w: and more", errDisagree))
+	assert.Equal(t, "flux (flux.FromSeq), outcomes from the dispatcher's Stats", sourceLine("flux", nil))
+	rb := readBack{counts: job.Counts{Received: 1}}.summary(nil)
+	assert.Equal(t, "rxgo (rxgo.Defer through flux.FromObservable), 1 outcome read back through Results.Observable, agreeing with Stats", sourceLine("rxgo", rb))
+	rb = readBack{counts: job.Counts{Received: 3}, dropped: 1}.summary(fmt.Errorf("%w: and more", errDisagree))
 	assert.Equal(t, "rxgo (rxgo.Defer through flux.FromObservable), 3 outcomes read back through Results.Observable"+
-		" and 1 dropped by the forced stop (counts from Stats), DISAGREEING with Stats", s.sourceLine())
+		" and 1 dropped by the forced stop (counts from Stats), DISAGREEING with Stats", sourceLine("rxgo", rb))
 }

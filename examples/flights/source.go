@@ -8,6 +8,7 @@ import (
 
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/examples/flights/internal/flightdata"
+	"github.com/aggflow/aggflow/examples/flights/internal/job"
 	"github.com/aggflow/aggflow/flux"
 )
 
@@ -23,9 +24,9 @@ const (
 	// flux.FromObservable; the outcomes are read back as an rxgo
 	// Observable (see readOutcomes) and checked against Stats.
 	sourceRxgo
-	// sourceJetstream: published to an embedded NATS JetStream server and
-	// consumed by two consumer processes (see replayJetStream); the
-	// outcomes are the consumers' Stats.
+	// sourceJetstream is refused with a usage error that names
+	// examples/flights/jetstream, where that run moved so that this
+	// program builds no broker.
 	sourceJetstream
 )
 
@@ -38,10 +39,10 @@ const rxgoBuffer = 256
 
 // departures yields every flight of data in file order, addressed to its
 // origin airport.
-func departures(data *flightdata.Dataset) iter.Seq[departure] {
-	return func(yield func(departure) bool) {
+func departures(data *flightdata.Dataset) iter.Seq[job.Departure] {
+	return func(yield func(job.Departure) bool) {
 		for _, f := range data.Flights {
-			if !yield(departure{Flight: f, origin: data.Airports[f.Origin]}) {
+			if !yield(job.Departure{Flight: f, OriginCode: data.Airports[f.Origin]}) {
 				return
 			}
 		}
@@ -49,9 +50,9 @@ func departures(data *flightdata.Dataset) iter.Seq[departure] {
 }
 
 // sourceOf returns the dispatcher's source of kind over data's flights.
-func sourceOf(kind sourceKind, data *flightdata.Dataset) dispatch.Source[departure] {
+func sourceOf(kind sourceKind, data *flightdata.Dataset) dispatch.Source[job.Departure] {
 	if kind == sourceRxgo {
-		return flux.FromObservable[departure](observableOf(departures(data)))
+		return flux.FromObservable[job.Departure](observableOf(departures(data)))
 	}
 	return flux.FromSeq(departures(data))
 }

@@ -7,12 +7,6 @@ import (
 	"time"
 )
 
-// repeatWithin is how soon after the first a signal of the same kind is
-// taken for the same stop delivered twice, not a request to force:
-// timeout(1), for one, signals the process and then its process group.
-// A person pressing Ctrl-C again is slower.
-const repeatWithin = 100 * time.Millisecond
-
 // stoppable is what await stops: a *dispatch.Dispatcher.
 type stoppable interface {
 	Done() <-chan struct{}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/aggflow/aggflow/examples/flights/internal/job"
 )
 
 // fakeDispatcher records the stops asked of it; it is done when finish is
@@ -53,7 +55,7 @@ func (f *fakeDispatcher) ForceStop() {
 }
 
 // TestAwait: the first signal drains, another one forces, except the first
-// one again within repeatWithin; a third changes nothing; await returns
+// one again within job.RepeatWithin; a third changes nothing; await returns
 // only after the graceful stop's goroutine did.
 func TestAwait(t *testing.T) {
 	for _, tc := range []struct {
@@ -65,7 +67,7 @@ func TestAwait(t *testing.T) {
 		{"none", nil, nil, false},
 		{"one", []os.Signal{syscall.SIGTERM}, nil, false},
 		{"repeated at once", []os.Signal{syscall.SIGTERM, syscall.SIGTERM}, []time.Duration{0}, false},
-		{"repeated later", []os.Signal{os.Interrupt, os.Interrupt}, []time.Duration{repeatWithin}, true},
+		{"repeated later", []os.Signal{os.Interrupt, os.Interrupt}, []time.Duration{job.RepeatWithin}, true},
 		{"another kind at once", []os.Signal{syscall.SIGTERM, os.Interrupt}, []time.Duration{0}, true},
 		{"three", []os.Signal{os.Interrupt, syscall.SIGTERM, os.Interrupt}, []time.Duration{0, time.Second}, true},
 	} {
@@ -79,7 +81,7 @@ func TestAwait(t *testing.T) {
 				}
 				returned := make(chan result, 1)
 				go func() {
-					first, forced := await(f, interrupt, repeatWithin)
+					first, forced := await(f, interrupt, job.RepeatWithin)
 					returned <- result{first, forced}
 				}()
 				for i, sig := range tc.signals {

@@ -7,7 +7,7 @@ import (
 )
 
 // A dynamic run interrupted (SIGINT) before b held its share, as
-// `go run . -source jetstream -assign dynamic` stopped half a second in: b
+// `go run ./examples/flights/jetstream -assign dynamic` stopped half a second in: b
 // never claimed a partition and the second half was never published, yet the
 // assignment line says b "held its share 0.000 s later" and that half the
 // flights were published after. The line of such a run must not claim a

@@ -1,15 +1,15 @@
-package main
+package job
 
 import (
 	"context"
 	"time"
 )
 
-// burn keeps the calling goroutine busy for about d, or until ctx is done
+// Burn keeps the calling goroutine busy for about d, or until ctx is done
 // (a forced stop): the -handler-cost simulation of CPU-bound work. It spins
 // rather than sleeps so that the cost occupies a scheduler goroutine and a
 // CPU, as real work would.
-func burn(ctx context.Context, d time.Duration) {
+func Burn(ctx context.Context, d time.Duration) {
 	if d <= 0 {
 		return
 	}

@@ -18,21 +18,22 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aggflow/aggflow/examples/flights/internal/flightdata"
+	"github.com/aggflow/aggflow/examples/flights/internal/job"
 	"github.com/aggflow/aggflow/source/jetstream"
 	"github.com/aggflow/aggflow/source/jetstream/jstest"
 )
 
-// -source jetstream: the flights go through NATS JetStream. The program
-// starts an embedded server, publishes every flight in file order on the
-// partition of its origin airport (the airport's code in the key header),
-// and runs two consumer processes, itself re-executed, each owning half of
+// The flights go through NATS JetStream. The program starts an embedded
+// server, publishes every flight in file order on the partition of its
+// origin airport (the airport's code in the key header), and runs two
+// consumer processes, itself re-executed, each owning half of
 // the partitions (-assign static) or claiming them as a member of a dynamic
 // assignment (-assign dynamic, see conductor); each folds its airports'
 // states and reports them, with its counters, on its standard output. The
 // parent merges the reports (an airport's state is the one furthest on,
 // after a handoff) and verifies them as for the in-process run.
 
-// flightsTopology is the stream of the -source jetstream run.
+// flightsTopology is the stream of the run.
 var flightsTopology = jetstream.Topology{Stream: "FLIGHTS", Prefix: "flights", Partitions: 8}
 
 // consumerOwns are the partitions of each consumer process.
@@ -62,16 +63,16 @@ func encodeFlight(f flightdata.Flight) []byte {
 }
 
 // decodeFlight is the consumers' Codec.Decode: the origin airport is the key.
-func decodeFlight(key string, msg natsjs.Msg) (departure, error) {
+func decodeFlight(key string, msg natsjs.Msg) (job.Departure, error) {
 	return decodeDeparture(key, msg.Data())
 }
 
 // decodeDeparture decodes what encodeFlight made, addressed to origin key.
-func decodeDeparture(key string, b []byte) (departure, error) {
+func decodeDeparture(key string, b []byte) (job.Departure, error) {
 	if len(b) != flightSize {
-		return departure{}, fmt.Errorf("%w: %d bytes, want %d", errFlightEncoding, len(b), flightSize)
+		return job.Departure{}, fmt.Errorf("%w: %d bytes, want %d", errFlightEncoding, len(b), flightSize)
 	}
-	return departure{origin: key, Flight: flightdata.Flight{
+	return job.Departure{OriginCode: key, Flight: flightdata.Flight{
 		Departure:   int64(binary.BigEndian.Uint64(b)),
 		Delay:       int32(binary.BigEndian.Uint32(b[8:])),
 		Distance:    int32(binary.BigEndian.Uint32(b[12:])),
@@ -85,7 +86,7 @@ type consumerReport struct {
 	// States are the airports' states, each with the position of the last
 	// flight applied to it: after a handoff the old owner's is behind.
 	States    map[string]airportState `json:"states"`
-	Exchanges counts                  `json:"exchanges"`
+	Exchanges job.Counts              `json:"exchanges"`
 	Acks      int64                   `json:"acks"`
 	// Partitions are those owned when the stop began.
 	Partitions []int32 `json:"partitions"`
@@ -94,47 +95,14 @@ type consumerReport struct {
 	// Attempt 2 or more; Duplicates the redeliveries the consumer dropped
 	// (Stats.Duplicates); Adopted the airport states taken over from
 	// another member.
-	Applied     int64       `json:"applied"`
-	Replayed    int64       `json:"replayed"`
-	Redelivered int64       `json:"redelivered"`
-	Duplicates  int64       `json:"duplicates"`
-	Adopted     int64       `json:"adopted"`
-	QueueWait   percentiles `json:"queue_wait"`
-	Handling    percentiles `json:"handling"`
-	Error       string      `json:"error,omitempty"`
-}
-
-// brokerSummary is what the summary says of a -source jetstream run.
-type brokerSummary struct {
-	Partitions int           `json:"partitions"`
-	Consumers  int           `json:"consumer_processes"`
-	Assignment string        `json:"assignment"` // static or dynamic (-assign)
-	Publish    time.Duration `json:"publish_ns"` // both halves under -assign dynamic
-	Acks       int64         `json:"acks"`
-	// Replayed and Duplicates sum the members'.
-	Replayed   int64 `json:"replayed"`
-	Duplicates int64 `json:"duplicates"`
-	// -assign dynamic: the lease TTL; the time from the second member's
-	// go-ahead until it held its share; the members.
-	LeaseTTL time.Duration   `json:"lease_ttl_ns,omitempty"`
-	Handoff  time.Duration   `json:"handoff_ns,omitempty"`
-	Members  []memberSummary `json:"members,omitempty"`
-}
-
-// memberSummary is one member of -assign dynamic: the partitions it held
-// when the stop began, its claims and releases seen in the lease bucket
-// (the consumer's Stats do not count them), and its consumerReport's
-// counters.
-type memberSummary struct {
-	Name        string  `json:"name"`
-	Partitions  []int32 `json:"partitions"`
-	Claims      int     `json:"claims"`
-	Releases    int     `json:"releases"`
-	Applied     int64   `json:"applied"`
-	Adopted     int64   `json:"adopted"`
-	Replayed    int64   `json:"replayed"`
-	Redelivered int64   `json:"redelivered"`
-	Duplicates  int64   `json:"duplicates"`
+	Applied     int64           `json:"applied"`
+	Replayed    int64           `json:"replayed"`
+	Redelivered int64           `json:"redelivered"`
+	Duplicates  int64           `json:"duplicates"`
+	Adopted     int64           `json:"adopted"`
+	QueueWait   job.Percentiles `json:"queue_wait"`
+	Handling    job.Percentiles `json:"handling"`
+	Error       string          `json:"error,omitempty"`
 }
 
 // replayJetStream is replay through JetStream: publish, then consume in two
@@ -145,25 +113,25 @@ type memberSummary struct {
 // acknowledged to its end. A first value on e.interrupt stops the
 // consumers gracefully (SIGTERM), a second by force (SIGKILL). It returns
 // once both processes exited and the server shut down.
-func replayJetStream(cfg config, data *flightdata.Dataset, states []stateSlot, e env) (replayed, error) {
+func replayJetStream(cfg config, data *flightdata.Dataset, states []job.StateSlot, e job.Env) (job.Replayed, error) {
 	srv, err := jstest.Start()
 	if err != nil {
-		return replayed{}, err
+		return job.Replayed{}, err
 	}
 	defer srv.Shutdown()
 	nc, js, err := jetstream.Connect(srv.URL())
 	if err != nil {
-		return replayed{}, err
+		return job.Replayed{}, err
 	}
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	streamCfg, err := flightsTopology.StreamConfig()
 	if err != nil {
-		return replayed{}, err
+		return job.Replayed{}, err
 	}
 	if _, err := js.CreateStream(ctx, streamCfg); err != nil {
-		return replayed{}, err
+		return job.Replayed{}, err
 	}
 	dynamic := cfg.assign == assignDynamic
 	first := data.Flights
@@ -172,10 +140,11 @@ func replayJetStream(cfg config, data *flightdata.Dataset, states []stateSlot, e
 	}
 	start := time.Now()
 	if err := publishFlights(js, data, first); err != nil {
-		return replayed{}, err
+		return job.Replayed{}, err
 	}
-	res := replayed{broker: &brokerSummary{Partitions: flightsTopology.Partitions, Consumers: len(consumerOwns),
-		Assignment: assignModes[cfg.assign], Publish: time.Since(start)}}
+	broker := &brokerSummary{Partitions: flightsTopology.Partitions, Consumers: len(consumerOwns),
+		Assignment: assignModes[cfg.assign], Publish: time.Since(start)}
+	res := job.Replayed{Source: "jetstream", Broker: broker}
 
 	start = time.Now()
 	procs, goAhead, err := startConsumers(cfg, srv.URL(), e)
@@ -188,13 +157,13 @@ func replayJetStream(cfg config, data *flightdata.Dataset, states []stateSlot, e
 		condCtx, stopCond := context.WithCancel(context.Background())
 		var conducting sync.WaitGroup
 		conducting.Go(func() { cond.run(condCtx) })
-		res.signal, res.forced = awaitConsumers(procs, e.interrupt)
+		res.Signal, res.Forced = awaitConsumers(procs, e.Interrupt)
 		stopCond()
 		conducting.Wait()
 	} else {
-		res.signal, res.forced = awaitConsumers(procs, e.interrupt)
+		res.Signal, res.Forced = awaitConsumers(procs, e.Interrupt)
 	}
-	res.elapsed = time.Since(start)
+	res.Elapsed = time.Since(start)
 	code := make(map[string]int, len(data.Airports))
 	for i, c := range data.Airports {
 		code[c] = i
@@ -212,31 +181,32 @@ func replayJetStream(cfg config, data *flightdata.Dataset, states []stateSlot, e
 				states[i].State, positions[i] = st.State, st.Position
 			}
 		}
-		res.counts = res.counts.plus(r.Exchanges)
-		res.replays += r.Replayed
-		res.broker.Acks += r.Acks
-		res.broker.Replayed += r.Replayed
-		res.broker.Duplicates += r.Duplicates
-		res.queueWait, res.handling = slowest(res.queueWait, r.QueueWait), slowest(res.handling, r.Handling)
+		res.Counts = plus(res.Counts, r.Exchanges)
+		res.Replays += r.Replayed
+		broker.Acks += r.Acks
+		broker.Replayed += r.Replayed
+		broker.Duplicates += r.Duplicates
+		res.QueueWait, res.Handling = slowest(res.QueueWait, r.QueueWait), slowest(res.Handling, r.Handling)
 		if r.Error != "" {
 			errs = append(errs, errors.New(r.Error))
 		}
 		if dynamic {
-			res.broker.Members = append(res.broker.Members, memberSummary{Name: r.Member, Partitions: r.Partitions,
+			broker.Members = append(broker.Members, memberSummary{Name: r.Member, Partitions: r.Partitions,
 				Claims: cond.view.claims[r.Member], Releases: cond.view.releases[r.Member], Applied: r.Applied,
 				Adopted: r.Adopted, Replayed: r.Replayed, Redelivered: r.Redelivered, Duplicates: r.Duplicates})
 		}
 	}
 	if dynamic {
-		res.broker.LeaseTTL, res.broker.Handoff = leaseTTL, cond.handoff
-		res.broker.Publish += cond.publish
+		broker.LeaseTTL, broker.Handoff = cfg.leaseTTL, cond.handoff
+		broker.Publish += cond.publish
 		if cond.err != nil {
 			errs = append(errs, cond.err)
-		} else if !cond.finished && res.signal == nil {
+		} else if !cond.finished && res.Signal == nil {
 			errs = append(errs, fmt.Errorf("%w: the members stopped before every partition was acknowledged", errStalled))
 		}
 	}
-	res.err = errors.Join(errs...)
+	res.Err = errors.Join(errs...)
+	res.SourceLine, res.Lines = broker.sourceLine(), broker.lines()
 	return res, nil
 }
 
@@ -269,12 +239,12 @@ type consumerProc struct {
 // re-executed with the dispatcher's flags: one per consumerOwns, or, under
 // -assign dynamic, one per consumerMembers, the first starting at once,
 // the second once goAhead is closed (its standard input).
-func startConsumers(cfg config, url string, e env) (procs []*consumerProc, goAhead io.Closer, err error) {
+func startConsumers(cfg config, url string, e job.Env) (procs []*consumerProc, goAhead io.Closer, err error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, nil, err
 	}
-	stderr := &lockedWriter{w: e.stderr} // the processes' error output, a line at a time from each
+	stderr := &lockedWriter{w: e.Stderr} // the processes' error output, a line at a time from each
 	kill := func() {
 		for _, q := range procs {
 			_ = q.cmd.Process.Kill()
@@ -282,11 +252,12 @@ func startConsumers(cfg config, url string, e env) (procs []*consumerProc, goAhe
 		}
 	}
 	for i := range consumerOwns {
-		p := &consumerProc{cmd: exec.Command(exe, "-parallelism", fmt.Sprint(cfg.parallelism), "-pool", fmt.Sprint(cfg.pool),
-			"-max-pending", fmt.Sprint(cfg.maxPending), "-handler-cost", cfg.handlerCost.String())}
+		p := &consumerProc{cmd: exec.Command(exe, "-parallelism", fmt.Sprint(cfg.Parallelism), "-pool", fmt.Sprint(cfg.Pool),
+			"-max-pending", fmt.Sprint(cfg.MaxPending), "-handler-cost", cfg.HandlerCost.String())}
 		share := ownEnv + "=" + consumerOwns[i]
 		if cfg.assign == assignDynamic {
 			share = memberEnv + "=" + consumerMembers[i]
+			p.cmd.Args = append(p.cmd.Args, "-assign", "dynamic", "-lease-ttl", cfg.leaseTTL.String())
 			if i > 0 { // the first one's standard input is empty: it starts at once
 				if goAhead, err = p.cmd.StdinPipe(); err != nil {
 					kill()
@@ -326,7 +297,7 @@ func awaitConsumers(procs []*consumerProc, interrupt <-chan os.Signal) (first os
 			switch {
 			case first == nil:
 				first, firstAt = sig, time.Now()
-			case forced, sig == first && time.Since(firstAt) < repeatWithin:
+			case forced, sig == first && time.Since(firstAt) < job.RepeatWithin:
 				continue
 			default:
 				forced, kill = true, syscall.SIGKILL
@@ -363,15 +334,15 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 // plus adds two processes' counts.
-func (c counts) plus(d counts) counts {
-	return counts{Received: c.Received + d.Received, Succeeded: c.Succeeded + d.Succeeded, Failed: c.Failed + d.Failed,
+func plus(c, d job.Counts) job.Counts {
+	return job.Counts{Received: c.Received + d.Received, Succeeded: c.Succeeded + d.Succeeded, Failed: c.Failed + d.Failed,
 		Discarded: c.Discarded + d.Discarded, InFlight: c.InFlight + d.InFlight}
 }
 
 // slowest keeps the larger of two processes' percentiles: without their
 // histograms, the summary shows the worse of the two.
-func slowest(a, b percentiles) percentiles {
-	return percentiles{P50: max(a.P50, b.P50), P99: max(a.P99, b.P99)}
+func slowest(a, b job.Percentiles) job.Percentiles {
+	return job.Percentiles{P50: max(a.P50, b.P50), P99: max(a.P99, b.P99)}
 }
 
 // ownedPartitions parses ownEnv.

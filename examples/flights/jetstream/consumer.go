@@ -15,6 +15,7 @@ import (
 
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/examples/flights/internal/airport"
+	"github.com/aggflow/aggflow/examples/flights/internal/job"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
 	"github.com/aggflow/aggflow/source/jetstream"
@@ -39,7 +40,7 @@ func assignmentFromEnv() (assignment, error) {
 	return assignment{own: own}, err
 }
 
-// consumerMain is a consumer process of -source jetstream: with a static
+// consumerMain is a consumer process: with a static
 // assignment it consumes its partitions (ownEnv) until it handled all they
 // held when it started; as a member of a dynamic one (memberEnv) it starts
 // once its standard input is closed (the parent's go-ahead) and consumes
@@ -48,12 +49,12 @@ func assignmentFromEnv() (assignment, error) {
 func consumerMain(url string, args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
-		return exitUsage
+		return job.ExitUsage
 	}
 	as, err := assignmentFromEnv()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return exitUsage
+		return job.ExitUsage
 	}
 	goAhead := make(chan struct{})
 	if as.member == "" {
@@ -72,12 +73,12 @@ func consumerMain(url string, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := json.NewEncoder(stdout).Encode(r); err != nil {
 		fmt.Fprintln(stderr, "flights: consumer:", err)
-		return exitFailed
+		return job.ExitFailed
 	}
 	if r.Error != "" {
-		return exitFailed
+		return job.ExitFailed
 	}
-	return exitOK
+	return job.ExitOK
 }
 
 // heldAirport is an airport's state in a consumer process, with the
@@ -115,8 +116,8 @@ func (a *airports) of(code string) *heldAirport {
 // apply folds d's flight into its airport's state, unless d is at or
 // below the last position applied (an in-order replay, after a loss): it
 // says whether it applied it.
-func (a *airports) apply(d partition.Delivery[departure]) bool {
-	st := a.of(d.Exchange.origin)
+func (a *airports) apply(d partition.Delivery[job.Departure]) bool {
+	st := a.of(d.Exchange.OriginCode)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if d.Position <= st.Position {
@@ -172,7 +173,7 @@ func consume(ctx context.Context, cfg config, url string, as assignment, goAhead
 		return report, err
 	}
 	defer nc.Close()
-	sched, err := schedulers.NewParallel("flights", cfg.pool)
+	sched, err := schedulers.NewParallel("flights", cfg.Pool)
 	if err != nil {
 		return report, err
 	}
@@ -181,13 +182,13 @@ func consume(ctx context.Context, cfg config, url string, as assignment, goAhead
 	held := &airports{states: map[string]*heldAirport{}}
 	take := newTakeovers(nc, as.member, held)
 	var applied, replayed, redelivered atomic.Int64
-	handle := func(ctx context.Context, d partition.Delivery[departure]) error {
+	handle := func(ctx context.Context, d partition.Delivery[job.Departure]) error {
 		if l, ok := jetstream.LeaseOf(ctx); ok && as.member != "" { // a static owner has no peer to take states from
 			if err := take.ensure(ctx, l); err != nil {
 				return err
 			}
 		}
-		burn(ctx, cfg.handlerCost)
+		job.Burn(ctx, cfg.HandlerCost)
 		if d.Redelivered() {
 			redelivered.Add(1)
 		}
@@ -198,22 +199,22 @@ func consume(ctx context.Context, cfg config, url string, as assignment, goAhead
 		applied.Add(1)
 		return nil
 	}
-	obs := &observer{}
-	opts := []jetstream.Option[departure]{
-		jetstream.WithMaxPending[departure](cfg.maxPending),
-		jetstream.WithPartitionOptions(partition.WithGroups[departure](cfg.parallelism),
-			partition.WithDispatchOptions(dispatch.WithObserver[partition.Delivery[departure]](obs))),
+	obs := &job.Observer{}
+	opts := []jetstream.Option[job.Departure]{
+		jetstream.WithMaxPending[job.Departure](cfg.MaxPending),
+		jetstream.WithPartitionOptions(partition.WithGroups[job.Departure](cfg.Parallelism),
+			partition.WithDispatchOptions(dispatch.WithObserver[partition.Delivery[job.Departure]](obs))),
 	}
 	if as.member != "" {
-		opts = append(opts, jetstream.WithDynamicAssignment[departure](as.member, leaseTTL))
+		opts = append(opts, jetstream.WithDynamicAssignment[job.Departure](as.member, cfg.leaseTTL))
 		sub, err := serveStates(nc, as.member, held)
 		if err != nil {
 			return report, err
 		}
 		defer func() { _ = sub.Unsubscribe() }()
 	}
-	c, err := jetstream.NewConsumer(dispatcherName, jetstream.Subscription{JetStream: js, Topology: flightsTopology, Owned: as.own},
-		airportAggregate, sched, jetstream.Codec[departure]{Decode: decodeFlight, ID: func(d departure) string { return d.origin }}, handle,
+	c, err := jetstream.NewConsumer(job.DispatcherName, jetstream.Subscription{JetStream: js, Topology: flightsTopology, Owned: as.own},
+		job.AirportAggregate, sched, jetstream.Codec[job.Departure]{Decode: decodeFlight, ID: func(d job.Departure) string { return d.OriginCode }}, handle,
 		opts...)
 	if err != nil {
 		return report, err
@@ -253,12 +254,11 @@ func consume(ctx context.Context, cfg config, url string, as assignment, goAhead
 	}
 	st := c.Stats()
 	x := st.Exchanges
-	report.Exchanges = counts{Received: x.Received, Succeeded: x.Succeeded, Failed: x.Failed, Discarded: x.Discarded, InFlight: x.InFlight}
+	report.Exchanges = job.Counts{Received: x.Received, Succeeded: x.Succeeded, Failed: x.Failed, Discarded: x.Discarded, InFlight: x.InFlight}
 	report.Acks, report.Duplicates = st.Acks, st.Duplicates
 	report.Applied, report.Replayed, report.Redelivered = applied.Load(), replayed.Load(), redelivered.Load()
 	report.Adopted = take.adopted.Load()
-	report.QueueWait = percentiles{P50: obs.queueWait.Quantile(0.50), P99: obs.queueWait.Quantile(0.99)}
-	report.Handling = percentiles{P50: obs.handling.Quantile(0.50), P99: obs.handling.Quantile(0.99)}
+	report.QueueWait, report.Handling = obs.Percentiles()
 	report.States = held.snapshot(nil)
 	return report, errors.Join(caught, err)
 }

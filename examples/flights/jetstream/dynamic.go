@@ -14,10 +14,11 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aggflow/aggflow/examples/flights/internal/flightdata"
+	"github.com/aggflow/aggflow/examples/flights/internal/job"
 )
 
-// assignMode is the -assign flag: how the consumer processes of -source
-// jetstream share the partitions.
+// assignMode is the -assign flag: how the consumer processes share the
+// partitions.
 type assignMode int
 
 const (
@@ -31,8 +32,9 @@ const (
 
 var assignModes = []string{assignStatic: "static", assignDynamic: "dynamic"}
 
-// leaseTTL is the members' lease TTL: short, so that the demo's handoff
-// (a renewal round of each member, TTL/4) takes about a second.
+// leaseTTL is the members' lease TTL by default (-lease-ttl): short, so
+// that the demo's handoff (a renewal round of each member, TTL/4) takes
+// about a second.
 const leaseTTL = 2 * time.Second
 
 // consumerMembers are the members of -assign dynamic, in the order they
@@ -182,7 +184,7 @@ func (c *conductor) leaseBucket(ctx context.Context) (natsjs.KeyValue, error) {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	for {
-		kv, err := c.js.KeyValue(ctx, dispatcherName+"-leases")
+		kv, err := c.js.KeyValue(ctx, job.DispatcherName+"-leases")
 		if err == nil {
 			return kv, nil
 		}
@@ -302,7 +304,7 @@ func lastPositions(ctx context.Context, js natsjs.JetStream) ([]uint64, error) {
 func ackFloors(ctx context.Context, js natsjs.JetStream) ([]uint64, error) {
 	floors := make([]uint64, flightsTopology.Partitions)
 	for p := range floors {
-		c, err := js.Consumer(ctx, flightsTopology.Stream, dispatcherName+"-"+strconv.Itoa(p))
+		c, err := js.Consumer(ctx, flightsTopology.Stream, job.DispatcherName+"-"+strconv.Itoa(p))
 		if errors.Is(err, natsjs.ErrConsumerNotFound) {
 			continue
 		}

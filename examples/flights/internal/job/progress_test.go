@@ -1,4 +1,4 @@
-package main
+package job
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ func TestProgressRedraws(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var out bytes.Buffer
 		var done atomic.Int64
-		stop := drawProgress(&out, bar{description: "dispatching", total: 200_000, unit: "exchanges"}, done.Load)
+		stop := drawProgress(&out, Bar{Description: "dispatching", Total: 200_000, Unit: "exchanges"}, done.Load)
 		done.Store(50_000)
 		time.Sleep(progressEvery + time.Millisecond)
 		synctest.Wait()
@@ -39,39 +39,44 @@ func TestProgressRedraws(t *testing.T) {
 }
 
 // TestProgressOnlyOnTerminal: under auto, a file that is not a terminal
-// gets no bar, nor does anything under never.
+// gets no bar, but one line saying what is under way when the work is worth
+// a bar (it may take seconds, with nothing else printed); nothing under
+// never.
 func TestProgressOnlyOnTerminal(t *testing.T) {
 	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
 	require.NoError(t, err)
 	defer f.Close()
 	var buf bytes.Buffer
-	large := bar{description: "decoding", total: 3_000_000, worth: 1, unit: "bytes"}
+	large := Bar{Description: "decoding", Total: 3_000_000, Worth: 1, Unit: "bytes"}
+	small := Bar{Description: "dispatching", Total: 3, Worth: 100, Unit: "exchanges"}
 	for _, w := range []io.Writer{f, &buf} {
-		for _, mode := range []progressMode{progressAuto, progressNever} {
-			stop := startProgress(w, mode, large, func() int64 { return 1 })
-			stop(true)
+		for _, mode := range []ProgressMode{ProgressAuto, ProgressNever} {
+			for _, b := range []Bar{large, small} {
+				stop := StartProgress(w, mode, b, func() int64 { return 1 })
+				stop(true)
+			}
 		}
 	}
-	info, err := f.Stat()
+	written, err := os.ReadFile(f.Name())
 	require.NoError(t, err)
-	assert.Zero(t, info.Size())
-	assert.Zero(t, buf.Len())
+	assert.Equal(t, "flights: decoding 3.0 MB\n", string(written))
+	assert.Equal(t, "flights: decoding 3.0 MB\n", buf.String())
 }
 
 // TestProgressAlways: always draws on any writer, even for small work, in
 // bytes or in the unit counted.
 func TestProgressAlways(t *testing.T) {
 	for _, tc := range []struct {
-		b    bar
+		b    Bar
 		want string
 	}{
-		{bar{description: "decoding", total: 5 << 20, worth: 1 << 30, unit: "bytes"}, "MB"},
-		{bar{description: "dispatching", total: 3, worth: 100, unit: "exchanges"}, "0/3"},
+		{Bar{Description: "decoding", Total: 5 << 20, Worth: 1 << 30, Unit: "bytes"}, "MB"},
+		{Bar{Description: "dispatching", Total: 3, Worth: 100, Unit: "exchanges"}, "0/3"},
 	} {
 		var buf bytes.Buffer
-		stop := startProgress(&buf, progressAlways, tc.b, func() int64 { return 1 })
+		stop := StartProgress(&buf, ProgressAlways, tc.b, func() int64 { return 1 })
 		stop(false)
-		assert.Contains(t, buf.String(), tc.b.description)
+		assert.Contains(t, buf.String(), tc.b.Description)
 		assert.Contains(t, buf.String(), tc.want)
 	}
 }
