@@ -142,8 +142,9 @@ const syncedMsg = "group assignment answered"
 // slowHeartbeats logs, at WARN, a heartbeat answered more than over after
 // the previous one was sent (half a lease, at two fifths of the session):
 // what a lapsed lease of a member the group kept was waiting for, in the
-// members' warnings a failed test prints. It logs each SyncGroup answered
-// too (syncedMsg).
+// members' warnings a failed test prints; a JoinGroup as slow too (no
+// heartbeat is sent while it waits), and each SyncGroup answered
+// (syncedMsg).
 type slowHeartbeats struct {
 	log  *slog.Logger
 	over time.Duration
@@ -154,6 +155,10 @@ type slowHeartbeats struct {
 func (h *slowHeartbeats) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
 	if key == (&kmsg.SyncGroupRequest{}).Key() && e2e.Err() == nil {
 		h.log.Info(syncedMsg, slog.Int64("at", time.Now().UnixNano()))
+	}
+	if key == (&kmsg.JoinGroupRequest{}).Key() && e2e.DurationE2E() > h.over {
+		// No heartbeat while it waits: the leases kept count from its send.
+		h.log.Warn("slow join", slog.Duration("e2e", e2e.DurationE2E()))
 	}
 	if key != (&kmsg.HeartbeatRequest{}).Key() || e2e.Err() != nil {
 		return
