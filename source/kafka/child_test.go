@@ -9,10 +9,12 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
@@ -27,13 +29,23 @@ const (
 	groupEnv   = "AGGFLOW_KAFKA_CHILD_GROUP"
 	topicEnv   = "AGGFLOW_KAFKA_CHILD_TOPIC"
 	delayEnv   = "AGGFLOW_KAFKA_CHILD_DELAY"   // a handler's simulated I/O, a time.Duration
-	sessionEnv = "AGGFLOW_KAFKA_CHILD_SESSION" // the session timeout, a time.Duration (default: memberClientOptions')
+	sessionEnv = "AGGFLOW_KAFKA_CHILD_SESSION" // the session timeout, a time.Duration (default: memberSession)
 	pendingEnv = "AGGFLOW_KAFKA_CHILD_PENDING" // WithMaxPending (default: the package's)
 )
 
 // poisonEnv is "id seq": that record fails every time, retried in place
 // (failure_multiprocess_test.go).
 const poisonEnv = "AGGFLOW_KAFKA_CHILD_POISON"
+
+// memberSession is a member process's session timeout, with heartbeats
+// every tenth of it: its leases last 2.4 s from the last heartbeat sent and
+// answered. On a 2-core machine loaded 7 times over, with -race, the
+// heartbeats of a 1 s session came up to 700 ms apart (kfake answers every
+// request from one goroutine, behind the fetches): the 800 ms leases
+// lapsed and the group dropped members, which replays what ran above the
+// commits though the tests that use it are about joins, handoffs and
+// kills, not the session.
+const memberSession = 3 * time.Second
 
 // memberClientOptions make a killed member's partitions move in about a
 // second and a joining member be noticed in about 100 ms; the rebalance
@@ -74,15 +86,18 @@ func runChild(mode string) int {
 		_, err := fmt.Fprintf(os.Stdout, "%s %d %d %d %d %d\n", d.Exchange.ID, d.Exchange.Seq, start, l.Epoch, d.Partition, d.Position)
 		return err
 	}
-	clientOpts := memberClientOptions
-	if session, err := time.ParseDuration(os.Getenv(sessionEnv)); err == nil {
-		clientOpts = []kgo.Opt{kgo.SessionTimeout(session), kgo.HeartbeatInterval(session / 10), kgo.RebalanceTimeout(30 * time.Second)}
+	// Debug level on stderr: the parent reads how long each revocation took.
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	session := memberSession
+	if d, err := time.ParseDuration(os.Getenv(sessionEnv)); err == nil {
+		session = d
 	}
+	clientOpts := []kgo.Opt{kgo.SessionTimeout(session), kgo.HeartbeatInterval(session / 10), kgo.RebalanceTimeout(30 * time.Second),
+		kgo.WithHooks(&slowHeartbeats{log: logger, over: session * 2 / 5})}
 	sub := kafka.Subscription{Brokers: strings.Split(os.Getenv(brokersEnv), ","), Group: os.Getenv(groupEnv), Topic: os.Getenv(topicEnv)}
 	opts := []kafka.Option[event]{
 		poisonPolicy(),
-		// Debug level on stderr: the parent reads how long each revocation took.
-		kafka.WithLogger[event](slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+		kafka.WithLogger[event](logger),
 		kafka.WithClientOptions[event](clientOpts...),
 	}
 	if n, err := strconv.Atoi(os.Getenv(pendingEnv)); err == nil {
@@ -118,4 +133,42 @@ func runChild(mode string) int {
 		code = 1
 	}
 	return code
+}
+
+// syncedMsg is the line a member writes when the group answers its
+// SyncGroup (an assignment), with the wall clock, ns, as "at".
+const syncedMsg = "group assignment answered"
+
+// slowHeartbeats logs, at WARN, a heartbeat answered more than over after
+// the previous one was sent (half a lease, at two fifths of the session):
+// what a lapsed lease of a member the group kept was waiting for, in the
+// members' warnings a failed test prints; a JoinGroup as slow too (no
+// heartbeat is sent while it waits), and each SyncGroup answered
+// (syncedMsg).
+type slowHeartbeats struct {
+	log  *slog.Logger
+	over time.Duration
+	mu   sync.Mutex
+	last time.Time
+}
+
+func (h *slowHeartbeats) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	if key == (&kmsg.SyncGroupRequest{}).Key() && e2e.Err() == nil {
+		h.log.Info(syncedMsg, slog.Int64("at", time.Now().UnixNano()))
+	}
+	if key == (&kmsg.JoinGroupRequest{}).Key() && e2e.DurationE2E() > h.over {
+		// No heartbeat while it waits: the leases kept count from its send.
+		h.log.Warn("slow join", slog.Duration("e2e", e2e.DurationE2E()))
+	}
+	if key != (&kmsg.HeartbeatRequest{}).Key() || e2e.Err() != nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sent := time.Now().Add(-e2e.DurationE2E())
+	gap := sent.Sub(h.last)
+	if !h.last.IsZero() && gap+e2e.DurationE2E() > h.over {
+		h.log.Warn("slow heartbeat", slog.Duration("e2e", e2e.DurationE2E()), slog.Duration("since_previous_send", gap))
+	}
+	h.last = sent
 }

@@ -210,6 +210,23 @@ func (r *run) revocations() []time.Duration {
 	return ds
 }
 
+// syncs returns the wall clock times, ns, at which the group answered
+// member proc's SyncGroups (its assignments), in order, from its logs.
+func (r *run) syncs(proc int) []int64 {
+	var at []int64
+	for _, line := range strings.Split(r.members[proc].stderr.String(), "\n") {
+		if !strings.Contains(line, syncedMsg) {
+			continue
+		}
+		if i := strings.Index(line, " at="); i >= 0 {
+			if ns, err := strconv.ParseInt(strings.Fields(line[i+len(" at="):])[0], 10, 64); err == nil {
+				at = append(at, ns)
+			}
+		}
+	}
+	return at
+}
+
 func (r *run) stderr() string {
 	var b strings.Builder
 	for i, m := range r.members {
