@@ -45,7 +45,7 @@ func (in *intake[T]) init(kind, name string, source Source[T], cfg *config[T], e
 	in.source, in.engines, in.report, in.timeout, in.ends = source, engines, report, cfg.stopTimeout, cfg.ends
 	in.f = newFlow(cfg.maxPending, in.life.Stop)
 	for _, e := range in.all() {
-		e.f, e.onFail = in.f, in.fail
+		e.f, e.onFail, e.onRetire = in.f, in.fail, in.retire
 	}
 	in.life.Init(kind, name, lifecycle.New, ErrIllegalState, in.end)
 }
@@ -433,6 +433,21 @@ func (in *intake[T]) closeIntake() {
 // first handler failure under StopOnError, a scheduler refusing work.
 func (in *intake[T]) fail(err error) {
 	in.life.Record(err)
+	in.Quiesce()
+}
+
+// retire is an engine's report that its scheduler refused work or ended:
+// that named aggregate alone is retired (its exchanges discarded with
+// ErrRejected from now on) and err is recorded for Err; the intake stops
+// once every named aggregate is retired, so that in a MainDispatcher the
+// others go on and the source is not cut.
+func (in *intake[T]) retire(err error) {
+	in.life.Record(err)
+	for _, e := range in.engines {
+		if !e.retired.Load() {
+			return
+		}
+	}
 	in.Quiesce()
 }
 

@@ -66,6 +66,8 @@ type engine[T any] struct {
 	failLevel slog.Level
 	policy    ErrorPolicy
 	onFail    func(error) // under StopOnError: record and quiesce the owner
+	onRetire  func(error) // the scheduler refused work or ended: retire this named aggregate
+	retired   atomic.Bool // onRetire was called
 
 	ctx    context.Context // the handlers' context
 	cancel context.CancelCauseFunc
@@ -141,16 +143,16 @@ func (e *engine[T]) submit(l *lane[T], yield bool) {
 	}
 }
 
-// rejected reports that the scheduler refused work, or ended, under the
-// dispatcher (not after a force): what is queued is discarded, the
-// dispatcher stops, and this is its error.
+// rejected reports, once, that the scheduler refused work, or ended, under
+// the dispatcher (not after a force): what is queued is discarded (by the
+// caller), this named aggregate is retired, and this is the owner's error.
 func (e *engine[T]) rejected(err error) {
-	if e.f.forced.Load() {
+	if e.f.forced.Load() || e.retired.Swap(true) {
 		return
 	}
-	err = fmt.Errorf("dispatch: dispatcher %q: scheduler refused work: %w", e.name, err)
-	if e.onFail != nil {
-		e.onFail(err)
+	err = fmt.Errorf("dispatch: dispatcher %q: %s retired: scheduler refused work: %w", e.name, e.named, err)
+	if e.onRetire != nil {
+		e.onRetire(err)
 	}
 }
 
