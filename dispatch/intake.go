@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/internal/lifecycle"
 	"github.com/aggflow/aggflow/internal/panics"
 	"github.com/aggflow/aggflow/schedulers"
@@ -34,6 +35,8 @@ type intake[T any] struct {
 	sourceRunning atomic.Bool // the source's Subscribe has not returned
 	prepared      atomic.Bool // Prepare made the contexts
 	credit        int64       // budget units the source's goroutine took ahead
+	handed        bool        // the source's goroutine handed an exchange on after a graceful stop
+	failing       atomic.Bool // a failure stops the intake: nothing is handed on
 
 	// set by Prepare, read after it
 	owned     schedulers.Scheduler // a scheduler made and owned, if any
@@ -103,7 +106,7 @@ func (in *intake[T]) prepare(ctx context.Context, resolve func() (owned schedule
 	for _, e := range in.all() {
 		e.ctx, e.cancel = context.WithCancelCause(base)
 	}
-	in.srcCtx, in.srcCancel = context.WithCancelCause(base)
+	in.srcCtx, in.srcCancel = context.WithCancelCause(flux.WithDiscard(base, in.sourceDropped))
 	in.prepared.Store(true)                        // publishes the contexts to the stops
 	if !in.life.Advance(StateNew, StatePrepared) { // end disposes what was made
 		return fmt.Errorf("%w: %s %q was stopped while preparing", ErrStopped, in.life.Kind(), in.Name())
@@ -218,11 +221,13 @@ func (in *intake[T]) runSource() error {
 
 // emit is the intake on the source's goroutine. Every exchange the source
 // emits is accounted for: admitted, failed (no route) or discarded (after
-// the intake shut, or for an unknown aggregate).
+// the intake shut, or for an unknown aggregate); the first one after a
+// graceful stop is handed on (handOn).
 func (in *intake[T]) emit(x T) (err error) {
 	f := in.f
 	f.received.Add(1)
-	if f.shut.Load() {
+	late := f.shut.Load()
+	if late && !in.handOn() {
 		in.report.dropped(x, 0, -1, in.refusal())
 		f.check()
 		return errIntakeClosed
@@ -237,7 +242,7 @@ func (in *intake[T]) emit(x T) (err error) {
 	}
 	stage = admitting
 	if in.credit == 0 {
-		n, err := f.budget.acquireUpTo(in.srcCtx, f.shutCh, creditBatch)
+		n, err := in.credits(late)
 		if err != nil {
 			stage = settled
 			in.report.dropped(x, 0, -1, in.refusal())
@@ -254,6 +259,49 @@ func (in *intake[T]) emit(x T) (err error) {
 		e.schedule(l)
 	}
 	return nil
+}
+
+// handOn reports whether the source's exchange, counted and met by a
+// graceful stop (the intake shut, or its budget wait cut by the shut, the
+// source not returned), is admitted all the same: the first such one is
+// the item the source had taken, from a user's channel say, before it saw
+// its context end, and a graceful stop must not discard it. The ones after
+// it are refused, and so is every one after a failure stopped the intake
+// (StopOnError, a scheduler's end): nothing is handled after the failure.
+// Source's goroutine only.
+func (in *intake[T]) handOn() bool {
+	if in.handed || in.f.forced.Load() || in.failing.Load() || !in.sourceRunning.Load() || !in.f.beforeDrain() {
+		return false
+	}
+	in.handed = true
+	return true
+}
+
+// credits takes budget units for the source's goroutine: up to a batch
+// while the intake is open; one for the exchange handed on after a
+// graceful stop, waiting for room until a force.
+func (in *intake[T]) credits(late bool) (int64, error) {
+	if !late {
+		n, err := in.f.budget.acquireUpTo(in.srcCtx, in.f.shutCh, creditBatch)
+		if err == nil || !in.handOn() {
+			return n, err
+		}
+	}
+	return in.f.budget.acquireUpTo(in.report.ctx, nil, 1)
+}
+
+// sourceDropped is the flux discard hook of the source's context: an
+// exchange a flux source's operator dropped (a PublishOn's queue when the
+// intake closed) is counted and discarded, with the intake's refusal once
+// it shut, else with the flux's reason.
+func (in *intake[T]) sourceDropped(x T, reason error) {
+	f := in.f
+	f.received.Add(1)
+	if f.shut.Load() {
+		reason = in.refusal()
+	}
+	in.report.dropped(x, 0, -1, reason)
+	f.check()
 }
 
 // intakeStage is how far the intake got with an exchange, for the deferred
@@ -411,7 +459,11 @@ func (in *intake[T]) emitRefused() error {
 // Quiesce shuts the intake at once: the source's context is cancelled (its
 // end counts as completion), exchanges it emits from now on are counted and
 // discarded with ErrStopped, and the admitted ones drain; then the
-// dispatcher stops. Prompt, non-blocking, idempotent. Wow:
+// dispatcher stops. The first exchange the source emits after it (the item
+// it had taken, from a user's channel say, before it saw its context end)
+// is handed on if the drain has not ended, not discarded; what a flux
+// source's operators drop once the intake shut (a PublishOn's queue) is
+// counted and discarded with ErrStopped. Prompt, non-blocking, idempotent. Wow:
 // AggregateDispatcher.quiesce.
 func (in *intake[T]) Quiesce() {
 	if _, first := in.life.Quiesce(); first {
@@ -433,6 +485,7 @@ func (in *intake[T]) closeIntake() {
 // first handler failure under StopOnError, a scheduler refusing work.
 func (in *intake[T]) fail(err error) {
 	in.life.Record(err)
+	in.failing.Store(true)
 	in.Quiesce()
 }
 
@@ -448,6 +501,7 @@ func (in *intake[T]) retire(err error) {
 			return
 		}
 	}
+	in.failing.Store(true)
 	in.Quiesce()
 }
 
