@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -523,8 +525,9 @@ func (in *intake[T]) end() {
 // StopGracefully quiesces, then waits until every admitted exchange ended
 // and every goroutine the dispatcher owns exited; it returns nil, or Err().
 // If ctx ends first it returns an error wrapping ctx's that names what is
-// still running (the groups of running handlers, or a source that ignores
-// its context); the draining goes on, and a later call waits again. Called
+// still running (the groups of running handlers with their aggregate ids,
+// the first three and the count of the rest, or a source that ignores its
+// context); the draining goes on, and a later call waits again. Called
 // with a ctx that comes from the dispatcher's own handlers, it quiesces and
 // returns an error wrapping ErrIllegalState at once: a handler cannot wait
 // for itself. The handler's ctx is how it is recognised: a handler that
@@ -546,22 +549,40 @@ func (in *intake[T]) stillRunning(err error) error {
 
 // describe says what is left.
 func (in *intake[T]) describe() string {
-	var running []string
+	var running, ids []string
 	for _, e := range in.engines {
 		for _, g := range e.running() {
 			running = append(running, fmt.Sprintf("%s/%d", e.named.Aggregate, g))
+			if l := e.lanes[g].Load(); l != nil {
+				if id, ok := e.runningID(l); ok {
+					ids = append(ids, strconv.Quote(id))
+				}
+			}
 		}
 	}
 	s := in.f.stats()
 	switch {
 	case len(running) > 0:
-		return fmt.Sprintf("%d exchanges in flight, handlers running in groups %v", s.InFlight, running)
+		return fmt.Sprintf("%d exchanges in flight, handlers running in groups %v%s", s.InFlight, running, namedIDs(ids))
 	case s.InFlight > 0:
 		return fmt.Sprintf("%d exchanges in flight", s.InFlight)
 	case in.sourceRunning.Load():
 		return "every exchange ended, but its source is still running (it ignores its context)"
 	}
 	return "every exchange ended; its goroutines are exiting"
+}
+
+// namedIDs names the aggregate ids of running handlers: the first few and
+// the count of the rest.
+func namedIDs(ids []string) string {
+	const few = 3
+	switch {
+	case len(ids) == 0:
+		return ""
+	case len(ids) <= few:
+		return " on aggregate ids " + strings.Join(ids, ", ")
+	}
+	return fmt.Sprintf(" on aggregate ids %s and %d more", strings.Join(ids[:few], ", "), len(ids)-few)
 }
 
 // ForceStop shuts the intake, drops the admitted exchanges that have not

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +42,45 @@ type lane[T any] struct {
 	task  schedulers.Task
 	ctx   context.Context // the handlers' context with the group index
 	group int
+
+	// cur is the exchange whose handler runs, for stop errors to name its
+	// aggregate id (engines with ids only): set by the consumer before the
+	// handler, cleared after it; runningID pins it (&pin) while it copies
+	// the exchange, and the consumer waits for the unpin before it pops.
+	cur atomic.Pointer[item[T]]
+	pin item[T]
+}
+
+// track marks it as the exchange whose handler runs. Consumer only.
+func (l *lane[T]) track(it *item[T]) {
+	if l.e.idOf != nil {
+		l.cur.Store(it)
+	}
+}
+
+// untrack clears the running exchange, waiting while runningID copies it,
+// so that its slot is not popped (and later reused) under the copy.
+// Consumer only; a no-op when nothing is tracked.
+func (l *lane[T]) untrack() {
+	for {
+		p := l.cur.Load()
+		if p == nil || p != &l.pin && l.cur.CompareAndSwap(p, nil) {
+			return
+		}
+		runtime.Gosched() // pinned for the copy of one exchange
+	}
+}
+
+// runningID returns the aggregate id of the exchange whose handler runs in
+// l, if one is tracked and no other caller reads it now.
+func (e *engine[T]) runningID(l *lane[T]) (string, bool) {
+	p := l.cur.Load()
+	if p == nil || p == &l.pin || !l.cur.CompareAndSwap(p, &l.pin) {
+		return "", false
+	}
+	x := p.x
+	l.cur.Store(p)
+	return e.aggregateID(x) // user code, after the unpin
 }
 
 // engine is the data path of one named aggregate's exchanges: the lanes, the
@@ -231,6 +271,7 @@ func (e *engine[T]) drainSome(l *lane[T], b *batch) bool {
 			return
 		}
 		b.failed++
+		l.untrack()
 		e.failure(c.ctx, it.x, it.admitted, l.group, OutcomePanic, c.start, panics.New(v))
 		l.q.Pop()
 		b.n++
@@ -242,7 +283,9 @@ func (e *engine[T]) drainSome(l *lane[T], b *batch) bool {
 		}
 		c = call{ctx: l.ctx}
 		inHandler = true
+		l.track(it)
 		err, panicked := e.call(l, it, &c)
+		l.untrack()
 		inHandler = false
 		e.account(l, it, &c, err, panicked, b)
 		l.q.Pop()
@@ -257,6 +300,7 @@ func (e *engine[T]) drainSome(l *lane[T], b *batch) bool {
 // by runtime.Goexit has its current exchange accounted already by call.
 func (e *engine[T]) settle(l *lane[T], b *batch) {
 	if !b.done {
+		l.untrack() // after a handler's runtime.Goexit
 		l.q.Pop()
 		b.n++
 	}
