@@ -47,6 +47,9 @@ type lane[T any] struct {
 	// aggregate id (engines with ids only): set by the consumer before the
 	// handler, cleared after it; runningID pins it (&pin) while it copies
 	// the exchange, and the consumer waits for the unpin before it pops.
+	// On a cache line of its own: the consumer writes it per exchange, the
+	// producer reads state and the fields above per push.
+	_   [64]byte
 	cur atomic.Pointer[item[T]]
 	pin item[T]
 }
