@@ -34,7 +34,8 @@ type flow struct {
 	budget budget
 
 	drainedOnce atomic.Bool
-	endMu       sync.Mutex // orders the drained decision with beforeDrain
+	waitSource  atomic.Bool // a graceful drain waits until the source returned
+	endMu       sync.Mutex  // orders the drained decision with beforeDrain
 	drained     chan struct{}
 	shutCh      chan struct{} // closed with shut, for waits on the budget
 	onDrained   func()        // called once, right after drained closed
@@ -92,9 +93,12 @@ func (f *flow) gate() {
 // after adding to received, so emitting is read first: an Emit is either
 // seen there, or its count in received, or it saw shut.
 // The decision is taken again under endMu, so that an exchange beforeDrain
-// admitted after the shut is seen.
+// admitted after the shut is seen. Unless forced, it waits for the source
+// to return (waitSource): an item the source took and has not emitted yet
+// is not lost to the end.
 func (f *flow) check() {
-	if !f.shut.Load() || f.emitting.Load() != 0 || f.stats().InFlight != 0 || f.drainedOnce.Load() {
+	if !f.shut.Load() || f.waitSource.Load() && !f.forced.Load() || f.emitting.Load() != 0 ||
+		f.stats().InFlight != 0 || f.drainedOnce.Load() {
 		return
 	}
 	f.endMu.Lock()

@@ -156,7 +156,8 @@ func (in *intake[T]) Start() error {
 			e.watch(in.f.drained)
 		}()
 	}
-	go in.own() // takes over the first hold
+	in.f.waitSource.Store(in.source != nil) // before a stop can look: the source is subscribed next
+	go in.own()                             // takes over the first hold
 	return nil
 }
 
@@ -213,6 +214,7 @@ func (in *intake[T]) sourceDone() {
 	in.f.budget.release(in.credit)
 	in.credit = 0
 	in.sourceRunning.Store(false)
+	in.f.waitSource.Store(false)
 	in.closeIntake()
 }
 
@@ -463,7 +465,8 @@ func (in *intake[T]) emitRefused() error {
 // discarded with ErrStopped, and the admitted ones drain; then the
 // dispatcher stops. The first exchange the source emits after it (the item
 // it had taken, from a user's channel say, before it saw its context end)
-// is handed on if the drain has not ended, not discarded; what a flux
+// is handed on, not discarded: the drain waits for the source to return
+// (not after a force or a failure: nothing is handed on then); what a flux
 // source's operators drop once the intake shut (a PublishOn's queue) is
 // counted and discarded with ErrStopped. Prompt, non-blocking, idempotent. Wow:
 // AggregateDispatcher.quiesce.
@@ -487,8 +490,16 @@ func (in *intake[T]) closeIntake() {
 // first handler failure under StopOnError, a scheduler refusing work.
 func (in *intake[T]) fail(err error) {
 	in.life.Record(err)
+	in.stopFailing()
+}
+
+// stopFailing stops the intake after a failure: nothing is handed on, and
+// the drain does not wait for the source.
+func (in *intake[T]) stopFailing() {
 	in.failing.Store(true)
+	in.f.waitSource.Store(false)
 	in.Quiesce()
+	in.f.check() // the shut may have come before
 }
 
 // retire is an engine's report that its scheduler refused work or ended:
@@ -503,8 +514,7 @@ func (in *intake[T]) retire(err error) {
 			return
 		}
 	}
-	in.failing.Store(true)
-	in.Quiesce()
+	in.stopFailing()
 }
 
 // end runs at the physical end: the engines release their contexts, and an
