@@ -1,8 +1,5 @@
 // Package aggregate names aggregates, maps aggregate ids to processing groups
-// and supplies one scheduler per named aggregate. It ports the identity and
-// scheduler-supplier layer of Wow (NamedAggregate.kt, AggregateId.kt,
-// MaterializedNamedAggregate.kt, MessageParallelism.kt,
-// AggregateSchedulerSupplier.kt).
+// and supplies one scheduler per named aggregate.
 //
 // # Identities
 //
@@ -15,10 +12,10 @@
 //
 // # Group keys
 //
-// GroupKey(id, n) is Java's String.hashCode of id floor-modulo n, so an id
-// lands in the same group as in Wow, and in the same Redis bucket (mod 128)
-// of Wow's event store: GroupKey("order-1", 128) is 114, where Java's
-// truncating % would give -14.
+// GroupKey(id, n) is HashCode(id), the value of Java's String.hashCode,
+// floor-modulo n, so an id lands in the same group as in a JVM service that
+// groups by that hash: GroupKey("order-1", 128) is 114, where a truncating %
+// would give -14.
 //
 // # Two parallelism knobs
 //
@@ -51,31 +48,11 @@
 // Done closes once every scheduler created has terminated.
 //
 // Whoever constructs a Supplier owns it and stops it. Passing it as a
-// SchedulerSupplier (GetOrInitialize only) lends it: the borrower cannot stop
-// it, which is what Wow's BorrowedAggregateSchedulerSupplier is for.
+// SchedulerSupplier (GetOrInitialize only) lends it: the borrower cannot
+// stop it.
 //
-// # Deviations from Wow
-//
-//   - Wow's stopGracefully() returns a Mono that does nothing until it is
-//     subscribed; StopGracefully starts the disposal when called.
-//   - Wow bounds a wait with stop(timeout), which throws when it expires;
-//     StopGracefully returns ctx.Err() and the disposal goes on.
-//   - Wow throws IllegalStateException after a stop; GetOrInitialize returns
-//     an error wrapping ErrStopped.
-//   - Wow validates nothing: a parallelism of 0 fails at the first scheduler
-//     creation and a group count of 0 at the first message. Here
-//     NewSchedulerSupplier returns an error and GroupKey panics for n < 1.
-//   - Wow reads the group count from the system property wow.parallelism;
-//     here it is the environment variable AGGFLOW_PARALLELISM, and a value
-//     that is not a positive integer is ignored rather than fatal.
-//   - The scheduler factory is an option (Wow hard-codes
-//     Schedulers.newParallel); a factory error or panic is returned to the
-//     caller of GetOrInitialize and nothing is cached.
-//   - An ID prints as "context.aggregate/id@tenant", not as Wow's
-//     AggregateId(contextName=..., ...).
-//   - A cached scheduler is looked up without taking the supplier's lock; the
-//     lock is taken only to record a creation or to stop, never while the
-//     factory runs, which keeps Wow's guarantees (one scheduler per named
-//     aggregate; none handed out, and none missed by the snapshot, once a
-//     stop began).
+// A cached scheduler is looked up without taking the supplier's lock; the
+// lock is taken only to record a creation or to stop, never while the
+// factory runs. So there is one scheduler per named aggregate, and once a
+// stop began none is handed out and none is missed by the snapshot.
 package aggregate

@@ -5,9 +5,7 @@ import "errors"
 var (
 	// ErrStopped is returned by GetOrInitialize once StopGracefully or
 	// ForceStop has begun, also to a caller whose creation was in progress;
-	// the wrapping message names the supplier and its state. Wow:
-	// IllegalStateException("Aggregate scheduler supplier[name] has stopped.")
-	// in AggregateSchedulerSupplier.kt.
+	// the wrapping message names the supplier and its state.
 	ErrStopped = errors.New("aggregate: scheduler supplier stopped")
 	// ErrInvalidParallelism is returned by NewSchedulerSupplier when
 	// WithParallelism was given a value below 1.

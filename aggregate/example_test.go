@@ -7,8 +7,8 @@ import (
 	"github.com/aggflow/aggflow/aggregate"
 )
 
-// An id always lands in the same group, the one Wow gives it; Java's
-// truncating % would give order-1 the group -14 of 128.
+// An id always lands in the same group, its hash floor-modulo the group
+// count; a truncating % would give order-1 the group -14 of 128.
 func ExampleGroupKey() {
 	for _, id := range []string{"order-1", "订单-1", "😀"} {
 		fmt.Println(id, aggregate.HashCode(id), aggregate.GroupKey(id, 128))

@@ -11,9 +11,7 @@ import (
 // DefaultParallelism is the default number of groups of a dispatcher: 64 x
 // runtime.GOMAXPROCS(0) at start-up (128 on 2 CPUs), or the environment
 // variable AGGFLOW_PARALLELISM when it holds a positive integer (anything else
-// is ignored). It is not the number of goroutines: see the package doc. Wow:
-// MessageParallelism.DEFAULT_PARALLELISM (MessageParallelism.kt), which reads
-// the system property wow.parallelism instead.
+// is ignored). It is not the number of goroutines: see the package doc.
 var DefaultParallelism = defaultParallelism()
 
 func defaultParallelism() int {
@@ -26,9 +24,8 @@ func defaultParallelism() int {
 // HashCode returns Java's String.hashCode of id: h = 31*h + c over the UTF-16
 // code units c of id, wrapping around in int32, 0 for "". Invalid UTF-8 bytes
 // count as U+FFFD, as utf16.Encode([]rune(id)) would have them. It does not
-// allocate. Group numbers therefore match Wow's for the same id, which matters
-// where they are persisted (Wow's Redis event store buckets by id mod 128).
-// Java: String.hashCode; Wow: AggregateId.mod (AggregateId.kt).
+// allocate. Group numbers therefore match those a JVM service computes from
+// the same id, which matters where they are persisted.
 func HashCode(id string) int32 {
 	// ASCII is one code unit per byte: four at a time, as h*31^4 plus the
 	// four terms, which breaks the chain of dependent multiplications.
@@ -61,8 +58,7 @@ func HashCode(id string) int32 {
 // GroupKey returns HashCode(id) floor-modulo n: always in [0, n), the same for
 // the same id. It panics, with a message starting "aggregate:", when n < 1: a
 // programming error like a division by zero, which every constructor that takes
-// a group count rules out by returning an error first. Wow: AggregateId.mod
-// (AggregateId.kt), AggregateIdCapable.toGroupKey (MessageParallelism.kt).
+// a group count rules out by returning an error first.
 func GroupKey(id string, n int) int {
 	if n < 1 {
 		panic(fmt.Sprintf("aggregate: group count must be at least 1, got %d", n))

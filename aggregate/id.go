@@ -2,14 +2,12 @@ package aggregate
 
 import "fmt"
 
-// DefaultTenantID is the tenant NewID gives. Wow: TenantId.DEFAULT_TENANT_ID
-// (TenantId.kt).
+// DefaultTenantID is the tenant NewID gives.
 const DefaultTenantID = "(0)"
 
 // ID identifies one aggregate instance: its named aggregate, its id (unique
 // within the named aggregate across tenants) and its tenant. It is comparable
-// and is itself a NamedAggregate whose Materialize is Named. Wow: AggregateId
-// (AggregateId.kt), DefaultAggregateId (DefaultAggregateId.kt).
+// and is itself a NamedAggregate whose Materialize is Named.
 type ID struct {
 	Named    MaterializedNamedAggregate
 	ID       string
@@ -17,7 +15,7 @@ type ID struct {
 }
 
 // NewID returns the ID of id in the materialized form of named, in
-// DefaultTenantID. Wow: NamedAggregate.aggregateId(id) (DefaultAggregateId.kt).
+// DefaultTenantID.
 func NewID(named NamedAggregate, id string) ID {
 	return ID{Named: Materialize(named), ID: id, TenantID: DefaultTenantID}
 }
@@ -28,13 +26,12 @@ func (id ID) ContextName() string { return id.Named.Context }
 // AggregateName returns the name of the named aggregate.
 func (id ID) AggregateName() string { return id.Named.Aggregate }
 
-// NamedAggregate returns id.Named, so that Materialize unwraps an ID the way
-// Wow's materialize() unwraps a NamedAggregateDecorator.
+// NamedAggregate returns id.Named, so that Materialize unwraps an ID as it
+// unwraps any value with this method.
 func (id ID) NamedAggregate() NamedAggregate { return id.Named }
 
 // Mod returns GroupKey(id.ID, n): only the id string counts, not the tenant nor
-// the names. It panics when n < 1. Wow: AggregateId.mod(divisor)
-// (AggregateId.kt).
+// the names. It panics when n < 1.
 func (id ID) Mod(n int) int { return GroupKey(id.ID, n) }
 
 // String returns "context.aggregate/id@tenant", for logs.
@@ -43,8 +40,7 @@ func (id ID) String() string {
 }
 
 // IDCapable is implemented by exchanges that are addressed to one aggregate
-// instance; dispatchers route them by AggregateID().Mod(groups). Wow:
-// AggregateIdCapable (AggregateIdCapable.kt).
+// instance; dispatchers route them by AggregateID().Mod(groups).
 type IDCapable interface {
 	AggregateID() ID
 }

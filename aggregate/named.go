@@ -7,7 +7,6 @@ import (
 
 // NamedAggregate names an aggregate type: the bounded context it lives in and
 // the aggregate's own name. Implementations must be safe for concurrent reads.
-// Wow: NamedAggregate (NamedAggregate.kt).
 type NamedAggregate interface {
 	ContextName() string
 	AggregateName() string
@@ -16,8 +15,7 @@ type NamedAggregate interface {
 // MaterializedNamedAggregate is the canonical, comparable form of a
 // NamedAggregate: two strings and nothing else, so it can key a map no matter
 // which value (a message, an ID, a decorator) carried the names. The zero
-// value names the empty aggregate of the empty context. Wow:
-// MaterializedNamedAggregate (MaterializedNamedAggregate.kt).
+// value names the empty aggregate of the empty context.
 type MaterializedNamedAggregate struct {
 	Context   string
 	Aggregate string
@@ -30,11 +28,10 @@ func (m MaterializedNamedAggregate) ContextName() string { return m.Context }
 func (m MaterializedNamedAggregate) AggregateName() string { return m.Aggregate }
 
 // String returns "context.aggregate", the form ParseNamedAggregate reads back.
-// Wow: NamedAggregate.toNamedAggregateString() (MaterializedNamedAggregate.kt).
 func (m MaterializedNamedAggregate) String() string { return m.Context + "." + m.Aggregate }
 
 // decorator is a value that carries a NamedAggregate rather than being one
-// by its own fields. Wow: NamedAggregateDecorator (NamedAggregate.kt).
+// by its own fields.
 type decorator interface {
 	NamedAggregate() NamedAggregate
 }
@@ -43,7 +40,7 @@ type decorator interface {
 // MaterializedNamedAggregate is returned as is, a decorator (any value with a
 // method NamedAggregate() NamedAggregate, such as ID) is unwrapped, anything
 // else is copied from its two names. A nil n gives the zero value. It does not
-// allocate. Wow: NamedAggregate.materialize() (MaterializedNamedAggregate.kt).
+// allocate.
 func Materialize(n NamedAggregate) MaterializedNamedAggregate {
 	for {
 		switch v := n.(type) {
@@ -67,8 +64,7 @@ func Materialize(n NamedAggregate) MaterializedNamedAggregate {
 // exactly two parts they are the context and the aggregate, and
 // defaultContext is ignored; otherwise the whole of s is the aggregate name in
 // defaultContext, and an empty defaultContext gives an error wrapping
-// ErrInvalidNamedAggregate. So "a.b.c" in "x" is {x, a.b.c}. Wow:
-// String.toNamedAggregate(contextName) (MaterializedNamedAggregate.kt).
+// ErrInvalidNamedAggregate. So "a.b.c" in "x" is {x, a.b.c}.
 func ParseNamedAggregate(s, defaultContext string) (MaterializedNamedAggregate, error) {
 	if strings.Count(s, ".") == 1 {
 		ctx, agg, _ := strings.Cut(s, ".")

@@ -9,22 +9,20 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/aggflow/aggflow/internal/lifecycle"
-	"github.com/aggflow/aggflow/internal/panics"
-	"github.com/aggflow/aggflow/internal/safelog"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
 // PanicError is a recovered panic of a SchedulerFactory or of a scheduler's
-// disposal, with the panic value and the stack.
-type PanicError = panics.Error
+// disposal (component.PanicError), with the panic value (Value) and the
+// stack (Stack).
+type PanicError = component.PanicError
 
 // SchedulerSupplier is what a borrower of a supplier needs: one scheduler per
 // named aggregate. Whoever constructs a Supplier owns it and stops it;
 // passing it to a constructor (a dispatcher's WithSchedulerSupplier) lends
 // it: the borrower never stops it, and its owner stops it after every
-// borrower. *Supplier implements it. Wow: AggregateSchedulerSupplier
-// (AggregateSchedulerSupplier.kt), as its borrowers see it.
+// borrower. *Supplier implements it.
 type SchedulerSupplier interface {
 	// GetOrInitialize returns the scheduler of Materialize(named), creating
 	// it on first access; see Supplier.GetOrInitialize.
@@ -42,8 +40,7 @@ type SchedulerSupplier interface {
 type SchedulerFactory func(name string, parallelism int) (schedulers.Scheduler, error)
 
 // Option configures NewSchedulerSupplier; options apply in order, the last
-// one of a kind wins; a nil Option is ignored. They stand for the constructor parameters of Wow's
-// DefaultAggregateSchedulerSupplier(name, parallelism).
+// one of a kind wins; a nil Option is ignored.
 type Option func(*options)
 
 type options struct {
@@ -55,8 +52,7 @@ type options struct {
 // WithParallelism sets the number of goroutines of each named aggregate's
 // scheduler (default schedulers.DefaultPoolSize, the CPU count). A value
 // below 1 makes NewSchedulerSupplier return ErrInvalidParallelism. It is not a
-// dispatcher's group count: see the package doc. Wow: the parallelism
-// argument of DefaultAggregateSchedulerSupplier.
+// dispatcher's group count: see the package doc.
 func WithParallelism(n int) Option {
 	return func(o *options) { o.parallelism = n }
 }
@@ -77,8 +73,7 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // Supplier hands out one scheduler per named aggregate and owns them:
-// stopping the supplier disposes every scheduler it created. Wow:
-// DefaultAggregateSchedulerSupplier (AggregateSchedulerSupplier.kt).
+// stopping the supplier disposes every scheduler it created.
 //
 // Lifecycle: a Supplier starts RUNNING. The first StopGracefully or
 // ForceStop closes creation (ErrStopped from then on) and fixes the terminal
@@ -97,7 +92,7 @@ func WithLogger(l *slog.Logger) Option {
 // or a scheduler's disposal runs; a panic in either is recovered and
 // reported as a *PanicError.
 type Supplier struct {
-	life lifecycle.Core
+	life component.Lifecycle
 	options
 	cache atomic.Pointer[cache]
 
@@ -129,15 +124,7 @@ type flight struct {
 // with the configured parallelism. Two contexts with the same aggregate name
 // get two schedulers with the same name. It starts no goroutine. An empty
 // name gives ErrInvalidName, a parallelism below 1 ErrInvalidParallelism.
-// The caller owns the supplier and must stop it. Wow:
-// DefaultAggregateSchedulerSupplier (AggregateSchedulerSupplier.kt).
-//
-// Deviations from Wow: StopGracefully starts the disposal when called, where
-// Wow's stopGracefully() only builds a Mono that starts on its first
-// subscription; a caller's ctx bounds only its own wait, as stop(timeout) does;
-// the arguments are validated here rather than at the first scheduler
-// creation; the factory is pluggable and runs outside the lock; a failing or
-// panicking factory is an error returned to the caller, and nothing is cached.
+// The caller owns the supplier and must stop it.
 func NewSchedulerSupplier(name string, opts ...Option) (*Supplier, error) {
 	o := options{parallelism: schedulers.DefaultPoolSize}
 	for _, opt := range opts {
@@ -152,7 +139,7 @@ func NewSchedulerSupplier(name string, opts ...Option) (*Supplier, error) {
 	if o.parallelism < 1 {
 		return nil, fmt.Errorf("%w: supplier %q got %d", ErrInvalidParallelism, name, o.parallelism)
 	}
-	o.logger = safelog.Guard(cmp.Or(o.logger, slog.Default()))
+	o.logger = component.GuardLogger(cmp.Or(o.logger, slog.Default()))
 	if o.factory == nil {
 		logger := o.logger
 		o.factory = func(name string, parallelism int) (schedulers.Scheduler, error) {
@@ -160,7 +147,8 @@ func NewSchedulerSupplier(name string, opts ...Option) (*Supplier, error) {
 		}
 	}
 	s := &Supplier{options: o, flights: map[MaterializedNamedAggregate]*flight{}, closing: make(chan struct{})}
-	s.life.Init("supplier", name, lifecycle.Running, ErrStopped, s.finish)
+	s.life.Init("supplier", name, ErrStopped, s.finish)
+	s.life.Advance(component.StateNew, component.StateRunning) // a supplier serves from construction
 	s.cache.Store(&cache{})
 	return s, nil
 }
@@ -192,7 +180,7 @@ func (s *Supplier) Err() error { return s.life.Err() }
 // gets it at once, and the creator gets it when the factory returns, the
 // scheduler created being disposed. A factory's error or panic (*PanicError)
 // is returned wrapped to the creator and its waiters, and the next call tries
-// again. A cached scheduler is returned without a lock. Wow: getOrInitialize.
+// again. A cached scheduler is returned without a lock.
 func (s *Supplier) GetOrInitialize(named NamedAggregate) (schedulers.Scheduler, error) {
 	if named == nil {
 		return nil, fmt.Errorf("%w: nil, asked of supplier %q", ErrInvalidNamedAggregate, s.Name())
@@ -222,7 +210,7 @@ func (s *Supplier) GetOrInitialize(named NamedAggregate) (schedulers.Scheduler, 
 		}
 	}
 	// The hold keeps Done open while the factory runs.
-	if err := s.life.Enter("create a scheduler", lifecycle.Running); err != nil {
+	if err := s.life.Enter("create a scheduler", component.StateRunning); err != nil {
 		s.mu.Unlock()
 		return nil, err
 	}
@@ -245,11 +233,7 @@ func (s *Supplier) GetOrInitialize(named NamedAggregate) (schedulers.Scheduler, 
 		s.mu.Unlock()
 		// Not in the snapshot: dispose it here, and let Done wait for it.
 		s.disposeNow(entry{schedName, sch})
-		s.life.Hold() // cannot fail: this call holds one
-		go func() {
-			defer s.life.Release()
-			s.await([]entry{{schedName, sch}})
-		}()
+		s.life.Go("disposal", func() error { s.await([]entry{{schedName, sch}}); return nil }) // cannot fail: this call holds
 		f.err = s.refuse()
 		return nil, f.err
 	default:
@@ -289,8 +273,7 @@ func (s *Supplier) create(name string) (sch schedulers.Scheduler, err error) {
 // closed: nil, or the joined disposal errors. If ctx ends first it returns
 // ctx.Err() and the disposal goes on; a later call waits again for the same
 // result. The disposal is shared: only the first stop begins one, and a
-// StopGracefully after ForceStop only waits. Wow: stopGracefully() bounded by
-// stop(timeout).
+// StopGracefully after ForceStop only waits.
 func (s *Supplier) StopGracefully(ctx context.Context) error {
 	s.life.Quiesce()
 	s.close()
@@ -303,7 +286,7 @@ func (s *Supplier) StopGracefully(ctx context.Context) error {
 // factory call is in progress; Done tells when the schedulers' goroutines
 // exited, and pending StopGracefully calls then return. A panic of a
 // scheduler's Dispose is logged and joined into Err; the others are disposed
-// all the same. Idempotent. Wow: forceStop().
+// all the same. Idempotent.
 func (s *Supplier) ForceStop() {
 	if !s.life.Hold() {
 		return // Done is closed: everything was disposed
@@ -320,8 +303,7 @@ func (s *Supplier) ForceStop() {
 // close closes creation once and returns the terminal snapshot: every
 // scheduler created, the same slice for every call. The call that closes
 // starts the goroutine that disposes the snapshot gracefully, or after a
-// ForceStop only waits for it, and then reaches the logical end. Wow:
-// closeAndSnapshot().
+// ForceStop only waits for it, and then reaches the logical end.
 func (s *Supplier) close() []entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -331,12 +313,11 @@ func (s *Supplier) close() []entry {
 		s.snapshot = s.created
 		s.created = nil
 		s.cache.Store(&cache{})
-		s.life.Hold() // cannot fail: the supplier is not stopped yet, or the caller holds
-		go func() {
-			defer s.life.Release()
+		s.life.Go("disposal", func() error { // cannot fail: the supplier is not stopped yet, or the caller holds
 			s.await(s.snapshot)
 			s.life.Stop()
-		}()
+			return nil
+		})
 	}
 	return s.snapshot
 }
@@ -387,11 +368,4 @@ func (s *Supplier) finish() {
 
 // guard returns f's error, or f's panic as a *PanicError: user code never
 // kills the goroutine that calls it, nor leaves the supplier's lock held.
-func guard(f func() error) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = panics.New(v)
-		}
-	}()
-	return f()
-}
+func guard(f func() error) error { return component.Call(f, nil) }

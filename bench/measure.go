@@ -28,6 +28,13 @@ type Result struct {
 	Rate    float64  `json:"rate,omitempty"` // offered exchanges per second
 	Latency *Latency `json:"latency,omitempty"`
 
+	// Reactor only: the warm-up passes before the timed ones, the timed
+	// passes' (max - min) / median, and whether the warm-up reached its cap
+	// before two consecutive passes agreed.
+	Warmups   int     `json:"warmups,omitempty"`
+	Spread    float64 `json:"spread,omitempty"`
+	Unsettled bool    `json:"unsettled,omitempty"`
+
 	Err string `json:"err,omitempty"`
 }
 

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -15,7 +18,7 @@ import (
 // java process per run, compiled once into a temporary directory.
 type Reactor struct {
 	Dir     string // the directory holding ReactorBench.java and its jars
-	Warmups int    // passes over the stream before the timed one
+	WarmUp  WarmUp // how the JIT is let settle; zero fields take DefaultWarmUp's
 	classes string
 }
 
@@ -68,13 +71,18 @@ func (rb *Reactor) Close() error {
 	return os.RemoveAll(rb.classes)
 }
 
-// Run runs one timed pass (after rb.Warmups) of n exchanges over c with 2
-// scheduler threads, the "plain" shape.
+// Run runs n exchanges over c with 2 scheduler threads, the "plain" shape,
+// in one JVM: WarmUp.Max + WarmUp.Timed passes, of which Settle picks the
+// timed ones. res.NsPerEx is their median, res.Warmups the passes before
+// them, res.Spread their (max - min) / median; res.Unsettled says the cap
+// was reached (the run is kept, and marked in the report). Cost: Max + Timed passes over the stream (23 by
+// default, about 5 s at 1,024 ids and 1M exchanges).
 func (rb *Reactor) Run(ctx context.Context, c Cell, n int) Result {
 	res := Result{Impl: "reactor", Cell: c, N: n, AllocsPerEx: -1, Goroutines: -1}
+	w := rb.WarmUp.withDefaults()
 	args := []string{"-Xmx4g", "-cp", rb.classpath(), "ReactorBench", "plain",
 		strconv.Itoa(c.K), strconv.Itoa(c.P), c.Handler.reactorName(), strconv.Itoa(n), "2",
-		strconv.Itoa(rb.Warmups), "1"}
+		"0", strconv.Itoa(w.Max + w.Timed)}
 	out, err := exec.CommandContext(ctx, "java", args...).Output()
 	if err != nil {
 		var ee *exec.ExitError
@@ -86,7 +94,21 @@ func (rb *Reactor) Run(ctx context.Context, c Cell, n int) Result {
 	}
 	if err := ParseReactorLine(string(out), &res); err != nil {
 		res.Err = err.Error()
+		return res
 	}
+	passes, err := ParseReactorPasses(string(out))
+	if err == nil && len(passes) != w.Max+w.Timed {
+		err = fmt.Errorf("bench: reactor: %d passes, want %d", len(passes), w.Max+w.Timed)
+	}
+	if err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	warmups, timed, settled := w.Settle(passes)
+	sorted := slices.Sorted(slices.Values(timed))
+	res.NsPerEx, res.Warmups = sorted[len(sorted)/2], warmups
+	res.Spread = (sorted[len(sorted)-1] - sorted[0]) / res.NsPerEx
+	res.Unsettled = !settled
 	return res
 }
 
@@ -106,4 +128,71 @@ func ParseReactorLine(line string, res *Result) error {
 	}
 	res.NsPerEx, res.RSSKB, res.Handled = ns, rss, int64(res.N)
 	return nil
+}
+
+// WarmUp is how long Reactor's JIT is let settle before its timed passes: at
+// least Min passes, then until two consecutive passes agree within Within
+// (a fraction), at most Max; then Timed passes are timed.
+type WarmUp struct {
+	Min, Max int
+	Within   float64
+	Timed    int
+}
+
+// DefaultWarmUp: 2 warm-ups, as before, left K=1024 at about twice its
+// settled time (256 against 129 ns).
+var DefaultWarmUp = WarmUp{Min: 6, Max: 20, Within: 0.05, Timed: 3}
+
+func (w WarmUp) withDefaults() WarmUp {
+	d := DefaultWarmUp
+	if w.Min > 0 {
+		d.Min = w.Min
+	}
+	if w.Max > 0 {
+		d.Max = max(w.Max, d.Min)
+	}
+	if w.Within > 0 {
+		d.Within = w.Within
+	}
+	if w.Timed > 0 {
+		d.Timed = w.Timed
+	}
+	return d
+}
+
+// Settle splits per-pass figures (ns/exchange, in run order; at least
+// Max + Timed of them) into the warm-up and the timed passes: warmups is
+// the least count from Min to Max whose last two passes agree within
+// Within, or Max with settled false; timed are the Timed passes after.
+func (w WarmUp) Settle(passes []float64) (warmups int, timed []float64, settled bool) {
+	w = w.withDefaults()
+	warmups = w.Max
+	for n := max(w.Min, 2); n <= w.Max; n++ {
+		a, b := passes[n-2], passes[n-1]
+		if math.Abs(a-b) <= w.Within*min(a, b) {
+			warmups, settled = n, true
+			break
+		}
+	}
+	return warmups, passes[warmups : warmups+w.Timed], settled
+}
+
+var reactorPasses = regexp.MustCompile(`reps=\[([^\]]*)\]`)
+
+// ParseReactorPasses reads the per-pass rates of ReactorBench's line
+// (reps=[items/s, ...]) as ns/exchange.
+func ParseReactorPasses(line string) ([]float64, error) {
+	m := reactorPasses.FindStringSubmatch(line)
+	if m == nil || strings.TrimSpace(m[1]) == "" {
+		return nil, fmt.Errorf("bench: reactor: no passes (reps=[...]) in %q", strings.TrimSpace(line))
+	}
+	var ns []float64
+	for _, f := range strings.Split(m[1], ",") {
+		r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || r <= 0 {
+			return nil, fmt.Errorf("bench: reactor: bad pass %q in %q", f, strings.TrimSpace(line))
+		}
+		ns = append(ns, 1e9/r)
+	}
+	return ns, nil
 }

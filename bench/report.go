@@ -157,6 +157,7 @@ func WriteMarkdown(w io.Writer, m Meta, results []Result, charts []string) error
 	for _, ch := range charts {
 		fmt.Fprintf(&b, "![ns per exchange by number of ids](%s)\n\n", ch)
 	}
+	writeWarmUps(&b, cells, results)
 	table("Allocations per exchange", "Heap allocations (runtime.MemStats.Mallocs) during the run divided by the exchanges.",
 		func(s, _ *summary) string {
 			if s.allocs < 0 {
@@ -225,6 +226,38 @@ func WriteMarkdown(w io.Writer, m Meta, results []Result, charts []string) error
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeWarmUps lists, per cell, the warm-up passes Reactor took in each
+// run and the spread of its timed passes.
+func writeWarmUps(b *strings.Builder, cells []Cell, results []Result) {
+	var lines []string
+	for _, c := range cells {
+		var runs []string
+		for _, r := range results {
+			if r.Impl == "reactor" && r.Cell == c && r.Load == 0 && r.Warmups > 0 {
+				cap := ""
+				if r.Unsettled {
+					cap = " (the cap: not settled)"
+				}
+				runs = append(runs, fmt.Sprintf("%d warm-ups%s, %.0f ns, spread %.1f%%", r.Warmups, cap, r.NsPerEx, 100*r.Spread))
+			}
+		}
+		if len(runs) > 0 {
+			lines = append(lines, fmt.Sprintf("| %s | %d | %d | %s |\n", c.Handler, c.K, c.P, strings.Join(runs, "; ")))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	w := DefaultWarmUp
+	fmt.Fprintf(b, "Reactor's JIT: at least %d warm-up passes, then until two consecutive passes agree within %.0f%% (at most %d), then the median of %d timed passes; per run, the warm-ups it took, that median and the timed passes' (max - min) / median:\n\n",
+		w.Min, 100*w.Within, w.Max, w.Timed)
+	b.WriteString("| handler | ids | groups | reactor runs |\n|---|---:|---:|---|\n")
+	for _, l := range lines {
+		b.WriteString(l)
+	}
+	b.WriteString("\n")
 }
 
 func us(ns float64) string {

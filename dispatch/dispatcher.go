@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
-	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
 // PanicError is a handler's (or group key function's) recovered panic: the
 // panic value and the stack. It is the same type as schedulers.PanicError
-// and flux.PanicError.
-type PanicError = panics.Error
+// and flux.PanicError: component.PanicError.
+type PanicError = component.PanicError
 
 // Source is where a dispatcher pulls its exchanges from: a flux.Flux[T]
 // (flux.FromObservable makes one of an rxgo Observable), or any type with
@@ -82,12 +82,12 @@ func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, sou
 	e := d.engines[0]
 	e.idOf = func(x T) aggregate.ID { return x.AggregateID() }
 	groups := len(e.lanes)
-	d.route = func(x T) (*engine[T], int, error) { // no call in between: the per-exchange path
+	d.route = func(x T) (*engine[T], int, string, error) { // no call in between: the per-exchange path
 		id := x.AggregateID().ID
 		if id == "" {
-			return e, 0, errEmptyID(name)
+			return e, 0, "", errEmptyID(name)
 		}
-		return e, aggregate.GroupKey(id, groups), nil
+		return e, aggregate.GroupKey(id, groups), id, nil
 	}
 	d.keyFn = "AggregateID"
 	return d, nil
@@ -119,15 +119,23 @@ func build[T any](name string, named aggregate.NamedAggregate, source Source[T],
 		return nil, naming("dispatcher", name, errors.Join(cfg.invalid...))
 	case cfg.scheduler != nil && cfg.supplier != nil:
 		return nil, fmt.Errorf("%w: dispatcher %q: WithScheduler and WithSchedulerSupplier exclude each other", ErrInvalidOption, name)
+	case cfg.perKey && key != nil && cfg.keyOf == nil:
+		return nil, fmt.Errorf("%w: dispatcher %q: WithKeyOrdering orders by aggregate id (New, NewMain); NewKeyed takes WithKeyOrderingBy", ErrInvalidOption, name)
+	case cfg.keyOf != nil && key == nil:
+		return nil, fmt.Errorf("%w: dispatcher %q: WithKeyOrderingBy is NewKeyed's; New orders by AggregateID (WithKeyOrdering)", ErrInvalidOption, name)
 	}
 	d := &Dispatcher[T]{cfg: cfg}
 	e := newEngine(name, named, handler, &d.cfg).withLanes(cfg.groups)
 	d.init("dispatcher", name, source, &d.cfg, []*engine[T]{e}, e)
 	if key != nil {
 		d.keyFn = "key function"
-		d.route = func(x T) (*engine[T], int, error) {
+		keyOf := cfg.keyOf
+		d.route = func(x T) (*engine[T], int, string, error) {
 			g, err := groupKey(name, key, len(e.lanes), x)
-			return e, g, err
+			if err != nil || keyOf == nil {
+				return e, g, "", err
+			}
+			return e, g, keyOf(x), nil
 		}
 	}
 	return d, nil
@@ -146,6 +154,9 @@ func newEngine[T any](name string, named aggregate.NamedAggregate, handler Handl
 	}
 	e.labels = Labels{Dispatcher: name, Aggregate: e.named}
 	e.timed = e.obs != nil || e.hooks.handled()
+	if cfg.perKey {
+		e.keys = map[string]*lane[T]{}
+	}
 	e.ctx, e.cancel = context.WithCancelCause(context.Background())
 	return e
 }
@@ -204,8 +215,8 @@ func naming(kind, name string, err error) error {
 // cancellation) reach the source and the handlers. No lock is held while a
 // supplier works, so a stop meanwhile returns at once and Prepare then
 // returns an error wrapping ErrStopped. It may be called once, from
-// StateNew, else ErrIllegalState; a supplier's error is returned and the
-// dispatcher stays in StateNew. Wow: AggregateDispatcher.prepare.
+// component.StateNew, else ErrIllegalState; a supplier's error is returned and the
+// dispatcher stays in component.StateNew. Wow: AggregateDispatcher.prepare.
 func (d *Dispatcher[T]) Prepare(ctx context.Context) error {
 	return d.prepare(ctx, func() (schedulers.Scheduler, error) {
 		e := d.engines[0]
@@ -235,4 +246,12 @@ func (d *Dispatcher[T]) Prepare(ctx context.Context) error {
 // Only handlers that ignore their cancelled ctx for another WithStopTimeout
 // after the force make it return before, with an error wrapping
 // ErrShutdownTimeout that says how many are in flight.
-func (d *Dispatcher[T]) Run(ctx context.Context) error { return run(ctx, d, d.timeout) }
+func (d *Dispatcher[T]) Run(ctx context.Context) error {
+	return component.Run(ctx, d, d.timeout, d.inFlight)
+}
+
+// inFlight says, for Run's error after a force that handlers outlived, how
+// many exchanges are still in flight.
+func (in *intake[T]) inFlight() string {
+	return fmt.Sprintf("%d in flight", in.Stats().InFlight)
+}

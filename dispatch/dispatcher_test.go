@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/schedulers"
@@ -59,7 +60,7 @@ func TestDispatcherHandlesEverything(t *testing.T) {
 	require.NoError(t, d.Start())
 	<-d.Done()
 	require.NoError(t, d.Err())
-	assert.Equal(t, dispatch.StateStopped, d.State())
+	assert.Equal(t, component.StateStopped, d.State())
 	calls := rec.Calls()
 	assert.NoError(t, testkit.PerKeyFIFO(calls))
 	assert.NoError(t, testkit.GroupSerial(calls))

@@ -2,9 +2,9 @@
 // aggregate) so that the exchanges of one aggregate are handled one at a
 // time, in order, while different aggregates are handled concurrently on
 // their aggregate type's scheduler. It ports the dispatcher layer of the
-// Kotlin framework Wow: AggregateDispatcher (Dispatcher), MainDispatcher,
-// WowRuntime (Runtime), and CompositeEventDispatcher (a Runtime that owns, WithOwned, a
-// scheduler supplier its components borrow). Its engine is native; the flux
+// Kotlin framework Wow: AggregateDispatcher (Dispatcher) and MainDispatcher;
+// WowRuntime and CompositeEventDispatcher (a Runtime that owns, WithOwned, a
+// scheduler supplier its components borrow) are package component's. Its engine is native; the flux
 // chain GroupBy -> PublishOn -> ConcatMap has the same semantics and serves
 // as the reference the engine is tested against.
 //
@@ -51,12 +51,21 @@
 // the scheduler's parallelism at once. Dispatchers of one named aggregate
 // that take their scheduler from one SchedulerSupplier share it.
 //
+// WithKeyOrdering narrows the unit from a group to an aggregate id
+// (Confluent Parallel Consumer's KEY order): the exchanges of one id are
+// handled one at a time in order, and ids never wait for each other, even
+// in one group. The engine is the same; each active id has a lane of its
+// own (the lane of an id gone idle is reused for the next new id), under
+// the same budget and stops. It costs a task per exchange when ids rarely
+// repeat, so the group order stays the default (docs/benchmarks.md has the
+// figures).
+//
 // Not promised (as in Wow's aggregate scheduler document):
 //   - goroutine affinity: a group's exchanges may run on any goroutine of the
 //     scheduler, one batch after another;
 //   - order between ids: ids in different groups interleave freely, and ids
 //     that collide in one group are serialised together (head-of-line
-//     coupling);
+//     coupling; not under WithKeyOrdering);
 //   - order across dispatchers, aggregate types, processes, broker partitions
 //     or services;
 //   - order between several handlers of one exchange (compose them in the
@@ -76,8 +85,9 @@
 // handlers' context. Every exchange the source emits ends exactly once:
 // Stats().Received == Succeeded + Failed + Discarded + InFlight, InFlight 0
 // after Done. A Runtime runs components as one unit: prepare all, start all,
-// stop in reverse, then what it owns, under one deadline. Components of other
-// modules (the broker bindings) hold the same core as a Lifecycle field.
+// stop in reverse, then what it owns, under one deadline. The core, Component
+// and Runtime are package component's (component.Lifecycle); components of
+// other modules (the broker bindings) hold the same core as a field.
 //
 // # Deviations from Wow
 //
@@ -108,8 +118,8 @@
 //
 // Observers (WithObserver, as many as wanted) see every exchange with the
 // Labels of its dispatcher and named aggregate, never the aggregate id: the
-// metrics seam; observe/otelmetrics and observe/prommetrics, modules of
-// their own, export them. The outcome hook (WithOutcomeHook) gets each
+// metrics seam; observe/otelmetrics and observe/prommetrics (the module
+// observe) export them. The outcome hook (WithOutcomeHook) gets each
 // exchange's Result exactly once after it ended, discards included: where a
 // broker source acks. Results streams the Results to a reader as a Flux,
 // an rxgo Observable or an iterator. A handler's error is logged at

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/schedulers"
 	"github.com/aggflow/aggflow/testkit"
@@ -71,7 +72,7 @@ func TestEmitWaitingForBudgetIsReleasedByForceStop(t *testing.T) {
 		synctest.Wait()
 		d.ForceStop()
 		synctest.Wait()
-		require.Equal(t, dispatch.StateStopped, d.State())
+		require.Equal(t, component.StateStopped, d.State())
 		received := false
 		select {
 		case err := <-second:

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/testkit"
@@ -245,7 +246,7 @@ func TestEmitUnroutableRacingQuiesceEnds(t *testing.T) {
 		case <-time.After(hang):
 			t.Errorf("not done an hour after the last exchange failed: state %v, %+v", d.State(), d.Stats())
 		}
-		assert.Equal(t, dispatch.StateStopped, d.State())
+		assert.Equal(t, component.StateStopped, d.State())
 		assert.Equal(t, dispatch.Stats{Received: 1, Failed: 1}, d.Stats())
 	})
 }

@@ -1,27 +1,34 @@
 package dispatch
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/aggflow/aggflow/component"
+)
 
 // Sentinel errors of the package. Every error returned by dispatch wraps one of
-// these with %w, so callers compare with errors.Is.
+// these with %w, so callers compare with errors.Is. ErrStopped,
+// ErrForceStopped, ErrIllegalState and ErrShutdownTimeout are package
+// component's (the same values), so that one errors.Is target matches a
+// dispatcher's and a Runtime's.
 var (
 	// ErrStopped is returned when work or a lifecycle step is refused because a
 	// stop has begun: Runtime.Start after a stop, Prepare of a composite that was
 	// force-stopped, a Mailbox push after Close, Emit once the intake shut. It
 	// is also the reason given to the discard hook and the outcome hook for an
 	// exchange a source emitted after the intake shut.
-	ErrStopped = errors.New("dispatch: stopped")
+	ErrStopped = component.ErrStopped
 	// ErrForceStopped is the cause of the handler context's cancellation by
 	// ForceStop and the reason given to the discard hook and Observer.Discarded
 	// for every exchange dropped by ForceStop.
-	ErrForceStopped = errors.New("dispatch: force stopped")
+	ErrForceStopped = component.ErrForceStopped
 	// ErrInvalidGroupKey fails one exchange whose NewKeyed key function returned
 	// a key outside [0, parallelism) or panicked, or (in a MainDispatcher)
 	// whose AggregateID panicked; the dispatcher goes on.
 	ErrInvalidGroupKey = errors.New("dispatch: invalid group key")
 	// ErrIllegalState is returned by a lifecycle method called in a state that
 	// does not allow it; the message names the component and its state.
-	ErrIllegalState = errors.New("dispatch: illegal state")
+	ErrIllegalState = component.ErrIllegalState
 	// ErrInvalidParallelism is returned by New for a parallelism below 1.
 	ErrInvalidParallelism = errors.New("dispatch: parallelism must be at least 1")
 	// ErrInvalidOption is returned by the constructors for an invalid option
@@ -33,7 +40,7 @@ var (
 	ErrInvalidArgument = errors.New("dispatch: invalid argument")
 	// ErrShutdownTimeout is returned by Runtime.StopGracefully when the shutdown
 	// deadline expired and the remaining components were force-stopped.
-	ErrShutdownTimeout = errors.New("dispatch: shutdown timed out")
+	ErrShutdownTimeout = component.ErrShutdownTimeout
 	// ErrUnknownAggregate is the discard reason of an exchange a MainDispatcher
 	// received for a named aggregate it has no child for.
 	ErrUnknownAggregate = errors.New("dispatch: unknown aggregate")
@@ -43,3 +50,7 @@ var (
 // another subscription of the same Mailbox runs (one subscriber at a time
 // keeps the push order), and of a Results' Flux subscribed a second time.
 var ErrSubscribed = errors.New("dispatch: already subscribed")
+
+// errIllegal is the dispatchers' own refusal sentinel, so that a refusal
+// says "dispatch: illegal state"; it is ErrIllegalState too (Lifecycle.Init).
+var errIllegal = errors.New("dispatch: illegal state")

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/flux"
 )
@@ -53,7 +54,7 @@ func ExampleRuntime_Run() {
 	if err != nil {
 		panic(err)
 	}
-	rt, err := dispatch.NewRuntime("app", []dispatch.Component{d})
+	rt, err := component.NewRuntime("app", []component.Component{d})
 	if err != nil {
 		panic(err)
 	}
@@ -81,9 +82,9 @@ func ExampleWithOwned() {
 		}
 		return d
 	}
-	rt, err := dispatch.NewRuntime("events",
-		[]dispatch.Component{newDispatcher("domain", &domain), newDispatcher("projection", &projection)},
-		dispatch.WithOwned(supplier))
+	rt, err := component.NewRuntime("events",
+		[]component.Component{newDispatcher("domain", &domain), newDispatcher("projection", &projection)},
+		component.WithOwned(supplier))
 	if err != nil {
 		panic(err)
 	}

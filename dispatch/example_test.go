@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/flux"
 )
@@ -94,7 +95,7 @@ func ExampleRuntime() {
 	if err != nil {
 		panic(err)
 	}
-	rt, err := dispatch.NewRuntime("app", []dispatch.Component{d}, dispatch.WithShutdownTimeout(50*time.Millisecond))
+	rt, err := component.NewRuntime("app", []component.Component{d}, component.WithShutdownTimeout(50*time.Millisecond))
 	if err != nil {
 		panic(err)
 	}
@@ -110,7 +111,7 @@ func ExampleRuntime() {
 	<-d.Done()
 	fmt.Printf("%+v\n", d.Stats())
 	// Output:
-	// dispatch: shutdown timed out: runtime "app" after 50ms; still running: "slow"
+	// component: shutdown timed out: runtime "app" after 50ms; still running: "slow"
 	// {Received:1 Succeeded:0 Failed:1 Discarded:0 InFlight:0}
 }
 

@@ -7,3 +7,13 @@ func SetTestHookIdle(f func()) (restore func()) {
 	testHookIdle = f
 	return func() { testHookIdle = nil }
 }
+
+// SetTestHookMark makes f run in a lane's leave between its mark and going
+// idle, and returns the restore; as SetTestHookIdle.
+func SetTestHookMark(f func()) (restore func()) {
+	testHookMark = f
+	return func() { testHookMark = nil }
+}
+
+// KeyLanes returns the lanes a dispatcher built WithKeyOrdering keeps.
+func KeyLanes[T any](d *Dispatcher[T]) int { return d.engines[0].keyLanes() }

@@ -109,7 +109,7 @@ func (f *fakeComponent) Done() <-chan struct{} { return f.done }
 
 func (f *fakeComponent) Err() error { return f.err }
 
-// fakeSupplier is a supplier and a dispatch.Resource that logs its calls as
+// fakeSupplier is a supplier and a component.Resource that logs its calls as
 // "supplier:get:<aggregate>", "supplier:graceful" and "supplier:force",
 // hands out Immediate, and is done after either stop.
 type fakeSupplier struct {

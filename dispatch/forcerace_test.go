@@ -33,7 +33,7 @@ func raceExchange(producer, i, ids int, behaviours []testkit.Behaviour) testkit.
 // Stats read all along. Every snapshot keeps the identity; after Done
 // nothing is in flight, every exchange handed over is counted, the discard
 // hook and the Observer saw exactly the discarded ones, and each id's
-// handled exchanges kept their order.
+// handled exchanges kept their order; by group, or WithKeyOrdering.
 func TestPropertyForceStopRacingProducers(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		push := rapid.Bool().Draw(rt, "push")
@@ -51,13 +51,14 @@ func TestPropertyForceStopRacingProducers(t *testing.T) {
 		behaviours := rapid.SliceOfN(rapid.SampledFrom([]testkit.Behaviour{
 			testkit.Instant, testkit.Instant, testkit.Instant, testkit.Fail, testkit.Panic, testkit.Block,
 		}), 1, 8).Draw(rt, "behaviours")
+		perKey := rapid.Bool().Draw(rt, "per key")
 		for range 5 { // the same case again: another interleaving
-			runForceRace(rt, push, producers, p, pool, budget, ids, after, spins, rival, behaviours)
+			runForceRace(rt, push, producers, p, pool, budget, ids, after, spins, rival, perKey, behaviours)
 		}
 	})
 }
 
-func runForceRace(rt *rapid.T, push bool, producers, p, pool, budget, ids, after, spins int, rival string, behaviours []testkit.Behaviour) {
+func runForceRace(rt *rapid.T, push bool, producers, p, pool, budget, ids, after, spins int, rival string, perKey bool, behaviours []testkit.Behaviour) {
 	sched, err := schedulers.NewParallel("race", pool)
 	if err != nil {
 		rt.Fatal(err)
@@ -77,7 +78,11 @@ func runForceRace(rt *rapid.T, push bool, producers, p, pool, budget, ids, after
 	if !push {
 		source = src.flux(-1, func(i int) testkit.Exchange { return raceExchange(0, i, ids, behaviours) })
 	}
-	d, err := dispatch.New("race", orders, source, rec.Handle, quiet,
+	var keyed dispatch.Option[testkit.Exchange]
+	if perKey {
+		keyed = dispatch.WithKeyOrdering[testkit.Exchange]()
+	}
+	d, err := dispatch.New("race", orders, source, rec.Handle, quiet, keyed,
 		dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithMaxPending[testkit.Exchange](budget),
 		dispatch.WithScheduler[testkit.Exchange](sched), dispatch.WithObserver[testkit.Exchange](obs),
 		dispatch.WithDiscardHook(func(_ testkit.Exchange, reason error) {
@@ -171,7 +176,7 @@ wait:
 	if err := testkit.PerKeyFIFO(calls); err != nil {
 		rt.Fatal(err)
 	}
-	if err := testkit.GroupSerial(calls); err != nil {
+	if err := serial(perKey, calls); err != nil {
 		rt.Fatal(err)
 	}
 	if hooked.Load() != s.Discarded || obs.discarded.Load() != s.Discarded {

@@ -12,9 +12,8 @@ import (
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/flux"
-	"github.com/aggflow/aggflow/internal/lifecycle"
-	"github.com/aggflow/aggflow/internal/panics"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
@@ -23,13 +22,13 @@ import (
 // goroutine that runs it. The intake runs on the source's goroutine (or on
 // Emit's caller): gate, route, budget, lane; no hop in between.
 type intake[T any] struct {
-	life    lifecycle.Core // a named field: its transitions are not the user's
+	life    component.Lifecycle // a named field: its transitions are not the user's
 	f       *flow
 	engines []*engine[T]
-	report  *engine[T]                                   // reports what fails or is refused before a lane
-	route   func(T) (e *engine[T], group int, err error) // runs user code: its panics are emit's and Emit's to recover
-	keyFn   string                                       // what computes the key, for errors: "AggregateID" or "key function"
-	source  Source[T]                                    // nil: Emit feeds the intake
+	report  *engine[T]                                              // reports what fails or is refused before a lane
+	route   func(T) (e *engine[T], group int, id string, err error) // runs user code: its panics are emit's and Emit's to recover
+	keyFn   string                                                  // what computes the key, for errors: "AggregateID" or "key function"
+	source  Source[T]                                               // nil: Emit feeds the intake
 	emitMu  sync.Mutex
 	timeout time.Duration
 	ends    []func() // WithResults' completions
@@ -52,7 +51,7 @@ func (in *intake[T]) init(kind, name string, source Source[T], cfg *config[T], e
 	for _, e := range in.all() {
 		e.f, e.onFail, e.onRetire = in.f, in.fail, in.retire
 	}
-	in.life.Init(kind, name, lifecycle.New, ErrIllegalState, in.end)
+	in.life.Init(kind, name, errIllegal, in.end)
 }
 
 // all returns the engines and the reporting one, each once.
@@ -67,7 +66,7 @@ func (in *intake[T]) all() []*engine[T] {
 func (in *intake[T]) Name() string { return in.life.Name() }
 
 // State returns the current lifecycle state.
-func (in *intake[T]) State() State { return in.life.State() }
+func (in *intake[T]) State() component.State { return in.life.State() }
 
 // Done is closed once the dispatcher stopped and every goroutine it owns
 // exited: its source's, an owned scheduler's, and every handler returned.
@@ -95,7 +94,7 @@ func (in *intake[T]) Budget() (pending, max int64) {
 // supplier) gives each engine its scheduler, and may return one scheduler
 // the intake owns.
 func (in *intake[T]) prepare(ctx context.Context, resolve func() (owned schedulers.Scheduler, err error)) error {
-	if err := in.life.Step("prepare", StateNew); err != nil {
+	if err := in.life.Step("prepare", component.StateNew); err != nil {
 		return err
 	}
 	defer in.life.Leave()
@@ -104,13 +103,13 @@ func (in *intake[T]) prepare(ctx context.Context, resolve func() (owned schedule
 		return naming(in.life.Kind(), in.Name(), err)
 	}
 	in.owned = owned
-	base := mark(context.WithoutCancel(ctx), in)
+	base := component.Mark(context.WithoutCancel(ctx), in)
 	for _, e := range in.all() {
 		e.ctx, e.cancel = context.WithCancelCause(base)
 	}
 	in.srcCtx, in.srcCancel = context.WithCancelCause(flux.WithDiscard(base, in.sourceDropped))
-	in.prepared.Store(true)                        // publishes the contexts to the stops
-	if !in.life.Advance(StateNew, StatePrepared) { // end disposes what was made
+	in.prepared.Store(true)                                            // publishes the contexts to the stops
+	if !in.life.Advance(component.StateNew, component.StatePrepared) { // end disposes what was made
 		return fmt.Errorf("%w: %s %q was stopped while preparing", ErrStopped, in.life.Kind(), in.Name())
 	}
 	return nil
@@ -119,10 +118,10 @@ func (in *intake[T]) prepare(ctx context.Context, resolve func() (owned schedule
 // getScheduler asks a supplier (foreign code) for a scheduler, recovering
 // its panic.
 func getScheduler(s aggregate.SchedulerSupplier, named aggregate.NamedAggregate) (sched schedulers.Scheduler, err error) {
-	err = protect(func() error {
+	err = component.Call(func() error {
 		sched, err = s.GetOrInitialize(named)
 		return err
-	})
+	}, nil)
 	if err == nil && sched == nil {
 		err = errors.New("supplier returned a nil scheduler")
 	}
@@ -131,8 +130,8 @@ func getScheduler(s aggregate.SchedulerSupplier, named aggregate.NamedAggregate)
 
 // Start opens the intake: the source is subscribed on a goroutine the
 // dispatcher owns (or Emit is accepted) and exchanges flow. From
-// StatePrepared it moves to StateRunning; it is a no-op when running, and
-// returns ErrIllegalState from StateNew, StateStopping and StateStopped (a
+// component.StatePrepared it moves to component.StateRunning; it is a no-op when running, and
+// returns ErrIllegalState from component.StateNew, component.StateStopping and component.StateStopped (a
 // dispatcher does not restart: a Start after a stop would otherwise look
 // like a start that admitted nothing).
 // Wow: AggregateDispatcher.start.
@@ -140,46 +139,34 @@ func (in *intake[T]) Start() error {
 	if !in.life.Hold() {
 		return in.life.Refuse("start") // stopped and done
 	}
-	if !in.life.Advance(StatePrepared, StateRunning) {
+	if !in.life.Advance(component.StatePrepared, component.StateRunning) {
 		defer in.life.Release()
-		if in.State() == StateRunning {
+		if in.State() == component.StateRunning {
 			return nil
 		}
 		return in.life.Refuse("start")
 	}
+	defer in.life.Release() // the goroutines hold their own
 	for _, e := range in.engines {
-		if e.sched == in.owned || !in.life.Hold() {
+		if e.sched == in.owned {
 			continue // only the intake disposes an owned scheduler
 		}
-		go func() {
-			defer in.life.Release()
-			e.watch(in.f.drained)
-		}()
+		in.life.Go("scheduler watch", func() error { e.watch(in.f.drained); return nil })
 	}
 	in.f.waitSource.Store(in.source != nil) // before a stop can look: the source is subscribed next
-	go in.own()                             // takes over the first hold
+	in.life.Go("source", in.own)
 	return nil
 }
 
 // own is the intake's goroutine: it runs the source, then waits until every
-// admitted exchange ended and disposes an owned scheduler. A source that
-// ends it with runtime.Goexit (a handler's, on schedulers.Immediate) is an
-// error; the intake shuts and the rest drains as after a source error.
-func (in *intake[T]) own() {
-	defer in.life.Release()
-	returned := false
-	defer func() {
-		if !returned {
-			in.life.Record(fmt.Errorf("dispatch: %s %q: source: %w", in.life.Kind(), in.Name(), schedulers.ErrGoexit))
-			in.sourceDone()
-			in.finish()
-		}
-	}()
+// admitted exchange ended and disposes an owned scheduler, however the
+// source ended (runSource says how).
+func (in *intake[T]) own() error {
+	defer in.finish()
 	if in.source != nil {
 		in.subscribe()
 	}
-	returned = true
-	in.finish()
+	return nil
 }
 
 // finish waits until every admitted exchange ended, then disposes an owned
@@ -218,9 +205,15 @@ func (in *intake[T]) sourceDone() {
 	in.closeIntake()
 }
 
-// runSource subscribes the source, recovering a panic that escaped it.
+// runSource subscribes the source, recovering a panic that escaped it. A
+// source that ends its goroutine with runtime.Goexit (a handler's, on
+// schedulers.Immediate) is an error: the intake shuts and the rest drains
+// as after a source error, before the goroutine unwinds through own.
 func (in *intake[T]) runSource() error {
-	return protect(func() error { return in.source.Subscribe(in.srcCtx, in.emit) })
+	return component.Call(func() error { return in.source.Subscribe(in.srcCtx, in.emit) }, func(p *PanicError) {
+		in.life.Record(fmt.Errorf("dispatch: %s %q: source: %w", in.life.Kind(), in.Name(), p))
+		in.sourceDone()
+	})
 }
 
 // emit is the intake on the source's goroutine. Every exchange the source
@@ -230,15 +223,17 @@ func (in *intake[T]) runSource() error {
 func (in *intake[T]) emit(x T) (err error) {
 	f := in.f
 	f.received.Add(1)
-	late := f.shut.Load()
-	if late && !in.handOn() {
+	afterStop := f.shut.Load()
+	if afterStop && !in.handOn() {
 		in.report.dropped(x, 0, -1, in.refusal())
 		f.check()
 		return errIntakeClosed
 	}
 	stage := keying
-	defer in.unwound(&stage, &x, &err) // the one deferred call of the path
-	e, g, rerr := in.route(x)
+	var p *PanicError
+	defer in.unwound(&stage, &x, &err, &p)
+	defer component.RecoverAt(&stage, keying, &p) // the route's user code
+	e, g, id, rerr := in.route(x)
 	if rerr != nil {
 		stage = settled
 		in.unrouted(x, rerr)
@@ -246,7 +241,7 @@ func (in *intake[T]) emit(x T) (err error) {
 	}
 	stage = admitting
 	if in.credit == 0 {
-		n, err := in.credits(late)
+		n, err := in.credits(afterStop)
 		if err != nil {
 			stage = settled
 			in.report.dropped(x, 0, -1, in.refusal())
@@ -256,9 +251,12 @@ func (in *intake[T]) emit(x T) (err error) {
 		in.credit = n
 	}
 	e.admitted()
-	l, kick := e.enqueue(g, &x)
+	l, late, kick := e.enqueue(g, id, &x)
 	stage = settled
 	in.credit--
+	if late != nil {
+		e.schedule(late)
+	}
 	if kick {
 		e.schedule(l)
 	}
@@ -324,28 +322,26 @@ const (
 // runtime.Goexit (which no recover stops), there or in Observer.Admitted,
 // fails x as OutcomePanic before the goroutine unwinds: x was received, so
 // it must end; its budget unit was not taken from the credit, which the
-// source's end gives back. recover runs only on these ways out.
-func (in *intake[T]) unwound(stage *intakeStage, x *T, err *error) {
-	switch *stage {
-	case settled:
+// source's end gives back. *p is the route's panic RecoverAt recovered.
+func (in *intake[T]) unwound(stage *intakeStage, x *T, err *error, p **PanicError) {
+	switch {
+	case *stage == settled:
 		return
-	case keying:
-		if v := recover(); v != nil {
-			*err = nil
-			in.unrouted(*x, in.keyPanicked(v))
-			return
-		}
+	case *p != nil:
+		*err = nil
+		in.unrouted(*x, in.keyPanicked(*p))
+		return
 	}
 	defer in.f.check()       // a stop may have come since the gate
 	defer in.f.failed.Add(1) // after the report, even when it panics or exits too
 	in.report.failure(in.report.ctx, *x, 0, -1, OutcomePanic, 0,
-		fmt.Errorf("dispatch: %s %q: intake: %w", in.life.Kind(), in.Name(), panics.New(schedulers.ErrGoexit)))
+		fmt.Errorf("dispatch: %s %q: intake: %w", in.life.Kind(), in.Name(), component.NewPanicError(component.ErrGoexit)))
 }
 
 // keyPanicked is the error of an exchange whose route's user code panicked
-// with v.
-func (in *intake[T]) keyPanicked(v any) error {
-	return fmt.Errorf("%w: %s %q: %s panicked: %w", ErrInvalidGroupKey, in.life.Kind(), in.Name(), in.keyFn, panics.New(v))
+// (p).
+func (in *intake[T]) keyPanicked(p *PanicError) error {
+	return fmt.Errorf("%w: %s %q: %s panicked: %w", ErrInvalidGroupKey, in.life.Kind(), in.Name(), in.keyFn, p)
 }
 
 // creditBatch is how many budget units the source's goroutine takes at a
@@ -387,7 +383,7 @@ func (in *intake[T]) Emit(ctx context.Context, x T) (err error) {
 	if in.source != nil {
 		return fmt.Errorf("%w: %s %q has a source: Emit is for a nil source", ErrIllegalState, in.life.Kind(), in.Name())
 	}
-	if st := in.State(); st != StateRunning {
+	if st := in.State(); st != component.StateRunning {
 		return fmt.Errorf("%w: %s %q is %v", ErrStopped, in.life.Kind(), in.Name(), st)
 	}
 	f := in.f
@@ -405,8 +401,10 @@ func (in *intake[T]) Emit(ctx context.Context, x T) (err error) {
 		return in.emitRefused()
 	}
 	stage := keying
-	defer in.emitUnwound(&stage, &x, &err)
-	e, g, rerr := in.route(x) // user code (AggregateID): outside the lock
+	var p *PanicError
+	defer in.emitUnwound(&stage, &x, &err, &p)
+	defer component.RecoverAt(&stage, keying, &p)
+	e, g, id, rerr := in.route(x) // user code (AggregateID): outside the lock
 	if rerr != nil {
 		stage = settled
 		in.emitUnrouted(x, rerr)
@@ -418,8 +416,11 @@ func (in *intake[T]) Emit(ctx context.Context, x T) (err error) {
 	in.emitMu.Lock() // held only for the queue write: no user code under it
 	f.received.Add(1)
 	f.emitting.Add(-1)
-	l, kick := e.enqueue(g, &x)
+	l, late, kick := e.enqueue(g, id, &x)
 	in.emitMu.Unlock()
+	if late != nil {
+		e.schedule(late)
+	}
 	if kick {
 		e.schedule(l) // outside the lock: on Immediate the handler runs here
 	}
@@ -439,16 +440,14 @@ func (in *intake[T]) emitUnrouted(x T, err error) {
 // route's user code fails x alone and Emit returns nil; runtime.Goexit
 // there or in Observer.Admitted undoes Emit's count and budget unit, since
 // x was not admitted, and a stop must not wait for it.
-func (in *intake[T]) emitUnwound(stage *intakeStage, x *T, err *error) {
-	switch *stage {
-	case settled:
+func (in *intake[T]) emitUnwound(stage *intakeStage, x *T, err *error, p **PanicError) {
+	switch {
+	case *stage == settled:
 		return
-	case keying:
-		if v := recover(); v != nil {
-			*err = nil
-			in.emitUnrouted(*x, in.keyPanicked(v))
-			return
-		}
+	case *p != nil:
+		*err = nil
+		in.emitUnrouted(*x, in.keyPanicked(*p))
+		return
 	}
 	in.f.emitting.Add(-1)
 	in.f.budget.release(1)
@@ -545,28 +544,27 @@ func (in *intake[T]) end() {
 // so from a handler call Quiesce, or pass the handler's ctx.
 func (in *intake[T]) StopGracefully(ctx context.Context) error {
 	in.Quiesce()
-	if marked(ctx, in) {
+	if component.Marked(ctx, in) {
 		return fmt.Errorf("%w: %s %q: StopGracefully called from its own handler cannot wait for itself; the stop has begun",
 			ErrIllegalState, in.life.Kind(), in.Name())
 	}
 	return in.life.Await(ctx, in.stillRunning)
 }
 
-// stillRunning names what keeps the dispatcher from its end.
+// stillRunning names what keeps the dispatcher from its end, and which end:
+// after the logical one (every exchange ended), it is stopped, not done.
 func (in *intake[T]) stillRunning(err error) error {
-	return fmt.Errorf("dispatch: %s %q not stopped: %s: %w", in.life.Kind(), in.Name(), in.describe(), err)
+	return fmt.Errorf("dispatch: %s %q %s: %s: %w", in.life.Kind(), in.Name(), in.life.Unfinished(), in.describe(), err)
 }
 
 // describe says what is left.
 func (in *intake[T]) describe() string {
 	var running, ids []string
 	for _, e := range in.engines {
-		for _, g := range e.running() {
-			running = append(running, fmt.Sprintf("%s/%d", e.named.Aggregate, g))
-			if l := e.lanes[g].Load(); l != nil {
-				if id, ok := e.runningID(l); ok {
-					ids = append(ids, strconv.Quote(id))
-				}
+		for _, l := range e.runningLanes() {
+			running = append(running, fmt.Sprintf("%s/%d", e.named.Aggregate, l.group))
+			if id, ok := e.runningID(l); ok { // user code: no lock held
+				ids = append(ids, strconv.Quote(id))
 			}
 		}
 	}

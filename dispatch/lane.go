@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
-	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/internal/queue"
 	"github.com/aggflow/aggflow/schedulers"
 )
@@ -33,8 +34,9 @@ type item[T any] struct {
 	admitted int64 // nanoseconds since the engine's epoch; 0 when untimed
 }
 
-// lane is one group's queue: filled by the intake (its one producer),
-// drained by whichever scheduler goroutine runs its task.
+// lane is one group's queue (WithKeyOrdering: one id's): filled by the
+// intake (its one producer), drained by whichever scheduler goroutine runs
+// its task.
 type lane[T any] struct {
 	q     queue.SPSC[item[T]]
 	state atomic.Int32
@@ -42,6 +44,7 @@ type lane[T any] struct {
 	task  schedulers.Task
 	ctx   context.Context // the handlers' context with the group index
 	group int
+	key   string // WithKeyOrdering: the id whose lane it is
 
 	// cur is the exchange whose handler runs, for stop errors to name its
 	// aggregate id (engines with ids only): set by the consumer before the
@@ -115,6 +118,8 @@ type engine[T any] struct {
 	ctx    context.Context // the handlers' context
 	cancel context.CancelCauseFunc
 	halt   atomic.Bool // no more handling: forced, or the scheduler ended
+
+	keyed[T] // WithKeyOrdering's lanes; unused by group
 }
 
 // now returns the time since the epoch in nanoseconds, 0 when untimed.
@@ -144,16 +149,21 @@ func (e *engine[T]) admitted() {
 	}
 }
 
-// enqueue appends an admitted exchange to group g, without the scheduling:
-// kick says the caller made the lane ready and must schedule it (after
-// releasing any lock: on Immediate the drain runs right there). Producer
-// only.
-func (e *engine[T]) enqueue(g int, x *T) (l *lane[T], kick bool) {
-	l = e.lane(g)
+// enqueue appends an admitted exchange to group g (WithKeyOrdering: to id's
+// lane), without the scheduling: kick says the caller made the lane ready
+// and must schedule it, and a non-nil late is another lane to schedule (both
+// after releasing any lock: on Immediate the drain runs right there).
+// Producer only.
+func (e *engine[T]) enqueue(g int, id string, x *T) (l, late *lane[T], kick bool) {
+	if e.keys != nil {
+		l, late = e.keyLane(g, id)
+	} else {
+		l = e.lane(g)
+	}
 	it := l.q.Next() // written in place: an exchange is copied once
 	it.x, it.admitted = *x, e.now()
 	l.q.Publish()
-	return l, l.state.Load() == idle && l.state.CompareAndSwap(idle, ready)
+	return l, late, l.state.Load() == idle && l.state.CompareAndSwap(idle, ready)
 }
 
 // schedule hands a lane its caller just made ready to the scheduler. Once
@@ -259,26 +269,27 @@ func (e *engine[T]) drainSome(l *lane[T], b *batch) bool {
 		c         call
 		inHandler bool
 		completed bool
+		p         *PanicError
 	)
 	defer func() {
 		if completed || !inHandler {
 			return
 		}
-		v := recover()
-		if v == nil {
+		if p == nil {
 			// Counted after the report, even when the report panics (a log
 			// handler): settle pops the exchange regardless.
 			defer e.f.failed.Add(1)
 			e.failure(c.ctx, it.x, it.admitted, l.group, OutcomePanic, c.start,
-				fmt.Errorf("dispatch: dispatcher %q: handler: %w", e.name, panics.New(schedulers.ErrGoexit)))
+				fmt.Errorf("dispatch: dispatcher %q: handler: %w", e.name, component.NewPanicError(component.ErrGoexit)))
 			return
 		}
 		b.failed++
 		l.untrack()
-		e.failure(c.ctx, it.x, it.admitted, l.group, OutcomePanic, c.start, panics.New(v))
+		e.failure(c.ctx, it.x, it.admitted, l.group, OutcomePanic, c.start, p)
 		l.q.Pop()
 		b.n++
 	}()
+	defer component.RecoverAt(&inHandler, true, &p) // the handler's panic only
 	for b.n < laneBatch && !e.halt.Load() {
 		var ok bool
 		if it, ok = l.q.Peek(); !ok {
@@ -336,6 +347,9 @@ func (e *engine[T]) leave(l *lane[T]) {
 	for {
 		l.q.Trim()
 		mark := l.q.Mark() // the consumer role ends with the store below
+		if testHookMark != nil {
+			testHookMark()
+		}
 		l.state.Store(idle)
 		if testHookIdle != nil {
 			testHookIdle()
@@ -352,7 +366,9 @@ func (e *engine[T]) leave(l *lane[T]) {
 
 // testHookIdle, set by a test only, runs in leave between the lane going
 // idle and the look-again: the window in which another consumer may drain it.
-var testHookIdle func()
+// testHookMark runs before, between the mark and going idle: an exchange
+// pushed then is the look-again's to find.
+var testHookIdle, testHookMark func()
 
 // steal takes the consumer role of l from state from (ready or idle) and
 // discards what it holds, looking again after each round as leave does.
@@ -380,6 +396,13 @@ func (e *engine[T]) steal(l *lane[T], from int32) {
 // sweep discards every lane no consumer runs: after a force, or once the
 // scheduler was disposed.
 func (e *engine[T]) sweep() {
+	if e.keys != nil {
+		for _, l := range e.keyLanesNow() {
+			e.steal(l, ready)
+			e.steal(l, idle)
+		}
+		return
+	}
 	for i := range e.lanes {
 		if l := e.lanes[i].Load(); l != nil {
 			e.steal(l, ready)
@@ -450,7 +473,7 @@ func (e *engine[T]) call(l *lane[T], it *item[T], c *call) (err error, panicked 
 			// (the Results' wait on it panics): a bug of the function, failed
 			// as its panic.
 			c.ctx = l.ctx
-			return panics.New(fmt.Errorf("dispatch: dispatcher %q: WithContextOf returned a nil context", e.name)), true
+			return component.NewPanicError(fmt.Errorf("dispatch: dispatcher %q: WithContextOf returned a nil context", e.name)), true
 		}
 	}
 	if e.timed {
@@ -523,11 +546,13 @@ func (e *engine[T]) aggregateID(x T) (id string, ok bool) {
 	if e.idOf == nil {
 		return "", false
 	}
+	var p error
 	defer func() {
-		if recover() != nil {
+		if p != nil {
 			id, ok = "", false
 		}
 	}()
+	defer component.Catch(&p)
 	return e.idOf(x).ID, true
 }
 
@@ -547,12 +572,32 @@ func (e *engine[T]) dropped(x T, admitted int64, group int, reason error) {
 // handlers still running (or about to), for stop errors.
 func (e *engine[T]) running() []int {
 	var gs []int
-	for i := range e.lanes {
-		if l := e.lanes[i].Load(); l != nil && l.state.Load() == running {
-			gs = append(gs, i)
-		}
+	for _, l := range e.runningLanes() {
+		gs = append(gs, l.group)
 	}
 	return gs
+}
+
+// runningLanes returns the lanes a consumer runs now, by group.
+func (e *engine[T]) runningLanes() []*lane[T] {
+	var ls []*lane[T]
+	if e.keys != nil {
+		e.keyMu.Lock()
+		for _, l := range e.keys {
+			if l.state.Load() == running {
+				ls = append(ls, l)
+			}
+		}
+		e.keyMu.Unlock()
+		slices.SortFunc(ls, func(a, b *lane[T]) int { return a.group - b.group })
+		return ls
+	}
+	for i := range e.lanes {
+		if l := e.lanes[i].Load(); l != nil && l.state.Load() == running {
+			ls = append(ls, l)
+		}
+	}
+	return ls
 }
 
 // ended reacts to the end of the scheduler under the dispatcher: the

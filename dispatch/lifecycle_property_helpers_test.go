@@ -13,6 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/testkit"
@@ -268,8 +269,8 @@ func lpSource(kind string, gen lpGen, count int, pace time.Duration, release <-c
 // lpTarget is what the lifecycle properties call: Dispatcher,
 // MainDispatcher, Runtime.
 type lpTarget interface {
-	dispatch.Component
-	State() dispatch.State
+	component.Component
+	State() component.State
 	Run(ctx context.Context) error
 }
 
@@ -343,6 +344,7 @@ type lpProbe struct {
 	count   int
 	emitter int // push mode: Emit goroutines
 	pace    time.Duration
+	perKey  bool // set by options
 }
 
 // fresh returns a probe of the same drawn feed, with nothing seen yet.
@@ -355,12 +357,19 @@ type lpShape struct {
 	groups, budget int
 	policy         dispatch.ErrorPolicy
 	stopTimeout    time.Duration
+	perKey         bool // WithKeyOrdering
 }
 
 // options returns the options of a dispatcher watched by p.
 func (p *lpProbe) options(w *lpWorld, sh lpShape) []dispatch.Option[testkit.Exchange] {
 	p.obs = &lpObserver{countingObserver: &countingObserver{}, w: w, name: p.name}
+	p.perKey = sh.perKey
+	var keyed dispatch.Option[testkit.Exchange]
+	if sh.perKey {
+		keyed = dispatch.WithKeyOrdering[testkit.Exchange]()
+	}
 	return []dispatch.Option[testkit.Exchange]{
+		keyed,
 		quiet,
 		dispatch.WithParallelism[testkit.Exchange](sh.groups),
 		dispatch.WithMaxPending[testkit.Exchange](sh.budget),
@@ -489,7 +498,7 @@ func (p *lpProbe) emit(w *lpWorld, ctx context.Context, wg *sync.WaitGroup) {
 					p.emitted.Add(1)
 					i++
 				case errors.Is(err, dispatch.ErrStopped):
-					if p.d.State() >= dispatch.StateStopping {
+					if p.d.State() >= component.StateStopping {
 						return
 					}
 				case ctx.Err() != nil:
@@ -510,14 +519,14 @@ func (p *lpProbe) check(w *lpWorld) {
 		w.report("%s: Done not closed", p.name)
 		return
 	}
-	if st := d.State(); st != dispatch.StateStopped {
+	if st := d.State(); st != component.StateStopped {
 		w.report("%s: state %v after Done", p.name, st)
 	}
 	s := d.Stats()
 	lpCheckSnapshot(w, p.name+" after Done", s)
 	calls := p.rec.Calls()
 	for _, err := range []error{
-		testkit.NoLoss(p.emitted.Load(), s, calls), testkit.PerKeyFIFO(calls), testkit.GroupSerial(calls),
+		testkit.NoLoss(p.emitted.Load(), s, calls), testkit.PerKeyFIFO(calls), serial(p.perKey, calls),
 	} {
 		if err != nil {
 			w.report("%s: %v (%+v)", p.name, err, s)
@@ -580,12 +589,12 @@ func lpCall(w *lpWorld, c lpTarget, op lpOp, runFor, limit time.Duration) {
 		w.atOnce(what, func() { _ = c.Start() })
 	case "Quiesce":
 		w.atOnce(what, c.Quiesce)
-		if st := c.State(); st < dispatch.StateStopping {
+		if st := c.State(); st < component.StateStopping {
 			w.report("%s: state %v after it returned", what, st)
 		}
 	case "ForceStop":
 		w.atOnce(what, c.ForceStop)
-		if st := c.State(); st != dispatch.StateStopped {
+		if st := c.State(); st != component.StateStopped {
 			w.report("%s: state %v after it returned", what, st)
 		}
 	case "StopGracefully":
@@ -600,10 +609,10 @@ func lpCall(w *lpWorld, c lpTarget, op lpOp, runFor, limit time.Duration) {
 		if took := time.Since(start); took > bound {
 			w.report("%s within %v took %v", what, op.within, took)
 		}
-		if _, rt := c.(*dispatch.Runtime); err == nil && !rt && !isClosed(c.Done()) {
+		if _, rt := c.(*component.Runtime); err == nil && !rt && !isClosed(c.Done()) {
 			w.report("%s returned nil before Done closed", what)
 		}
-		if st := c.State(); st < dispatch.StateStopping {
+		if st := c.State(); st < component.StateStopping {
 			w.report("%s: state %v after it returned", what, st)
 		}
 	case "Run":
@@ -647,6 +656,7 @@ func lpDrawShape(t *rapid.T) lpShape {
 		budget:      rapid.IntRange(1, 64).Draw(t, "budget"),
 		policy:      rapid.SampledFrom([]dispatch.ErrorPolicy{dispatch.Continue, dispatch.StopOnError}).Draw(t, "policy"),
 		stopTimeout: time.Duration(rapid.IntRange(1, 50).Draw(t, "stop timeout ms")) * time.Millisecond,
+		perKey:      rapid.Bool().Draw(t, "per key"),
 	}
 }
 
@@ -736,7 +746,7 @@ func lpPlay(t *rapid.T, w *lpWorld, targets []lpTarget, bounds []lpBound, probes
 	}
 	w.wait(fmt.Sprintf("Done of %q after the final ForceStop", root.Name()), root.Done())
 	for _, c := range targets {
-		if st := c.State(); st != dispatch.StateStopped {
+		if st := c.State(); st != component.StateStopped {
 			w.report("%q: state %v once the final ForceStop's Done closed", c.Name(), st)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/schedulers"
@@ -183,8 +184,8 @@ func TestLifecyclePropertyRuntime(t *testing.T) {
 					t.Fatal(err)
 				}
 				pm.watch(m)
-				r, err := dispatch.NewRuntime("lp-runtime", []dispatch.Component{d, m},
-					dispatch.WithOwned(sup), dispatch.WithShutdownTimeout(timeout))
+				r, err := component.NewRuntime("lp-runtime", []component.Component{d, m},
+					component.WithOwned(sup), component.WithShutdownTimeout(timeout))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -247,7 +248,7 @@ func TestLifecycleConcurrentPrepareIsRefused(t *testing.T) {
 				assert.ErrorIs(t, second, dispatch.ErrIllegalState, "a Prepare while another one is in progress")
 				assert.NoError(t, <-first, "the Prepare in progress")
 				assert.Equal(t, int32(1), sup.calls.Load(), "the supplier asked once")
-				assert.Equal(t, dispatch.StatePrepared, c.State())
+				assert.Equal(t, component.StatePrepared, c.State())
 				c.ForceStop()
 				<-c.Done()
 			})

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/testkit"
@@ -36,19 +37,19 @@ func assertIllegal(t *testing.T, err error, state string) {
 // Wow's state table (S-1.10.2), row by row, from NEW.
 func TestLifecycleFromNew(t *testing.T) {
 	d := newDispatcher(t, flux.Empty[testkit.Exchange]())
-	assert.Equal(t, dispatch.StateNew, d.State())
+	assert.Equal(t, component.StateNew, d.State())
 	assertIllegal(t, d.Start(), "NEW")
 
 	q := newDispatcher(t, flux.Empty[testkit.Exchange]())
 	q.Quiesce()
-	assert.Equal(t, dispatch.StateStopped, q.State(), "NEW -quiesce-> STOPPED")
+	assert.Equal(t, component.StateStopped, q.State(), "NEW -quiesce-> STOPPED")
 	assert.True(t, isClosed(q.Done()))
 	assertIllegal(t, q.Prepare(t.Context()), "STOPPED")
 
 	f := newDispatcher(t, flux.Empty[testkit.Exchange]())
 	f.ForceStop()
 	f.ForceStop()
-	assert.Equal(t, dispatch.StateStopped, f.State(), "NEW -force-> STOPPED, safe before Prepare")
+	assert.Equal(t, component.StateStopped, f.State(), "NEW -force-> STOPPED, safe before Prepare")
 	assert.True(t, isClosed(f.Done()))
 	assert.NoError(t, f.StopGracefully(t.Context()), "stop before start")
 }
@@ -62,17 +63,17 @@ func TestLifecycleFromPrepared(t *testing.T) {
 			src := &countingSource{}
 			d := newDispatcher(t, src.flux(-1, func(i int) testkit.Exchange { return exchanges(1, 1)[0] }))
 			require.NoError(t, d.Prepare(t.Context()))
-			assert.Equal(t, dispatch.StatePrepared, d.State())
+			assert.Equal(t, component.StatePrepared, d.State())
 			assertIllegal(t, d.Prepare(t.Context()), "PREPARED")
 			synctest.Wait()
 			assert.False(t, src.subscribed.Load(), "nothing is pulled before Start")
 			stop(d)
 			<-d.Done()
-			assert.Equal(t, dispatch.StateStopped, d.State())
+			assert.Equal(t, component.StateStopped, d.State())
 			assert.False(t, src.subscribed.Load(), "a stop before Start ends it empty")
 			assert.Equal(t, dispatch.Stats{}, d.Stats())
 			assertIllegal(t, d.Start(), "STOPPED") // no restart, and no silent no-op
-			assert.Equal(t, dispatch.StateStopped, d.State())
+			assert.Equal(t, component.StateStopped, d.State())
 		}
 	})
 }
@@ -85,17 +86,17 @@ func TestLifecycleFromRunning(t *testing.T) {
 		}))
 		require.NoError(t, d.Prepare(t.Context()))
 		require.NoError(t, d.Start())
-		assert.Equal(t, dispatch.StateRunning, d.State())
+		assert.Equal(t, component.StateRunning, d.State())
 		require.NoError(t, d.Start(), "RUNNING -start-> no-op")
 		assertIllegal(t, d.Prepare(t.Context()), "RUNNING")
 		time.Sleep(10 * time.Millisecond) // virtual: let ten exchanges through
 		d.Quiesce()
-		assert.Equal(t, dispatch.StateStopping, d.State())
+		assert.Equal(t, component.StateStopping, d.State())
 		assertIllegal(t, d.Start(), "STOPPING")
 		d.Quiesce()
-		assert.Equal(t, dispatch.StateStopping, d.State(), "idempotent")
+		assert.Equal(t, component.StateStopping, d.State(), "idempotent")
 		<-d.Done()
-		assert.Equal(t, dispatch.StateStopped, d.State())
+		assert.Equal(t, component.StateStopped, d.State())
 		s := d.Stats()
 		assert.Equal(t, src.pulled.Load(), s.Received, "every exchange handed over is accounted for")
 		// The intake closed at once: at most the exchange the source had in
@@ -112,7 +113,7 @@ func TestLifecycleFromRunning(t *testing.T) {
 func TestLifecycleSourceCompletion(t *testing.T) {
 	d := started(t, flux.FromSlice(exchanges(10, 3)), testkit.Perform)
 	<-d.Done()
-	assert.Equal(t, dispatch.StateStopped, d.State(), "the pipeline ends with the source")
+	assert.Equal(t, component.StateStopped, d.State(), "the pipeline ends with the source")
 	assert.Equal(t, dispatch.Stats{Received: 10, Succeeded: 10}, d.Stats())
 	assert.NoError(t, d.StopGracefully(t.Context()))
 }
@@ -153,7 +154,7 @@ func TestForceStopDiscardsQueuedAndCancelsRunning(t *testing.T) {
 		before := d.Stats()
 		assert.Equal(t, int64(1), obs.started.Load())
 		d.ForceStop()
-		assert.Equal(t, dispatch.StateStopped, d.State())
+		assert.Equal(t, component.StateStopped, d.State())
 		<-d.Done()
 		s := d.Stats()
 		assert.Equal(t, before.Received, s.Received, "nothing admitted after the force")
@@ -192,7 +193,7 @@ func TestForceDuringGraceful(t *testing.T) {
 		errc := make(chan error, 1)
 		go func() { errc <- d.StopGracefully(t.Context()) }()
 		synctest.Wait()
-		assert.Equal(t, dispatch.StateStopping, d.State(), "draining waits for the blocked handlers")
+		assert.Equal(t, component.StateStopping, d.State(), "draining waits for the blocked handlers")
 		d.ForceStop()
 		require.NoError(t, <-errc, "the graceful waiter returns")
 		assert.True(t, isClosed(d.Done()))
@@ -215,7 +216,7 @@ func TestGracefulDeadlineThenForce(t *testing.T) {
 		start := time.Now()
 		require.ErrorIs(t, d.StopGracefully(ctx), context.DeadlineExceeded)
 		assert.Equal(t, 2500*time.Millisecond, time.Since(start))
-		assert.Equal(t, dispatch.StateStopping, d.State(), "draining goes on")
+		assert.Equal(t, component.StateStopping, d.State(), "draining goes on")
 		assert.False(t, isClosed(d.Done()))
 		d.ForceStop()
 		<-d.Done()
@@ -233,7 +234,7 @@ func TestPrepareWithStoppedSupplier(t *testing.T) {
 	sup.ForceStop()
 	d := newDispatcher(t, flux.Empty[testkit.Exchange](), dispatch.WithSchedulerSupplier[testkit.Exchange](sup))
 	require.ErrorIs(t, d.Prepare(t.Context()), aggregate.ErrStopped)
-	assert.Equal(t, dispatch.StateNew, d.State())
+	assert.Equal(t, component.StateNew, d.State())
 	d.ForceStop()
 	<-d.Done()
 }
@@ -258,7 +259,7 @@ func TestConstructorsIgnoreNilOptions(t *testing.T) {
 	assert.NoError(t, err)
 	_, err = dispatch.NewKeyed("d", orders, flux.Empty[testkit.Exchange](), func(testkit.Exchange) int { return 0 }, h, nil, quiet)
 	assert.NoError(t, err)
-	_, err = dispatch.NewRuntime("rt", nil, nil)
+	_, err = component.NewRuntime("rt", nil, nil)
 	assert.NoError(t, err)
 	sup, err := aggregate.NewSchedulerSupplier("s", nil)
 	require.NoError(t, err)

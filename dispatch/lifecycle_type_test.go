@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 )
 
@@ -20,11 +21,11 @@ import (
 var errPumpIllegal = errors.New("pump: illegal state")
 
 // pump is a Component of another package, as a broker binding writes one
-// on dispatch.Lifecycle: Start runs one goroutine that calls work until a
+// on component.Lifecycle: Start runs one goroutine that calls work until a
 // stop; a graceful stop lets the call in progress finish, a force cancels
 // its context.
 type pump struct {
-	life   dispatch.Lifecycle
+	life   component.Lifecycle
 	work   func(ctx context.Context) error
 	calls  atomic.Int64
 	ended  atomic.Int64 // finalizer runs
@@ -41,30 +42,30 @@ func newPump(name string, work func(ctx context.Context) error) *pump {
 	return p
 }
 
-var _ dispatch.Component = (*pump)(nil)
+var _ component.Component = (*pump)(nil)
 
-func (p *pump) Name() string          { return "pump" }
-func (p *pump) State() dispatch.State { return p.life.State() }
-func (p *pump) Done() <-chan struct{} { return p.life.Done() }
-func (p *pump) Err() error            { return p.life.Err() }
+func (p *pump) Name() string           { return "pump" }
+func (p *pump) State() component.State { return p.life.State() }
+func (p *pump) Done() <-chan struct{}  { return p.life.Done() }
+func (p *pump) Err() error             { return p.life.Err() }
 
 func (p *pump) Prepare(context.Context) error {
-	if err := p.life.Step("prepare", dispatch.StateNew); err != nil {
+	if err := p.life.Step("prepare", component.StateNew); err != nil {
 		return err
 	}
 	defer p.life.Leave()
-	if !p.life.Advance(dispatch.StateNew, dispatch.StatePrepared) {
+	if !p.life.Advance(component.StateNew, component.StatePrepared) {
 		return p.life.Refuse("prepare")
 	}
 	return nil
 }
 
 func (p *pump) Start() error {
-	if err := p.life.Step("start", dispatch.StatePrepared); err != nil {
+	if err := p.life.Step("start", component.StatePrepared); err != nil {
 		return err
 	}
 	defer p.life.Leave()
-	if !p.life.Advance(dispatch.StatePrepared, dispatch.StateRunning) {
+	if !p.life.Advance(component.StatePrepared, component.StateRunning) {
 		return p.life.Refuse("start")
 	}
 	p.life.Hold() // cannot fail: the Step holds
@@ -95,7 +96,7 @@ func (p *pump) Quiesce() {
 	from, first := p.life.Quiesce()
 	switch {
 	case !first:
-	case from == dispatch.StateRunning:
+	case from == component.StateRunning:
 		p.once.Do(func() { close(p.quit) })
 	default:
 		p.life.Stop() // nothing runs
@@ -119,7 +120,7 @@ func (p *pump) ForceStop() {
 // lifecycle.
 func (p *pump) end() {
 	p.ended.Add(1)
-	if p.life.State() == dispatch.StateStopped {
+	if p.life.State() == component.StateStopped {
 		p.cancel(dispatch.ErrStopped)
 	}
 }
@@ -134,27 +135,27 @@ func TestLifecycleTypeStateMoves(t *testing.T) {
 			}
 			return nil
 		})
-		assert.Equal(t, dispatch.StateNew, p.State())
+		assert.Equal(t, component.StateNew, p.State())
 		err := p.Start()
 		require.ErrorIs(t, err, dispatch.ErrIllegalState)
 		require.ErrorIs(t, err, errPumpIllegal, "the component's own sentinel too")
 		assert.ErrorContains(t, err, `pump: illegal state: pump "moves" cannot start from state NEW`)
 
 		require.NoError(t, p.Prepare(t.Context()))
-		assert.Equal(t, dispatch.StatePrepared, p.State())
+		assert.Equal(t, component.StatePrepared, p.State())
 		require.ErrorIs(t, p.Prepare(t.Context()), dispatch.ErrIllegalState, "prepare twice")
 		require.NoError(t, p.Start())
-		assert.Equal(t, dispatch.StateRunning, p.State())
+		assert.Equal(t, component.StateRunning, p.State())
 		require.ErrorIs(t, p.Start(), errPumpIllegal, "start twice")
 		<-step
 		synctest.Wait() // the next call is in progress
 
 		p.Quiesce()
-		assert.Equal(t, dispatch.StateStopping, p.State(), "the call in progress finishes")
+		assert.Equal(t, component.StateStopping, p.State(), "the call in progress finishes")
 		assert.False(t, isClosed(p.Done()))
 		<-step
 		require.NoError(t, p.StopGracefully(t.Context()))
-		assert.Equal(t, dispatch.StateStopped, p.State())
+		assert.Equal(t, component.StateStopped, p.State())
 		assert.Equal(t, int64(1), p.ended.Load(), "the finalizer ran once, at the physical end")
 		assert.False(t, p.life.Forced())
 		p.ForceStop() // after the end: a no-op for the state, idempotent
@@ -166,7 +167,7 @@ func TestLifecycleTypeStateMoves(t *testing.T) {
 func TestLifecycleTypeStopsBeforeStart(t *testing.T) {
 	q := newPump("q", nil)
 	q.Quiesce()
-	assert.Equal(t, dispatch.StateStopped, q.State(), "NEW -quiesce-> STOPPED")
+	assert.Equal(t, component.StateStopped, q.State(), "NEW -quiesce-> STOPPED")
 	assert.True(t, isClosed(q.Done()))
 	require.ErrorIs(t, q.Prepare(t.Context()), errPumpIllegal)
 	assert.Equal(t, int64(1), q.ended.Load())
@@ -175,7 +176,7 @@ func TestLifecycleTypeStopsBeforeStart(t *testing.T) {
 	require.NoError(t, f.Prepare(t.Context()))
 	f.ForceStop()
 	f.ForceStop()
-	assert.Equal(t, dispatch.StateStopped, f.State(), "PREPARED -force-> STOPPED")
+	assert.Equal(t, component.StateStopped, f.State(), "PREPARED -force-> STOPPED")
 	assert.True(t, isClosed(f.Done()))
 	require.ErrorIs(t, f.Start(), dispatch.ErrIllegalState, "nothing starts after a force")
 	assert.ErrorIs(t, context.Cause(f.ctx), dispatch.ErrStopped, "the finalizer released Prepare's context")
@@ -185,26 +186,26 @@ func TestLifecycleTypeStopsBeforeStart(t *testing.T) {
 // A Step in progress refuses another; an Enter may overlap others, and
 // holds the physical end until its Release.
 func TestLifecycleTypeStepAndEnter(t *testing.T) {
-	var l dispatch.Lifecycle
+	var l component.Lifecycle
 	ended := 0
 	l.Init("consumer", "c", nil, func() { ended++ })
-	require.NoError(t, l.Step("prepare", dispatch.StateNew))
-	err := l.Step("prepare", dispatch.StateNew)
+	require.NoError(t, l.Step("prepare", component.StateNew))
+	err := l.Step("prepare", component.StateNew)
 	require.ErrorIs(t, err, dispatch.ErrIllegalState)
 	assert.ErrorContains(t, err, "another step is in progress")
-	require.True(t, l.Advance(dispatch.StateNew, dispatch.StateRunning))
+	require.True(t, l.Advance(component.StateNew, component.StateRunning))
 	l.Leave()
 
-	require.NoError(t, l.Enter("revoke", dispatch.StateRunning))
-	require.NoError(t, l.Enter("revoke", dispatch.StateRunning), "Enters overlap")
+	require.NoError(t, l.Enter("revoke", component.StateRunning))
+	require.NoError(t, l.Enter("revoke", component.StateRunning), "Enters overlap")
 	from, first := l.Quiesce()
-	assert.Equal(t, dispatch.StateRunning, from)
+	assert.Equal(t, component.StateRunning, from)
 	assert.True(t, first)
-	err = l.Enter("revoke", dispatch.StateRunning)
+	err = l.Enter("revoke", component.StateRunning)
 	require.ErrorIs(t, err, dispatch.ErrIllegalState, "none begins once the stop began")
-	assert.ErrorContains(t, err, `dispatch: illegal state: consumer "c" cannot revoke from state STOPPING`)
+	assert.ErrorContains(t, err, `component: illegal state: consumer "c" cannot revoke from state STOPPING`)
 	l.Stop()
-	assert.Equal(t, dispatch.StateStopped, l.State())
+	assert.Equal(t, component.StateStopped, l.State())
 	l.Release()
 	assert.False(t, isClosed(l.Done()), "one Enter still holds")
 	assert.Zero(t, ended)
@@ -235,7 +236,7 @@ func TestLifecycleTypeAwaitWithADeadline(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.ErrorContains(t, err, "pump: not stopped after 1 calls")
 		assert.Equal(t, time.Second, time.Since(from))
-		assert.Equal(t, dispatch.StateStopping, p.State(), "the drain goes on")
+		assert.Equal(t, component.StateStopping, p.State(), "the drain goes on")
 
 		close(finish)
 		err = p.StopGracefully(t.Context())
@@ -262,15 +263,15 @@ func TestLifecycleTypeForceTakesOverAGracefulStop(t *testing.T) {
 		stopped := make(chan error, 1)
 		go func() { stopped <- p.StopGracefully(context.Background()) }()
 		synctest.Wait()
-		assert.Equal(t, dispatch.StateStopping, p.State())
+		assert.Equal(t, component.StateStopping, p.State())
 		assert.Empty(t, stopped, "the graceful stop waits for the stuck call")
 
 		from, first := p.life.Force()
-		assert.Equal(t, dispatch.StateStopping, from)
+		assert.Equal(t, component.StateStopping, from)
 		assert.True(t, first)
-		assert.Equal(t, dispatch.StateStopped, p.State(), "the logical end, at once")
+		assert.Equal(t, component.StateStopped, p.State(), "the logical end, at once")
 		assert.False(t, isClosed(p.Done()), "the physical end waits for the call")
-		assert.False(t, p.life.Advance(dispatch.StateStopping, dispatch.StateStopped), "nothing graceful after a force")
+		assert.False(t, p.life.Advance(component.StateStopping, component.StateStopped), "nothing graceful after a force")
 		_, again := p.life.Force()
 		assert.False(t, again)
 
@@ -330,7 +331,7 @@ func TestLifecycleTypeConcurrentStops(t *testing.T) {
 			}
 		}
 		require.True(t, isClosed(p.Done()))
-		assert.Equal(t, dispatch.StateStopped, p.State())
+		assert.Equal(t, component.StateStopped, p.State())
 		assert.True(t, p.life.Forced())
 		assert.LessOrEqual(t, quiesced.Load(), int64(1))
 		assert.LessOrEqual(t, forced.Load(), int64(1), "one force is the first")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
@@ -67,6 +68,8 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 		return nil, fmt.Errorf("%w: main dispatcher %q: got %d", ErrInvalidParallelism, name, m.cfg.groups)
 	case len(m.cfg.invalid) > 0:
 		return nil, naming("main dispatcher", name, errors.Join(m.cfg.invalid...))
+	case m.cfg.keyOf != nil:
+		return nil, fmt.Errorf("%w: main dispatcher %q: WithKeyOrderingBy is NewKeyed's; NewMain orders by AggregateID (WithKeyOrdering)", ErrInvalidOption, name)
 	}
 	routes := make(map[aggregate.MaterializedNamedAggregate]*engine[T], len(named))
 	engines := make([]*engine[T], 0, len(named))
@@ -84,22 +87,22 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 	m.init("main dispatcher", name, source, &m.cfg, engines, report)
 	groups := m.cfg.groups
 	m.keyFn = "AggregateID"
-	m.route = func(x T) (*engine[T], int, error) {
+	m.route = func(x T) (*engine[T], int, string, error) {
 		id := x.AggregateID()
 		if id.ID == "" {
-			return nil, 0, errEmptyID(name)
+			return nil, 0, "", errEmptyID(name)
 		}
 		e, ok := routes[aggregate.Materialize(id)]
 		if !ok {
-			return nil, 0, fmt.Errorf("%w: %v", ErrUnknownAggregate, aggregate.Materialize(id))
+			return nil, 0, "", fmt.Errorf("%w: %v", ErrUnknownAggregate, aggregate.Materialize(id))
 		}
-		return e, id.Mod(groups), nil
+		return e, id.Mod(groups), id.ID, nil
 	}
 	return m, nil
 }
 
 // Prepare takes each named aggregate's scheduler from the supplier, in
-// order, holding no lock meanwhile. It may be called once, from StateNew,
+// order, holding no lock meanwhile. It may be called once, from component.StateNew,
 // else ErrIllegalState; a supplier's error is returned. Wow:
 // MainDispatcher.prepare.
 func (m *MainDispatcher[T]) Prepare(ctx context.Context) error {
@@ -116,4 +119,6 @@ func (m *MainDispatcher[T]) Prepare(ctx context.Context) error {
 }
 
 // Run is Dispatcher.Run for a MainDispatcher.
-func (m *MainDispatcher[T]) Run(ctx context.Context) error { return run(ctx, m, m.timeout) }
+func (m *MainDispatcher[T]) Run(ctx context.Context) error {
+	return component.Run(ctx, m, m.timeout, m.inFlight)
+}

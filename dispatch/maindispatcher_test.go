@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/schedulers"
@@ -162,7 +163,7 @@ func TestMainForceStopAccountsForEverything(t *testing.T) {
 		synctest.Wait() // handlers blocked, the budget used up, the intake waiting
 		m.ForceStop()
 		m.ForceStop()
-		assert.Equal(t, dispatch.StateStopped, m.State())
+		assert.Equal(t, component.StateStopped, m.State())
 		<-m.Done()
 		s := m.Stats()
 		assert.Zero(t, s.InFlight)
@@ -227,7 +228,7 @@ func TestMainLifecycle(t *testing.T) {
 	assert.ErrorIs(t, m.Prepare(t.Context()), dispatch.ErrIllegalState)
 	m.Quiesce() // before Start: ends empty
 	<-m.Done()
-	assert.Equal(t, dispatch.StateStopped, m.State())
+	assert.Equal(t, component.StateStopped, m.State())
 	assert.Equal(t, dispatch.Stats{}, m.Stats())
 	assert.ErrorIs(t, m.Start(), dispatch.ErrIllegalState, "no restart, and no silent no-op")
 
@@ -243,7 +244,7 @@ func TestMainLifecycle(t *testing.T) {
 		assert.ErrorIs(t, m.Prepare(t.Context()), dispatch.ErrIllegalState)
 		m.ForceStop() // after the stop that came first: a no-op, not a crash
 		m.Quiesce()
-		assert.Equal(t, dispatch.StateStopped, m.State())
+		assert.Equal(t, component.StateStopped, m.State())
 	}
 }
 
@@ -256,10 +257,10 @@ func TestMainPrepareFailure(t *testing.T) {
 	err := m.Prepare(t.Context())
 	require.ErrorIs(t, err, aggregate.ErrStopped)
 	assert.ErrorContains(t, err, `main dispatcher "events"`)
-	assert.Equal(t, dispatch.StateNew, m.State())
+	assert.Equal(t, component.StateNew, m.State())
 	m.ForceStop()
 	<-m.Done()
-	assert.Equal(t, dispatch.StateStopped, m.State())
+	assert.Equal(t, component.StateStopped, m.State())
 }
 
 func TestNewMainValidates(t *testing.T) {

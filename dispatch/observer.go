@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
-	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/component"
 )
 
 // enumName returns names[e], or "Type(e)" for a value out of range.
@@ -159,22 +159,30 @@ func guard(obs []Observer, logger *slog.Logger, name string) Observer {
 }
 
 func (g guardedObserver) Admitted(ctx context.Context, l Labels) {
-	defer g.g.recovered("Admitted")
+	var p error
+	defer g.g.recovered("Admitted", &p)
+	defer component.Catch(&p)
 	g.obs.Admitted(ctx, l)
 }
 
 func (g guardedObserver) Started(ctx context.Context, l Labels, wait time.Duration) {
-	defer g.g.recovered("Started")
+	var p error
+	defer g.g.recovered("Started", &p)
+	defer component.Catch(&p)
 	g.obs.Started(ctx, l, wait)
 }
 
 func (g guardedObserver) Finished(ctx context.Context, l Labels, o Outcome, took time.Duration, err error) {
-	defer g.g.recovered("Finished")
+	var p error
+	defer g.g.recovered("Finished", &p)
+	defer component.Catch(&p)
 	g.obs.Finished(ctx, l, o, took, err)
 }
 
 func (g guardedObserver) Discarded(ctx context.Context, l Labels, reason error) {
-	defer g.g.recovered("Discarded")
+	var p error
+	defer g.g.recovered("Discarded", &p)
+	defer component.Catch(&p)
 	g.obs.Discarded(ctx, l, reason)
 }
 
@@ -192,21 +200,22 @@ func newGuardian(logger *slog.Logger, name, what string) *guardian {
 	return &guardian{logger: logger, name: name, what: what}
 }
 
-// recovered is deferred by each guarded call: it must call recover itself.
-func (g *guardian) recovered(method string) {
-	if v := recover(); v != nil {
-		g.report(method, v)
+// recovered is deferred by each guarded call before component.Catch(p),
+// which recovers: it reports the panic Catch put in *p.
+func (g *guardian) recovered(method string, p *error) {
+	if pe, ok := (*p).(*PanicError); ok {
+		g.report(method, pe)
 	}
 }
 
-// report logs a panic v of method: the first, then one in 1024.
-func (g *guardian) report(method string, v any) {
+// report logs a panic p of method: the first, then one in 1024.
+func (g *guardian) report(method string, p *PanicError) {
 	switch n := g.panics.Add(1); {
 	case n == 1:
 		g.logger.Error("dispatch: "+g.what+" panicked", slog.String("dispatcher", g.name),
-			slog.String("method", method), slog.Any("error", panics.New(v)))
+			slog.String("method", method), slog.Any("error", p))
 	case n%1024 == 0:
 		g.logger.Error("dispatch: "+g.what+" keeps panicking", slog.String("dispatcher", g.name),
-			slog.String("method", method), slog.Any("panic", v), slog.Int64("panics", n))
+			slog.String("method", method), slog.Any("panic", p.Value), slog.Int64("panics", n))
 	}
 }

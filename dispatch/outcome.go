@@ -4,8 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/aggflow/aggflow/internal/panics"
-	"github.com/aggflow/aggflow/schedulers"
+	"github.com/aggflow/aggflow/component"
 )
 
 // Result is how one exchange ended, as the outcome hook sees it.
@@ -136,23 +135,29 @@ func (h *hooks[T]) endedFrom(i int, ctx context.Context, r *Result[T]) {
 func (h *hooks[T]) endedAside(ctx context.Context, r *Result[T], obs Observer) {
 	// Only the guardian's log handler panics out of ended: it has no one else
 	// to be told to, and is dropped, as is its report of a Goexit.
-	_, exited := panics.Aside(func() {
+	_, exited := component.Aside(func() {
 		defer h.ended(ctx, r) // even when Discarded ends the goroutine
 		if obs != nil {
 			obs.Discarded(ctx, r.Labels, r.Err)
 		}
 	})
 	if exited {
-		_, _ = panics.Aside(func() { h.g.report("discarded exchange's observer or hook", schedulers.ErrGoexit) })
+		_, _ = component.Aside(func() {
+			h.g.report("discarded exchange's observer or hook", component.NewPanicError(component.ErrGoexit))
+		})
 	}
 }
 
 func (h *hooks[T]) callOutcome(hook func(context.Context, Result[T]), ctx context.Context, r *Result[T]) {
-	defer h.g.recovered("outcome hook")
+	var p error
+	defer h.g.recovered("outcome hook", &p)
+	defer component.Catch(&p)
 	hook(ctx, *r)
 }
 
 func (h *hooks[T]) callDiscard(hook func(T, error), r *Result[T]) {
-	defer h.g.recovered("discard hook")
+	var p error
+	defer h.g.recovered("discard hook", &p)
+	defer component.Catch(&p)
 	hook(r.Exchange, r.Err)
 }

@@ -23,9 +23,10 @@ import (
 // every goroutine waits (handlers blocked until cancelled).
 const stuck = time.Hour
 
-// For random parallelism, scheduler parallelism, pending budgets, workloads
-// and stop points, each run keeps per-key FIFO order and group serial
-// execution, loses nothing, and leaves no goroutine behind (the bubble of
+// For random parallelism, scheduler parallelism, pending budgets, workloads,
+// stop points and ordering (by group, or WithKeyOrdering), each run keeps
+// per-key FIFO order and group serial execution (id serial by key), loses
+// nothing, and leaves no goroutine behind (the bubble of
 // rapid.SyncTest fails on any).
 func TestPropertyOrderingAndNoLoss(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
@@ -33,11 +34,12 @@ func TestPropertyOrderingAndNoLoss(t *testing.T) {
 		pool := rapid.IntRange(1, 8).Draw(rt, "pool")
 		budget := rapid.IntRange(1, 256).Draw(rt, "budget")
 		w := testkit.Workloads(orders, 300).Draw(rt, "workload")
-		rapid.SyncTest(rt, func(rt *rapid.T) { runWorkload(rt, p, pool, budget, w) })
+		perKey := rapid.Bool().Draw(rt, "per key")
+		rapid.SyncTest(rt, func(rt *rapid.T) { runWorkload(rt, p, pool, budget, perKey, w) })
 	})
 }
 
-func runWorkload(rt *rapid.T, p, pool, budget int, w testkit.Workload) {
+func runWorkload(rt *rapid.T, p, pool, budget int, perKey bool, w testkit.Workload) {
 	sched, err := schedulers.NewParallel("property", pool)
 	if err != nil {
 		rt.Fatal(err)
@@ -57,7 +59,11 @@ func runWorkload(rt *rapid.T, p, pool, budget int, w testkit.Workload) {
 		})
 	var hooked, refused atomic.Int64
 	source, emitted := counted(flux.FromSlice(w.Exchanges))
-	d, err := dispatch.New("property", orders, source, rec.Handle, quiet,
+	var keyed dispatch.Option[testkit.Exchange]
+	if perKey {
+		keyed = dispatch.WithKeyOrdering[testkit.Exchange]()
+	}
+	d, err := dispatch.New("property", orders, source, rec.Handle, quiet, keyed,
 		dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithMaxPending[testkit.Exchange](budget), dispatch.WithScheduler[testkit.Exchange](sched),
 		dispatch.WithDiscardHook(func(_ testkit.Exchange, reason error) {
 			hooked.Add(1)
@@ -108,13 +114,13 @@ func runWorkload(rt *rapid.T, p, pool, budget int, w testkit.Workload) {
 	if err := sched.DisposeGracefully(ctx); err != nil {
 		rt.Fatal(err)
 	}
-	checkRun(rt, emitted.Load(), d.Stats(), rec.Calls(), hooked.Load(), refused.Load(), w)
+	checkRun(rt, emitted.Load(), d.Stats(), rec.Calls(), hooked.Load(), refused.Load(), perKey, w)
 }
 
-func checkRun(rt *rapid.T, emitted int64, s dispatch.Stats, calls []testkit.Call, hooked, refused int64, w testkit.Workload) {
+func checkRun(rt *rapid.T, emitted int64, s dispatch.Stats, calls []testkit.Call, hooked, refused int64, perKey bool, w testkit.Workload) {
 	for _, check := range []func() error{
 		func() error { return testkit.PerKeyFIFO(calls) },
-		func() error { return testkit.GroupSerial(calls) },
+		func() error { return serial(perKey, calls) },
 		func() error { return testkit.NoLoss(emitted, s, calls) },
 	} {
 		if err := check(); err != nil {
@@ -150,11 +156,12 @@ func TestPropertyMainDispatcher(t *testing.T) {
 		for i := range w.Exchanges {
 			w.Exchanges[i].ID.Named = named[aggregate.GroupKey(w.Exchanges[i].ID.ID, len(named))]
 		}
-		rapid.SyncTest(rt, func(rt *rapid.T) { runMain(rt, p, budget, w) })
+		perKey := rapid.Bool().Draw(rt, "per key")
+		rapid.SyncTest(rt, func(rt *rapid.T) { runMain(rt, p, budget, perKey, w) })
 	})
 }
 
-func runMain(rt *rapid.T, p, budget int, w testkit.Workload) {
+func runMain(rt *rapid.T, p, budget int, perKey bool, w testkit.Workload) {
 	sup, err := aggregate.NewSchedulerSupplier("property", aggregate.WithParallelism(2))
 	if err != nil {
 		rt.Fatal(err)
@@ -168,8 +175,12 @@ func runMain(rt *rapid.T, p, budget int, w testkit.Workload) {
 	}, testkit.Perform)
 	var hooked atomic.Int64
 	source, emitted := counted(flux.FromSlice(w.Exchanges))
+	var keyed dispatch.Option[testkit.Exchange]
+	if perKey {
+		keyed = dispatch.WithKeyOrdering[testkit.Exchange]()
+	}
 	m, err := dispatch.NewMain("property", []aggregate.NamedAggregate{orders, invoices}, source,
-		rec.Handle, sup, quiet, dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithMaxPending[testkit.Exchange](budget),
+		rec.Handle, sup, quiet, keyed, dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithMaxPending[testkit.Exchange](budget),
 		dispatch.WithDiscardHook(func(x testkit.Exchange, reason error) {
 			hooked.Add(1)
 			stopped := errors.Is(reason, dispatch.ErrStopped) || errors.Is(reason, dispatch.ErrForceStopped)
@@ -210,7 +221,7 @@ func runMain(rt *rapid.T, p, budget int, w testkit.Workload) {
 	<-m.Done()
 	s := m.Stats()
 	calls := rec.Calls()
-	for _, err := range []error{testkit.PerKeyFIFO(calls), testkit.GroupSerial(calls), testkit.NoLoss(emitted.Load(), s, calls)} {
+	for _, err := range []error{testkit.PerKeyFIFO(calls), serial(perKey, calls), testkit.NoLoss(emitted.Load(), s, calls)} {
 		if err != nil {
 			rt.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 )
 
@@ -36,7 +37,7 @@ type events struct {
 	log      *callLog
 	supplier *fakeSupplier
 	children []*fakeComponent
-	rt       *dispatch.Runtime
+	rt       *component.Runtime
 }
 
 func newEvents(t *testing.T) *events {
@@ -44,9 +45,9 @@ func newEvents(t *testing.T) *events {
 	e := &events{log: &callLog{}}
 	e.supplier = &fakeSupplier{log: e.log}
 	e.children = []*fakeComponent{newFake("domain", e.log), newFake("state", e.log)}
-	rt, err := dispatch.NewRuntime("events", []dispatch.Component{
+	rt, err := component.NewRuntime("events", []component.Component{
 		&borrower{e.children[0], e.supplier}, &borrower{e.children[1], e.supplier},
-	}, dispatch.WithOwned(e.supplier))
+	}, component.WithOwned(e.supplier))
 	require.NoError(t, err)
 	e.rt = rt
 	return e
@@ -74,13 +75,13 @@ func TestRuntimeStopsOwnedAfterComponents(t *testing.T) {
 func TestNewRuntimeInvalidOwnsNothing(t *testing.T) {
 	log := &callLog{}
 	s := &fakeSupplier{log: log}
-	var failedBuild dispatch.Component // a component whose constructor failed
-	_, err := dispatch.NewRuntime("events", []dispatch.Component{newFake("domain", log), failedBuild}, dispatch.WithOwned(s))
-	require.ErrorIs(t, err, dispatch.ErrInvalidArgument)
-	_, err = dispatch.NewRuntime("events", nil, dispatch.WithOwned(s, nil))
-	assert.ErrorIs(t, err, dispatch.ErrInvalidOption)
-	_, err = dispatch.NewRuntime("events", nil, dispatch.WithOwned(s), dispatch.WithOwned(s))
-	assert.ErrorIs(t, err, dispatch.ErrInvalidOption)
+	var failedBuild component.Component // a component whose constructor failed
+	_, err := component.NewRuntime("events", []component.Component{newFake("domain", log), failedBuild}, component.WithOwned(s))
+	require.ErrorIs(t, err, component.ErrInvalidArgument)
+	_, err = component.NewRuntime("events", nil, component.WithOwned(s, nil))
+	assert.ErrorIs(t, err, component.ErrInvalidOption)
+	_, err = component.NewRuntime("events", nil, component.WithOwned(s), component.WithOwned(s))
+	assert.ErrorIs(t, err, component.ErrInvalidOption)
 	assert.Empty(t, log.get(), "nothing prepared, nothing stopped")
 }
 
@@ -167,10 +168,10 @@ func TestRuntimeOwnedForceBeforePrepare(t *testing.T) {
 func TestRuntimeOwnedQuiesceBeforePrepare(t *testing.T) {
 	e := newEvents(t)
 	e.rt.Quiesce()
-	assert.Equal(t, dispatch.StateStopping, e.rt.State())
+	assert.Equal(t, component.StateStopping, e.rt.State())
 	require.NoError(t, e.rt.StopGracefully(t.Context()))
 	<-e.rt.Done()
-	assert.Equal(t, dispatch.StateStopped, e.rt.State())
+	assert.Equal(t, component.StateStopped, e.rt.State())
 	assert.Equal(t, "supplier:graceful", e.log.get()[len(e.log.get())-1], "nothing to force")
 	assert.NotContains(t, e.log.get(), "supplier:force")
 }
@@ -182,7 +183,7 @@ func TestRuntimeInRuntime(t *testing.T) {
 	e.children[0].hold = make(chan struct{}) // quiesced, domain still drains:
 	close(e.children[0].hold)                // only its stop ends it
 	other := newFake("other", e.log)
-	outer, err := dispatch.NewRuntime("app", []dispatch.Component{e.rt, other})
+	outer, err := component.NewRuntime("app", []component.Component{e.rt, other})
 	require.NoError(t, err)
 	prepareAndStart(t, outer)
 	require.NoError(t, outer.StopGracefully(t.Context()))

@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 )
 
@@ -165,7 +166,7 @@ func TestPropertyRuntimeLifecycle(t *testing.T) {
 				defer mu.Unlock()
 				violations = append(violations, fmt.Sprintf(format, args...))
 			}
-			components := make([]dispatch.Component, n)
+			components := make([]component.Component, n)
 			for i := range n {
 				components[i] = &propComponent{
 					name: fmt.Sprintf("c%d", i), kind: kinds[i], drain: drains[i], finite: finites[i],
@@ -173,16 +174,16 @@ func TestPropertyRuntimeLifecycle(t *testing.T) {
 					forced: make(chan struct{}), done: make(chan struct{}),
 				}
 			}
-			opts := []dispatch.RuntimeOption{dispatch.WithShutdownTimeout(timeout)}
+			opts := []component.RuntimeOption{component.WithShutdownTimeout(timeout)}
 			var sup *aggregate.Supplier
 			if owns {
 				var err error
 				if sup, err = aggregate.NewSchedulerSupplier("s"); err != nil {
 					t.Fatal(err)
 				}
-				opts = append(opts, dispatch.WithOwned(sup))
+				opts = append(opts, component.WithOwned(sup))
 			}
-			rt, err := dispatch.NewRuntime("app", components, opts...)
+			rt, err := component.NewRuntime("app", components, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -202,7 +203,7 @@ func TestPropertyRuntimeLifecycle(t *testing.T) {
 			wg.Wait()
 			rt.ForceStop()
 			<-rt.Done()
-			if rt.State() != dispatch.StateStopped {
+			if rt.State() != component.StateStopped {
 				report("state %v after Done", rt.State())
 			}
 			for _, c := range components {
@@ -221,7 +222,7 @@ func TestPropertyRuntimeLifecycle(t *testing.T) {
 }
 
 // callRuntime makes call c on rt and returns how long it may take.
-func callRuntime(rt *dispatch.Runtime, c propCall, timeout time.Duration) time.Duration {
+func callRuntime(rt *component.Runtime, c propCall, timeout time.Duration) time.Duration {
 	ctx, cancel := context.WithTimeout(context.Background(), c.within)
 	defer cancel()
 	switch c.op {

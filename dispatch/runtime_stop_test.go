@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/schedulers"
@@ -39,13 +40,13 @@ func TestRuntimeFiniteWorkEndsByItself(t *testing.T) {
 		a, b := finite{newFake("a", log)}, finite{newFake("b", log)}
 		b.err = errors.New("source failed")
 		sup := &fakeSupplier{log: log}
-		rt, err := dispatch.NewRuntime("app", []dispatch.Component{a, b}, dispatch.WithOwned(sup))
+		rt, err := component.NewRuntime("app", []component.Component{a, b}, component.WithOwned(sup))
 		require.NoError(t, err)
 		start := time.Now()
 		prepareAndStart(t, rt)
 		<-rt.Done()
 		assert.Equal(t, time.Second, time.Since(start), "done when the work ended")
-		assert.Equal(t, dispatch.StateStopped, rt.State())
+		assert.Equal(t, component.StateStopped, rt.State())
 		assert.ErrorIs(t, rt.Err(), b.err)
 		assert.Contains(t, log.get(), "supplier:graceful")
 		assert.NotContains(t, log.get(), "supplier:force")
@@ -64,7 +65,7 @@ func TestRuntimeRunEndsWithFiniteDispatcher(t *testing.T) {
 			return nil
 		}, quiet, dispatch.WithSchedulerSupplier[testkit.Exchange](sup))
 		require.NoError(t, err)
-		rt, err := dispatch.NewRuntime("app", []dispatch.Component{d}, dispatch.WithOwned(sup))
+		rt, err := component.NewRuntime("app", []component.Component{d}, component.WithOwned(sup))
 		require.NoError(t, err)
 		require.NoError(t, rt.Run(t.Context()))
 		assert.Equal(t, int64(10), handled.Load())
@@ -79,7 +80,7 @@ func TestRuntimeRunStopsOnContext(t *testing.T) {
 		log := &callLog{}
 		cs := threeFakes(log)
 		cs[1].hold, cs[1].ignoreCtx = make(chan struct{}), true
-		rt := newRuntime(t, cs, dispatch.WithShutdownTimeout(3*time.Second))
+		rt := newRuntime(t, cs, component.WithShutdownTimeout(3*time.Second))
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		start := time.Now()
@@ -118,15 +119,15 @@ func TestRuntimeDeadlineWithComponentIgnoringContext(t *testing.T) {
 		b := stubborn{newFake("b", log), make(chan struct{})}
 		b.hold = make(chan struct{}) // its Quiesce does not end it
 		sup := &fakeSupplier{log: log}
-		rt, err := dispatch.NewRuntime("app", []dispatch.Component{a, b, c}, dispatch.WithOwned(sup),
-			dispatch.WithShutdownTimeout(5*time.Second))
+		rt, err := component.NewRuntime("app", []component.Component{a, b, c}, component.WithOwned(sup),
+			component.WithShutdownTimeout(5*time.Second))
 		require.NoError(t, err)
 		prepareAndStart(t, rt)
 		start := time.Now()
 		err = rt.StopGracefully(t.Context())
 		assert.Equal(t, 5*time.Second, time.Since(start))
 		require.ErrorIs(t, err, dispatch.ErrShutdownTimeout)
-		assert.EqualError(t, err, `dispatch: shutdown timed out: runtime "app" after 5s; still running: "b", "fakeSupplier"`)
+		assert.EqualError(t, err, `component: shutdown timed out: runtime "app" after 5s; still running: "b", "fakeSupplier"`)
 		calls := log.get()
 		assert.Equal(t, []string{"stop:c", "stop:b", "force:c", "force:b", "force:a", "supplier:force"}, calls[len(calls)-6:],
 			"a, after b, never stopped gracefully; the supplier forced after every component")
@@ -142,7 +143,7 @@ func TestRuntimeDeadlineWithComponentIgnoringContext(t *testing.T) {
 // and returns at once; the stop then goes on.
 func TestRuntimeStopGracefullyFromInside(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var rt *dispatch.Runtime
+		var rt *component.Runtime
 		inside := make(chan error, 1)
 		started := make(chan struct{}) // the stop comes once Start returned, not during it
 		d, err := dispatch.New("orders", orders, flux.FromSlice(exchanges(1, 1)), func(ctx context.Context, _ testkit.Exchange) error {
@@ -155,13 +156,13 @@ func TestRuntimeStopGracefullyFromInside(t *testing.T) {
 			return nil
 		}, quiet, dispatch.WithScheduler[testkit.Exchange](schedulers.Immediate()))
 		require.NoError(t, err)
-		rt, err = dispatch.NewRuntime("app", []dispatch.Component{d})
+		rt, err = component.NewRuntime("app", []component.Component{d})
 		require.NoError(t, err)
 		prepareAndStart(t, rt)
 		close(started)
 		err = <-inside
 		require.ErrorIs(t, err, dispatch.ErrIllegalState)
-		assert.EqualError(t, err, `dispatch: illegal state: called from inside runtime "app": it cannot wait for itself`)
+		assert.EqualError(t, err, `component: illegal state: called from inside runtime "app": it cannot wait for itself`)
 		<-rt.Done()
 		assert.NoError(t, rt.Err())
 		assert.Equal(t, int64(1), d.Stats().Succeeded)
@@ -174,12 +175,12 @@ func TestRuntimeStopGracefullyFromInsidePrepare(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &callLog{}
 		a := newFake("a", log)
-		var outer *dispatch.Runtime
+		var outer *component.Runtime
 		inside := make(chan error, 1)
 		a.onPrepare = func(ctx context.Context) { inside <- outer.StopGracefully(ctx) }
-		inner, err := dispatch.NewRuntime("inner", []dispatch.Component{a})
+		inner, err := component.NewRuntime("inner", []component.Component{a})
 		require.NoError(t, err)
-		outer, err = dispatch.NewRuntime("outer", []dispatch.Component{inner})
+		outer, err = component.NewRuntime("outer", []component.Component{inner})
 		require.NoError(t, err)
 		require.ErrorIs(t, outer.Prepare(t.Context()), dispatch.ErrStopped)
 		assert.ErrorIs(t, <-inside, dispatch.ErrIllegalState)
@@ -205,7 +206,7 @@ func (f blockingForce) ForceStop() {
 func TestRuntimeHoldsNoLockAcrossComponents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := blockingForce{newFake("b", &callLog{}), make(chan struct{})}
-		rt, err := dispatch.NewRuntime("app", []dispatch.Component{b})
+		rt, err := component.NewRuntime("app", []component.Component{b})
 		require.NoError(t, err)
 		forced := make(chan struct{})
 		go func() {
@@ -213,7 +214,7 @@ func TestRuntimeHoldsNoLockAcrossComponents(t *testing.T) {
 			close(forced)
 		}()
 		synctest.Wait()
-		assert.Equal(t, dispatch.StateStopped, rt.State())
+		assert.Equal(t, component.StateStopped, rt.State())
 		rt.ForceStop() // the second returns at once
 		rt.Quiesce()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
@@ -241,7 +242,7 @@ func TestRuntimeForceStopDuringPrepareInSupplier(t *testing.T) {
 		}))
 		require.NoError(t, err)
 		log := &callLog{}
-		rt, err := dispatch.NewRuntime("app", []dispatch.Component{&borrower{newFake("a", log), sup}}, dispatch.WithOwned(sup))
+		rt, err := component.NewRuntime("app", []component.Component{&borrower{newFake("a", log), sup}}, component.WithOwned(sup))
 		require.NoError(t, err)
 		prepared := make(chan error, 1)
 		go func() { prepared <- rt.Prepare(t.Context()) }()
@@ -297,7 +298,7 @@ func TestRuntimeComponentPanics(t *testing.T) {
 		log := &callLog{}
 		a, b := newFake("a", log), panicky{newFake("b", log)}
 		sup := &fakeSupplier{log: log}
-		rt, err := dispatch.NewRuntime("app", []dispatch.Component{a, b}, dispatch.WithOwned(sup))
+		rt, err := component.NewRuntime("app", []component.Component{a, b}, component.WithOwned(sup))
 		require.NoError(t, err)
 		assert.NotPanics(t, rt.ForceStop)
 		assert.Equal(t, []string{"force:b", "force:a", "supplier:force"}, log.get())
@@ -311,7 +312,7 @@ func TestRuntimeComponentPanics(t *testing.T) {
 		log := &callLog{}
 		a, b := newFake("a", log), panicky{newFake("b", log)}
 		sup := &fakeSupplier{log: log}
-		rt, err := dispatch.NewRuntime("app", []dispatch.Component{a, b}, dispatch.WithOwned(sup))
+		rt, err := component.NewRuntime("app", []component.Component{a, b}, component.WithOwned(sup))
 		require.NoError(t, err)
 		prepareAndStart(t, rt)
 		err = rt.StopGracefully(t.Context())

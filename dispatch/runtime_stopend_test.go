@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 )
 
@@ -32,7 +33,7 @@ func TestRuntimeStopGracefullyReturnsAtTheEnd(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rt, err := dispatch.NewRuntime("bank", []dispatch.Component{d})
+				rt, err := component.NewRuntime("bank", []component.Component{d})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -54,7 +55,7 @@ func TestRuntimeStopGracefullyReturnsAtTheEnd(t *testing.T) {
 				if fail != errors.Is(stopErr, errRefused) {
 					t.Fatalf("run %d: StopGracefully returned %v", i, stopErr)
 				}
-				if state != dispatch.StateStopped || (rt.Err() == nil) != (stopErr == nil) ||
+				if state != component.StateStopped || (rt.Err() == nil) != (stopErr == nil) ||
 					(stopErr != nil && !errors.Is(rt.Err(), errRefused)) {
 					t.Fatalf("run %d: StopGracefully returned %v, but then State was %v and, once done, Err %v",
 						i, stopErr, state, rt.Err())

@@ -12,25 +12,26 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/testkit"
 )
 
-func newRuntime(t *testing.T, cs []*fakeComponent, opts ...dispatch.RuntimeOption) *dispatch.Runtime {
+func newRuntime(t *testing.T, cs []*fakeComponent, opts ...component.RuntimeOption) *component.Runtime {
 	t.Helper()
-	components := make([]dispatch.Component, len(cs))
+	components := make([]component.Component, len(cs))
 	for i, c := range cs {
 		components[i] = c
 	}
-	rt, err := dispatch.NewRuntime("app", components, opts...)
+	rt, err := component.NewRuntime("app", components, opts...)
 	require.NoError(t, err)
 	return rt
 }
 
 // stopping calls rt.StopGracefully on a goroutine of its own, and returns
 // once that call waits (in a synctest bubble).
-func stopping(t *testing.T, rt *dispatch.Runtime) <-chan error {
+func stopping(t *testing.T, rt *component.Runtime) <-chan error {
 	errc := make(chan error, 1)
 	go func() { errc <- rt.StopGracefully(t.Context()) }()
 	synctest.Wait()
@@ -42,7 +43,7 @@ func threeFakes(log *callLog) []*fakeComponent {
 }
 
 // prepareAndStart prepares and starts rt.
-func prepareAndStart(t *testing.T, rt *dispatch.Runtime) {
+func prepareAndStart(t *testing.T, rt *component.Runtime) {
 	t.Helper()
 	require.NoError(t, rt.Prepare(t.Context()))
 	require.NoError(t, rt.Start())
@@ -53,9 +54,9 @@ func TestRuntimeOrder(t *testing.T) {
 	rt := newRuntime(t, threeFakes(log))
 	assert.Equal(t, "app", rt.Name())
 	require.NoError(t, rt.Prepare(t.Context()))
-	assert.Equal(t, dispatch.StatePrepared, rt.State())
+	assert.Equal(t, component.StatePrepared, rt.State())
 	require.NoError(t, rt.Start())
-	assert.Equal(t, dispatch.StateRunning, rt.State())
+	assert.Equal(t, component.StateRunning, rt.State())
 	require.NoError(t, rt.StopGracefully(t.Context()))
 	assert.Equal(t, []string{
 		"prepare:a", "prepare:b", "prepare:c", // readiness barrier
@@ -64,7 +65,7 @@ func TestRuntimeOrder(t *testing.T) {
 		"stop:c", "stop:b", "stop:a",
 	}, log.get())
 	<-rt.Done()
-	assert.Equal(t, dispatch.StateStopped, rt.State())
+	assert.Equal(t, component.StateStopped, rt.State())
 	assert.NoError(t, rt.Err())
 	assert.ErrorIs(t, rt.Prepare(t.Context()), dispatch.ErrStopped, "one-shot")
 	assert.ErrorIs(t, rt.Start(), dispatch.ErrStopped, "one-shot")
@@ -73,14 +74,14 @@ func TestRuntimeOrder(t *testing.T) {
 
 func TestRuntimeInvalidArguments(t *testing.T) {
 	a := newFake("a", &callLog{})
-	_, err := dispatch.NewRuntime("app", []dispatch.Component{a, nil})
-	assert.ErrorIs(t, err, dispatch.ErrInvalidArgument)
-	_, err = dispatch.NewRuntime("app", []dispatch.Component{a, a})
-	assert.ErrorIs(t, err, dispatch.ErrInvalidArgument)
-	_, err = dispatch.NewRuntime("", []dispatch.Component{a})
-	assert.ErrorIs(t, err, dispatch.ErrInvalidArgument)
-	_, err = dispatch.NewRuntime("app", []dispatch.Component{a}, dispatch.WithShutdownTimeout(0))
-	assert.ErrorIs(t, err, dispatch.ErrInvalidOption)
+	_, err := component.NewRuntime("app", []component.Component{a, nil})
+	assert.ErrorIs(t, err, component.ErrInvalidArgument)
+	_, err = component.NewRuntime("app", []component.Component{a, a})
+	assert.ErrorIs(t, err, component.ErrInvalidArgument)
+	_, err = component.NewRuntime("", []component.Component{a})
+	assert.ErrorIs(t, err, component.ErrInvalidArgument)
+	_, err = component.NewRuntime("app", []component.Component{a}, component.WithShutdownTimeout(0))
+	assert.ErrorIs(t, err, component.ErrInvalidOption)
 	assert.ErrorContains(t, err, `runtime "app"`)
 }
 
@@ -92,7 +93,7 @@ func TestRuntimePrepareFailureForcesAllInReverse(t *testing.T) {
 	rt := newRuntime(t, cs)
 	err := rt.Prepare(t.Context())
 	require.ErrorIs(t, err, boom)
-	assert.ErrorContains(t, err, `dispatch: runtime "app": component "b" failed to prepare: boom`)
+	assert.ErrorContains(t, err, `component: runtime "app": component "b" failed to prepare: boom`)
 	assert.Equal(t, []string{"prepare:a", "prepare:b", "force:c", "force:b", "force:a"}, log.get(),
 		"c, never prepared, is stopped too")
 	<-rt.Done()
@@ -154,12 +155,12 @@ func TestRuntimeDeadlineForcesInReverse(t *testing.T) {
 		log := &callLog{}
 		cs := threeFakes(log)
 		cs[1].hold = make(chan struct{}) // b never drains by itself
-		rt := newRuntime(t, cs, dispatch.WithShutdownTimeout(5*time.Second))
+		rt := newRuntime(t, cs, component.WithShutdownTimeout(5*time.Second))
 		prepareAndStart(t, rt)
 		start := time.Now()
 		err := rt.StopGracefully(t.Context())
 		require.ErrorIs(t, err, dispatch.ErrShutdownTimeout)
-		assert.EqualError(t, err, `dispatch: shutdown timed out: runtime "app" after 5s; still running: "b"`)
+		assert.EqualError(t, err, `component: shutdown timed out: runtime "app" after 5s; still running: "b"`)
 		assert.Equal(t, 5*time.Second, time.Since(start), "one deadline for the whole stop")
 		assert.Equal(t, []string{
 			"prepare:a", "prepare:b", "prepare:c", "start:a", "start:b", "start:c",
@@ -240,13 +241,13 @@ func TestRuntimeErrJoinsComponentErrors(t *testing.T) {
 	assert.ErrorIs(t, rt.Err(), e1)
 	assert.ErrorIs(t, rt.Err(), cs[2].err)
 	assert.Equal(t, 1, strings.Count(rt.Err().Error(), "e1"), "b's Err was reported by its stop, once: %v", rt.Err())
-	assert.Contains(t, rt.Err().Error(), `dispatch: runtime "app": component "c": e2`)
+	assert.Contains(t, rt.Err().Error(), `component: runtime "app": component "c": e2`)
 }
 
 func TestRuntimeForceDuringPrepare(t *testing.T) {
 	log := &callLog{}
 	cs := threeFakes(log)
-	var rt *dispatch.Runtime
+	var rt *component.Runtime
 	cs[1].onPrepare = func(context.Context) { rt.ForceStop() }
 	rt = newRuntime(t, cs)
 	err := rt.Prepare(t.Context())
@@ -262,7 +263,7 @@ func TestRuntimeGracefulDuringPrepare(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &callLog{}
 		cs := threeFakes(log)
-		var rt *dispatch.Runtime
+		var rt *component.Runtime
 		errc := make(chan error, 1)
 		cs[1].onPrepare = func(context.Context) {
 			go func() { errc <- rt.StopGracefully(t.Context()) }()
@@ -285,25 +286,25 @@ func TestRuntimeGracefulDuringPrepareStopsUnpreparedDispatcher(t *testing.T) {
 		d, err := dispatch.New("orders", orders, flux.FromSlice(exchanges(3, 1)),
 			func(context.Context, testkit.Exchange) error { return nil }, quiet)
 		require.NoError(t, err)
-		var rt *dispatch.Runtime
+		var rt *component.Runtime
 		errc := make(chan error, 1)
 		first.onPrepare = func(context.Context) {
 			go func() { errc <- rt.StopGracefully(t.Context()) }()
 			synctest.Wait()
 		}
-		rt, err = dispatch.NewRuntime("app", []dispatch.Component{first, d})
+		rt, err = component.NewRuntime("app", []component.Component{first, d})
 		require.NoError(t, err)
 		require.ErrorIs(t, rt.Prepare(t.Context()), dispatch.ErrStopped)
 		require.NoError(t, <-errc)
 		<-rt.Done()
-		assert.Equal(t, dispatch.StateStopped, d.State(), "never prepared, yet stopped")
+		assert.Equal(t, component.StateStopped, d.State(), "never prepared, yet stopped")
 		assert.True(t, isClosed(d.Done()))
 	})
 }
 
 func TestEnumNames(t *testing.T) {
-	assert.Equal(t, "STOPPING", dispatch.StateStopping.String())
-	assert.Equal(t, "State(9)", dispatch.State(9).String())
+	assert.Equal(t, "STOPPING", component.StateStopping.String())
+	assert.Equal(t, "State(9)", component.State(9).String())
 	assert.Equal(t, "cancelled", dispatch.OutcomeCancelled.String())
 	assert.Equal(t, "Outcome(-1)", dispatch.Outcome(-1).String())
 	assert.Equal(t, "StopOnError", dispatch.StopOnError.String())
@@ -322,7 +323,7 @@ func TestRuntimeDoneWaitsForComponentsAfterTimeout(t *testing.T) {
 			return nil
 		}, quiet, dispatch.WithSchedulerSupplier[testkit.Exchange](sup))
 		require.NoError(t, err)
-		rt, err := dispatch.NewRuntime("app", []dispatch.Component{d}, dispatch.WithOwned(sup), dispatch.WithShutdownTimeout(time.Second))
+		rt, err := component.NewRuntime("app", []component.Component{d}, component.WithOwned(sup), component.WithShutdownTimeout(time.Second))
 		require.NoError(t, err)
 		prepareAndStart(t, rt)
 		synctest.Wait()
@@ -342,11 +343,11 @@ func TestRuntimeDoneWaitsForComponentsAfterTimeout(t *testing.T) {
 func TestRuntimeQuiescedBeforePrepareIsDone(t *testing.T) {
 	sup, err := aggregate.NewSchedulerSupplier("s")
 	require.NoError(t, err)
-	rt, err := dispatch.NewRuntime("app", nil, dispatch.WithOwned(sup))
+	rt, err := component.NewRuntime("app", nil, component.WithOwned(sup))
 	require.NoError(t, err)
 	rt.Quiesce()
 	<-rt.Done()
-	assert.Equal(t, dispatch.StateStopped, rt.State())
+	assert.Equal(t, component.StateStopped, rt.State())
 	_, err = sup.GetOrInitialize(orders)
 	assert.ErrorIs(t, err, aggregate.ErrStopped, "the supplier is stopped with it")
 }

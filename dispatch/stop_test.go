@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/schedulers"
@@ -58,8 +59,8 @@ func TestForceStopWhilePrepareWaitsInTheSupplier(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				sup := newGatedSupplier()
 				var c interface {
-					dispatch.Component
-					State() dispatch.State
+					component.Component
+					State() component.State
 				}
 				if kind == "dispatcher" {
 					d := newDispatcher(t, flux.FromSlice(exchanges(3, 1)), dispatch.WithSchedulerSupplier[testkit.Exchange](sup))
@@ -73,7 +74,7 @@ func TestForceStopWhilePrepareWaitsInTheSupplier(t *testing.T) {
 				start := time.Now()
 				c.ForceStop()
 				assert.Zero(t, time.Since(start), "ForceStop returned at once")
-				assert.Equal(t, dispatch.StateStopped, c.State())
+				assert.Equal(t, component.StateStopped, c.State())
 				synctest.Wait()
 				assert.False(t, isClosed(c.Done()), "Done waits for Prepare, which waits in the supplier")
 				close(sup.release)
@@ -81,7 +82,7 @@ func TestForceStopWhilePrepareWaitsInTheSupplier(t *testing.T) {
 				require.ErrorIs(t, err, dispatch.ErrStopped, "Prepare reports the stop")
 				<-c.Done()
 				assert.ErrorIs(t, c.Start(), dispatch.ErrIllegalState, "no restart, and no silent no-op")
-				assert.Equal(t, dispatch.StateStopped, c.State())
+				assert.Equal(t, component.StateStopped, c.State())
 			})
 		})
 	}
@@ -98,7 +99,7 @@ func TestForceStopRacingTheEndOfPrepare(t *testing.T) {
 		sup.wait = func() {
 			// Return as soon as the force began, with no synchronisation
 			// with the rest of ForceStop.
-			for d.State() != dispatch.StateStopped {
+			for d.State() != component.StateStopped {
 				runtime.Gosched()
 			}
 		}
@@ -217,7 +218,7 @@ func TestStopGracefullyTimeoutNamesTheRunningGroup(t *testing.T) {
 		assert.ErrorContains(t, err, `dispatcher "orders"`)
 		assert.ErrorContains(t, err, "2 exchanges in flight")
 		assert.ErrorContains(t, err, "Order/"+strconv.Itoa(id.Mod(p)), "the running group")
-		assert.Equal(t, dispatch.StateStopping, d.State())
+		assert.Equal(t, component.StateStopping, d.State())
 		close(release)
 		require.NoError(t, d.StopGracefully(t.Context()), "a later call waits again")
 		assert.Equal(t, dispatch.Stats{Received: 2, Succeeded: 2}, d.Stats())
@@ -249,7 +250,7 @@ func TestSourceIgnoringItsContext(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.ErrorContains(t, err, `dispatcher "orders"`)
 		assert.ErrorContains(t, err, "source is still running")
-		assert.Equal(t, dispatch.StateStopping, d.State(), "the drain waits for the source")
+		assert.Equal(t, component.StateStopping, d.State(), "the drain waits for the source")
 		assert.False(t, isClosed(d.Done()), "not the physical end")
 		assert.Equal(t, dispatch.Stats{Received: 5, Succeeded: 5}, d.Stats())
 		close(release)
@@ -286,12 +287,12 @@ func TestSourceEmittingAfterTheIntakeShut(t *testing.T) {
 		d.Quiesce()
 		close(shut)
 		synctest.Wait()
-		assert.Equal(t, dispatch.StateStopping, d.State())
+		assert.Equal(t, component.StateStopping, d.State())
 		assert.Equal(t, dispatch.Stats{Received: 4, Succeeded: 1, Discarded: 3}, d.Stats())
 		assert.EqualValues(t, 3, refusals.Load())
 		close(release)
 		<-d.Done()
-		assert.Equal(t, dispatch.StateStopped, d.State())
+		assert.Equal(t, component.StateStopped, d.State())
 	})
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"slices"
 	"sync"
+
+	"github.com/aggflow/aggflow/component"
 )
 
 // The combining operators: Concat runs its sources one after another on the
@@ -287,19 +289,10 @@ func (c *crew) end(err error) error {
 // error naming op, so end is called on every path, before wg is done.
 func spawn[T any](c *crew, op string, f Flux[T], emit func(T) error, end func(error)) {
 	c.wg.Add(1)
-	go func() {
+	component.Go(func() error { return runCaught(f, c.ctx, emit) }, func(err error) {
 		defer c.wg.Done()
-		returned := false
-		var err error
-		defer func() {
-			if !returned {
-				err = goexitError(op)
-			}
-			end(err)
-		}()
-		err = runCaught(f, c.ctx, emit)
-		returned = true
-	}()
+		end(exitedAs(op, err))
+	})
 }
 
 // send puts m in ch, waiting while ch is full unless ctx ends first (then it

@@ -1,6 +1,10 @@
 package flux
 
-import "context"
+import (
+	"context"
+
+	"github.com/aggflow/aggflow/component"
+)
 
 // discardKey is the context key of the discard hook for items of type U; one
 // key type per U, so hooks for different item types never collide.
@@ -10,9 +14,9 @@ type discardKey[U any] struct{}
 // the operators upstream of it drop after pulling them: Reactor's
 // doOnDiscard(Class<U>, Consumer<U>) (Operators.onDiscard). U need not be
 // f's item type: a hook for the source's items sees what a GroupBy or a
-// PublishOn before a Map drops. The dropping operators are GroupBy (group
-// queues and the item the router holds), PublishOn (its queue), Buffer (a
-// partial batch), FlatMap (an inner's item arriving after the end) and the
+// PublishOn before a Map drops. The dropping operators are Filter (the
+// items it rejects, ErrFiltered), GroupBy (group queues and the item the
+// router holds), PublishOn (its queue), Buffer (a partial batch), FlatMap (an inner's item arriving after the end) and the
 // time operators: DelayElements (the item waiting), Timeout (an item after
 // the timeout), Sample (skipped items, ErrSkipped), BufferTimeout (a partial
 // batch), Window and WindowTimeout (the items of an abandoned window). Each
@@ -59,7 +63,6 @@ func discarder[T any](ctx context.Context) func(T, error) {
 		return func(T, error) {}
 	}
 	return func(v T, reason error) {
-		defer func() { _ = recover() }()
-		hook(v, reasonOf(reason))
+		_ = component.Call(func() error { hook(v, reasonOf(reason)); return nil }, nil)
 	}
 }

@@ -15,9 +15,9 @@
 // # Threading
 //
 //   - Synchronous operators (Map, Filter, DoOn*, Take, Skip, TakeUntil, Scan,
-//     Reduce, Buffer, OnErrorResume, DoFinally, ConcatMap) run fused on the
-//     goroutine that delivers the item: no goroutine, no channel hop, no
-//     allocation per item.
+//     Reduce, Buffer, OnErrorResume, DoFinally, ConcatMap, and those of Mono
+//     but MonoZip) run fused on the goroutine that delivers the item: no
+//     goroutine, no channel hop, no allocation per item.
 //   - The source runs on the subscribing goroutine, unless SubscribeOn moves
 //     it into a task on a scheduler.
 //   - PublishOn moves delivery to one Worker of a scheduler; FlatMap runs
@@ -26,9 +26,11 @@
 //     on a goroutine of its own, and delivers each group on the goroutine
 //     (or worker) that subscribes to it.
 //   - Merge, Zip and CombineLatest run each source on a goroutine of its
-//     own and deliver on the subscribing goroutine; SwitchMap runs its
-//     upstream on one and the inners on the subscribing goroutine; Window
-//     runs its upstream on one. The time operators (Interval, Timer,
+//     own and deliver on the subscribing goroutine, as FlatMapSequential
+//     and MergeSequential do with their upstream and each inner, and
+//     MonoZip with its second Mono; SwitchMap runs its upstream on one and
+//     the inners on the subscribing goroutine; Window runs its upstream on
+//     one. The time operators (Interval, Timer,
 //     Timeout, DelayElements, Sample, BufferTimeout, WindowTimeout,
 //     RetryWhen) use the runtime's timers, which testing/synctest controls.
 //   - Whatever the goroutine, items reach a given subscriber serially, never
@@ -88,6 +90,25 @@
 //	Flux.using                       Using
 //	limitRate(n)                     LimitRate(n)
 //	groupBy(key, prefetch)           GroupBy(f, key, groups, WithGroupBuffer(n))
+//	groupBy(key) by any key          GroupByKey(f, key, maxGroups), KeyedFlux
+//	flatMapSequential(f, c, prefetch)
+//	                                 FlatMapSequential(f, fn, c, prefetch)
+//	concatMapEager (RxJava)          FlatMapSequential
+//	Flux.mergeSequential             MergeSequential
+//	Mono<T>                          Mono[T]; m.Flux() is it as a Flux
+//	Mono.just / empty / error        MonoJust / MonoEmpty / MonoError
+//	Mono.fromCallable                MonoFromFunc(func() (T, error))
+//	Mono map / flatMap / flatMapMany MonoMap / MonoFlatMap / MonoFlatMapMany
+//	Mono.zip(a, b, combinator)       MonoZip(a, b, fn)
+//	then(Mono) / thenReturn(v)       Then(f, m) / ThenReturn(f, v)
+//	Mono defaultIfEmpty / timeout    m.DefaultIfEmpty / m.Timeout / m.Retry(n)
+//	block() / blockOptional()        m.Block(ctx) (v, ok, err)
+//	next / last / single             Next / Last / Single (ErrNoSuchElement)
+//	elementAt(i) / count             ElementAt(i) / Count
+//	collectList / collectMap         CollectList / CollectMap
+//	collectMultimap / collectSorted  CollectMultimap / CollectSorted(f, cmp)
+//	hasElements / any / all          HasElements / Any / Every
+//	ignoreElements                   IgnoreElements
 //	publishOn(s, prefetch)           PublishOn(s, prefetch)
 //	subscribeOn(s)                   SubscribeOn(s)
 //	Flux.interval / Mono.delay       Interval / Timer
@@ -120,8 +141,13 @@
 // hook, and the stop returns once the groups taken have ended (Reactor
 // completes the take at once and lets them run on); a GroupBy flow that can
 // never move again (more groups than FlatMap's concurrency, or ConcatMap
-// over groups, with a waiting group full) fails with ErrStalled where
-// Reactor hangs. ConcatMap always has prefetch 0. PublishOn's drain yields
+// over groups, with the waiting groups full beyond WithStallBuffer) fails
+// with ErrStalled where Reactor hangs. GroupByKey bounds its live groups
+// (ErrTooManyGroups) where Reactor's map of groups grows without bound.
+// Reactor's all is Every (All is the range iterator); a Mono is a separate
+// type whose Flux method gives the Flux, and Block returns (v, ok, err).
+// SwitchMap over a synchronous upstream usually keeps only the last inner
+// (Reactor runs each synchronous inner inside onNext); use ConcatMap there. ConcatMap always has prefetch 0. PublishOn's drain yields
 // its goroutine after each batch, so pipelines sharing a scheduler are
 // served fairly. DoFinally runs just before the terminal signal reaches the
 // operators after it (a terminal signal is the return of a subscribe call).

@@ -77,3 +77,25 @@ var (
 func invalid(op, what string) error {
 	return fmt.Errorf("flux: %s: %s: %w", op, what, ErrInvalidArgument)
 }
+
+var (
+	// ErrFiltered is the reason given to the discard hook for an item that
+	// Filter rejected (Reactor discards them too).
+	ErrFiltered = errors.New("flux: filtered")
+)
+
+var (
+	// ErrNoSuchElement is wrapped by the error signal of Last and Single over
+	// an empty Flux and of ElementAt beyond its items (Reactor's
+	// NoSuchElementException, IndexOutOfBoundsException for elementAt).
+	ErrNoSuchElement = errors.New("flux: no such element")
+	// ErrTooManyElements is wrapped by the error signal of Single over a Flux
+	// of two items or more, and is the reason given with them to the discard
+	// hook (Reactor's IndexOutOfBoundsException "Source emitted more than one
+	// item").
+	ErrTooManyElements = errors.New("flux: more than one element")
+)
+
+// ErrTooManyGroups is the error signal of GroupByKey when an item's key
+// would open a group beyond its maxGroups live groups.
+var ErrTooManyGroups = errors.New("flux: too many groups")

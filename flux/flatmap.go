@@ -3,6 +3,8 @@ package flux
 import (
 	"context"
 	"sync"
+
+	"github.com/aggflow/aggflow/component"
 )
 
 // FlatMap maps each item to an inner Flux and runs up to concurrency inners
@@ -79,19 +81,15 @@ func FlatMap[T, R any](f Flux[T], fn func(T) Flux[R], concurrency int) Flux[R] {
 				return cont.resume(v, err)
 			}
 			wg.Add(1)
-			go func() {
+			// A runtime.Goexit in the inner fails the flow instead of
+			// completing it without the inner's items.
+			component.Go(func() error { return runCaught(inner, ictx, out) }, func(err error) {
 				defer wg.Done()
 				defer func() { <-slots }()
-				// A runtime.Goexit in the inner skips the assignment: the
-				// flow fails instead of completing without the inner's items.
-				err := errUnwound
-				defer func() {
-					if err != nil {
-						fail(unwound(err, "FlatMap"))
-					}
-				}()
-				err = runCaught(inner, ictx, out)
-			}()
+				if err != nil {
+					fail(exitedAs("FlatMap", err))
+				}
+			})
 			return nil
 		})
 		if err != nil {
@@ -140,6 +138,6 @@ func waitSlot[T any](ctx context.Context, slots chan struct{}, v T, w *waiter) e
 // runCaught subscribes f, turning a panic that escaped it into *PanicError so
 // that a goroutine of ours never dies of it.
 func runCaught[T any](f Flux[T], ctx context.Context, emit func(T) error) (err error) {
-	defer catch(&err)
+	defer component.Catch(&err)
 	return f.run(ctx, emit)
 }

@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/aggflow/aggflow/internal/panics"
-	"github.com/aggflow/aggflow/schedulers"
+	"github.com/aggflow/aggflow/component"
 )
 
 // Flux is a cold, typed sequence of 0..N items followed by completion or an
@@ -40,7 +39,7 @@ type GroupedFlux[T any] struct {
 // PanicError is a user function's recovered panic (value and stack). Every
 // panic in a function handed to this package ends the flow with an error
 // signal carrying a *PanicError; find it with errors.As.
-type PanicError = panics.Error
+type PanicError = component.PanicError
 
 // Signal is the kind of end a subscription met, as passed to DoFinally.
 // Reactor: SignalType.ON_COMPLETE, ON_ERROR, CANCEL (SignalType.java).
@@ -123,10 +122,26 @@ func ctxDone(ctx context.Context) error {
 
 // goexitError is the error that ends a flow whose downstream called
 // runtime.Goexit (t.FailNow in a handler under test, for instance) on a
-// goroutine or task of ours: a *PanicError wrapping schedulers.ErrGoexit, as
-// the schedulers report it.
+// goroutine or task of ours: a *PanicError wrapping ErrGoexit, as the
+// schedulers report it.
 func goexitError(op string) error {
-	return fmt.Errorf("flux: %s: %w", op, panics.New(schedulers.ErrGoexit))
+	return fmt.Errorf("flux: %s: %w", op, component.NewPanicError(component.ErrGoexit))
+}
+
+// exitedAs names op in the error of a runtime.Goexit that component's
+// guard reported (a *PanicError of ErrGoexit), as goexitError does; other
+// errors stay as they are.
+func exitedAs(op string, err error) error {
+	if isGoexit(err) {
+		return fmt.Errorf("flux: %s: %w", op, err)
+	}
+	return err
+}
+
+// isGoexit reports whether err is component's report of a runtime.Goexit.
+func isGoexit(err error) bool {
+	p, ok := err.(*PanicError)
+	return ok && p.Value == component.ErrGoexit
 }
 
 // errUnwound is set in an error variable before user code runs, for the
@@ -143,43 +158,36 @@ func unwound(err error, op string) error {
 	return err
 }
 
-// catch turns a panic into *PanicError in *err; use as `defer catch(&err)`.
-func catch(err *error) {
-	if p := recover(); p != nil {
-		*err = panics.New(p)
-	}
-}
-
 func call0(fn func()) (err error) {
-	defer catch(&err)
+	defer component.Catch(&err)
 	fn()
 	return nil
 }
 
 func callV[A any](fn func(A), a A) (err error) {
-	defer catch(&err)
+	defer component.Catch(&err)
 	fn(a)
 	return nil
 }
 
 func callR[R any](fn func() R) (r R, err error) {
-	defer catch(&err)
+	defer component.Catch(&err)
 	return fn(), nil
 }
 
 func call1[A, R any](fn func(A) R, a A) (r R, err error) {
-	defer catch(&err)
+	defer component.Catch(&err)
 	return fn(a), nil
 }
 
 func call2[A, B, R any](fn func(A, B) R, a A, b B) (r R, err error) {
-	defer catch(&err)
+	defer component.Catch(&err)
 	return fn(a, b), nil
 }
 
 // callErr calls a user function that returns an error, recovering its panic.
 func callErr[A any](fn func(A) error, a A) (err error) {
-	defer catch(&err)
+	defer component.Catch(&err)
 	return fn(a)
 }
 
@@ -204,7 +212,7 @@ func (f Flux[T]) observe(ctx context.Context, emit func(T) error) (Signal, error
 }
 
 func call2Err[A, B any](fn func(A, B) error, a A, b B) (err error) {
-	defer catch(&err)
+	defer component.Catch(&err)
 	return fn(a, b)
 }
 

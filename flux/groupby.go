@@ -4,20 +4,37 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/aggflow/aggflow/component"
 )
 
 // DefaultGroupBuffer is the default capacity of each group's queue in
 // GroupBy: Reactor's Queues.XS_BUFFER_SIZE.
 const DefaultGroupBuffer = 32
 
+// DefaultStallBuffer is the default of WithStallBuffer: Reactor's
+// Queues.SMALL_BUFFER_SIZE, the prefetch of Flux#groupBy shared by its groups.
+const DefaultStallBuffer = 256
+
 // GroupOption configures GroupBy.
 type GroupOption func(*groupOptions)
 
-type groupOptions struct{ buffer int }
+type groupOptions struct{ buffer, spare int }
+
+// WithStallBuffer sets how many items, in all and beyond their group
+// buffers, the groups waiting unsubscribed for their turn may hold when
+// nothing else could move (default DefaultStallBuffer): GroupBy then queues
+// the item rather than fail with ErrStalled, so that ConcatMap over runs of
+// one key longer than the group buffer completes, as under Reactor's shared
+// prefetch. Room taken is not given back within the subscription. n = 0
+// fails at the first such item; n < 0 makes GroupBy fail with
+// ErrInvalidArgument. Costs one stall check per item so queued.
+func WithStallBuffer(n int) GroupOption {
+	return func(o *groupOptions) { o.spare = n }
+}
 
 // WithGroupBuffer sets the capacity of each group's queue (default
 // DefaultGroupBuffer); n < 1 makes GroupBy fail with ErrInvalidArgument.
@@ -58,8 +75,8 @@ func WithGroupBuffer(n int) GroupOption {
 //
 // Backpressure: each group holds at most the group buffer (WithGroupBuffer)
 // of items, the one being delivered included; the router blocks while the
-// target group is full, so at most groups*buffer+1 items are pulled and not
-// finished. A key outside [0, groups) (negative included) or a panic in keyOf
+// target group is full, so at most groups*buffer+1 items, and the stall
+// buffer (see Stalls), are pulled and not finished. A key outside [0, groups) (negative included) or a panic in keyOf
 // ends the flow with an error wrapping ErrGroupKeyOutOfRange or a
 // *PanicError.
 //
@@ -99,9 +116,13 @@ func WithGroupBuffer(n int) GroupOption {
 // concurrency, or with ConcatMap (concurrency 1), the groups after the first
 // ones wait unsubscribed for a slot or their turn while the inners running
 // wait for the end of their own group, which only the upstream's end brings:
-// once a waiting group is full, nothing can move. GroupBy then fails the
-// flow with an error wrapping ErrStalled that names the full group and the
-// groups the inners wait on, instead of hanging. The check is exact and uses
+// once a waiting group is full, nothing can move but that group's next item.
+// GroupBy then queues it beyond the group buffer, from a room of
+// WithStallBuffer items shared by the subscription (Reactor's shared
+// prefetch of 256 likewise lets ConcatMap over 4 keys in runs of 85 each
+// complete); once that room is used up it fails the flow with an error
+// wrapping ErrStalled that names the full group and the groups the inners
+// wait on, instead of hanging. The check is exact and uses
 // no timer: it reports a stall only when the router waits for room in a
 // group never subscribed and not handed out yet (or held by FlatMap waiting
 // for a slot), the FlatMap or ConcatMap keeping the deliverer waiting takes
@@ -117,31 +138,50 @@ func WithGroupBuffer(n int) GroupOption {
 // Create's function, say). Groups never subscribed keep their items until a
 // late subscriber takes them (the main flow may have completed by then).
 func GroupBy[T any](f Flux[T], keyOf func(T) int, groups int, opts ...GroupOption) Flux[GroupedFlux[T]] {
-	o := groupOptions{buffer: DefaultGroupBuffer}
+	o, err := groupOpts("GroupBy", opts)
+	switch {
+	case err != nil:
+		return Error[GroupedFlux[T]](err)
+	case keyOf == nil:
+		return Error[GroupedFlux[T]](invalid("GroupBy", "nil key function"))
+	case groups < 1:
+		return Error[GroupedFlux[T]](invalid("GroupBy", "groups below 1"))
+	}
+	return Flux[GroupedFlux[T]]{subscribe: func(ctx context.Context, emit func(GroupedFlux[T]) error) error {
+		return runBoard(ctx, f, groups, o, emit, func(b *board[T]) { b.keyOf = keyOf })
+	}}
+}
+
+// groupOpts applies opts, checking them for operator op.
+func groupOpts(op string, opts []GroupOption) (groupOptions, error) {
+	o := groupOptions{buffer: DefaultGroupBuffer, spare: DefaultStallBuffer}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
 	}
 	switch {
-	case keyOf == nil:
-		return Error[GroupedFlux[T]](invalid("GroupBy", "nil key function"))
-	case groups < 1:
-		return Error[GroupedFlux[T]](invalid("GroupBy", "groups below 1"))
 	case o.buffer < 1:
-		return Error[GroupedFlux[T]](invalid("GroupBy", "group buffer below 1"))
+		return o, invalid(op, "group buffer below 1")
+	case o.spare < 0:
+		return o, invalid(op, "negative stall buffer")
 	}
-	return Flux[GroupedFlux[T]]{subscribe: func(ctx context.Context, emit func(GroupedFlux[T]) error) error {
-		uctx, stop := context.WithCancelCause(ctx)
-		defer stop(nil)
-		direct, _ := ctx.(*flatFeed)
-		b := &board[T]{
-			ctx: ctx, uctx: uctx, stop: stop, keyOf: keyOf, buffer: o.buffer, emit: emit, direct: direct,
-			discard: discarder[T](ctx), open: make([]*pipe[T], groups),
-			wake: make(chan struct{}, 1), gate: make(chan struct{}, 1),
-		}
-		return b.run(f)
-	}}
+	return o, nil
+}
+
+// runBoard runs one GroupBy subscription of groups places, init setting how
+// items find theirs.
+func runBoard[T any](ctx context.Context, f Flux[T], groups int, o groupOptions, emit func(GroupedFlux[T]) error, init func(*board[T])) error {
+	uctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	direct, _ := ctx.(*flatFeed)
+	b := &board[T]{
+		ctx: ctx, uctx: uctx, stop: stop, buffer: o.buffer, spare: o.spare, emit: emit, direct: direct,
+		discard: discarder[T](ctx), open: make([]*pipe[T], groups),
+		wake: make(chan struct{}, 1), gate: make(chan struct{}, 1),
+	}
+	init(b)
+	return b.run(f)
 }
 
 // board is the state of one GroupBy subscription, shared by its router and
@@ -151,7 +191,10 @@ type board[T any] struct {
 	uctx    context.Context // the upstream's, cancelled once the main flux failed
 	stop    context.CancelCauseFunc
 	keyOf   func(T) int
+	slotOf  func(T) (int, error) // GroupByKey's place of v's key in open, instead of keyOf
+	tagOf   func(int) any        // GroupByKey's key of a place, for the group opened there
 	buffer  int
+	spare   int                        // room left beyond the buffers for groups waiting (WithStallBuffer); under mu
 	emit    func(GroupedFlux[T]) error // the main flux's downstream
 	direct  *flatFeed                  // the FlatMap fed by GroupBy through synchronous operators, if any
 	discard func(T, error)
@@ -224,17 +267,12 @@ func (b *board[T]) run(f Flux[T]) error {
 // called by the router, once. What ends it is recorded by mainDone.
 func (b *board[T]) startDeliverer() {
 	b.exited = make(chan struct{})
-	go func() {
+	component.Go(func() error { b.mainDone(b.deliver()); return nil }, func(err error) {
 		defer close(b.exited)
-		returned := false
-		defer func() {
-			if !returned { // runtime.Goexit in the downstream: record it before dying
-				b.mainDone(goexitError("GroupBy"))
-			}
-		}()
-		b.mainDone(b.deliver())
-		returned = true
-	}()
+		if err != nil { // runtime.Goexit in the downstream: record it before dying
+			b.mainDone(exitedAs("GroupBy", err))
+		}
+	})
 }
 
 // end cancels every open group with reason, or, reason nil, terminates them
@@ -254,8 +292,11 @@ func (b *board[T]) end(reason, uerr error) {
 
 // route pushes v into the group of its key, opening one if needed.
 func (b *board[T]) route(v T) error {
-	k, err := call1(b.keyOf, v)
-	if err == nil && (k < 0 || k >= len(b.open)) {
+	var k int
+	var err error
+	if b.slotOf != nil {
+		k, err = b.slotOf(v)
+	} else if k, err = call1(b.keyOf, v); err == nil && (k < 0 || k >= len(b.open)) {
 		err = fmt.Errorf("flux: GroupBy: key %d not in [0, %d): %w", k, len(b.open), ErrGroupKeyOutOfRange)
 	}
 	if err != nil {
@@ -273,6 +314,9 @@ func (b *board[T]) route(v T) error {
 	// No group for k yet, or its subscriber cancelled: open one holding v.
 	g := newPipe(b.buffer, b.discard)
 	g.key, g.board = k, b
+	if b.tagOf != nil {
+		g.tag = b.tagOf(k)
+	}
 	_ = g.push(b.uctx, v) // an empty queue has room
 	b.mu.Lock()
 	if b.mainErr != nil {
@@ -557,9 +601,9 @@ func (b *board[T]) stalledLocked() error {
 		return nil
 	}
 	p.mu.Lock()
-	claimed := p.claimed
+	claimed, full := p.claimed, p.n == p.limit
 	p.mu.Unlock()
-	if claimed {
+	if claimed || !full {
 		return nil
 	}
 	var waiting []string
@@ -569,17 +613,27 @@ func (b *board[T]) stalledLocked() error {
 		}
 		g.mu.Lock()
 		if g.idle && g.ctx == w.scope {
-			waiting = append(waiting, strconv.Itoa(g.key))
+			waiting = append(waiting, g.label())
 		}
 		g.mu.Unlock()
 	}
 	if len(waiting) < w.inners {
 		return nil
 	}
+	if b.spare > 0 {
+		// Only this item moves the flow: queue it beyond the buffer.
+		b.spare--
+		p.mu.Lock()
+		p.limit++
+		p.full = false
+		p.mu.Unlock()
+		signal(p.space)
+		return nil
+	}
 	inners := "its inner waits for items of group "
 	if w.inners > 1 {
 		inners = fmt.Sprintf("its %d inners wait for items of groups ", w.inners)
 	}
-	return fmt.Errorf("flux: GroupBy: group %d is full and not subscribed, and %s cannot take it: %s%s: %w",
-		p.key, w.op, inners, strings.Join(waiting, ", "), ErrStalled)
+	return fmt.Errorf("flux: GroupBy: group %s is full and not subscribed, and %s cannot take it: %s%s (stall buffer used up): %w",
+		p.label(), w.op, inners, strings.Join(waiting, ", "), ErrStalled)
 }

@@ -26,19 +26,22 @@ func Map[T, R any](f Flux[T], fn func(T) R) Flux[R] {
 	}}
 }
 
-// Filter emits the items for which pred returns true. Reactor: Flux#filter (FluxFilter.java).
+// Filter emits the items for which pred returns true and gives the others
+// to the discard hook (DoOnDiscard) with ErrFiltered. Reactor: Flux#filter
+// (FluxFilter.java), which discards them too.
 func (f Flux[T]) Filter(pred func(T) bool) Flux[T] {
 	if pred == nil {
 		return Error[T](invalid("Filter", "nil predicate"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
-		cont := continuationOf[T](ctx)
+		cont, discard := continuationOf[T](ctx), discarder[T](ctx)
 		return f.run(ctx, func(v T) error {
 			keep, err := call1(pred, v)
 			if err != nil {
 				return cont.resume(v, err)
 			}
 			if !keep {
+				discard(v, ErrFiltered)
 				return nil
 			}
 			return emit(v)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 )
 
@@ -18,6 +19,7 @@ type pipe[T any] struct {
 	mu      sync.Mutex
 	ring    []T
 	head, n int
+	limit   int   // the capacity: len(ring) until GroupBy grants a waiting group more
 	busy    bool  // ring[head] is being delivered and keeps its slot
 	ended   bool  // the producer terminated with err (nil: completion)
 	gone    bool  // cancelled: err is the reason, queued items were discarded
@@ -30,10 +32,19 @@ type pipe[T any] struct {
 	space   chan struct{}
 	dead    <-chan struct{} // closed once no consumer can run any more; nil: never
 	discard func(T, error)
-	key     int             // the group's key (GroupBy)
+	key     int             // the group's key (GroupBy), its place for GroupByKey
+	tag     any             // GroupByKey's key; nil for GroupBy
 	board   *board[T]       // the GroupBy subscription of a group; nil for PublishOn's queue
 	handed  bool            // handed downstream and not cancelled; guarded by board.mu
 	ctx     context.Context // the consumer's, from claim
+}
+
+// label is the group's key as error messages show it.
+func (p *pipe[T]) label() string {
+	if p.tag != nil {
+		return fmt.Sprint(p.tag)
+	}
+	return strconv.Itoa(p.key)
 }
 
 type pollState uint8
@@ -55,6 +66,7 @@ var errDead = errors.New("flux: queue consumer dead")
 func newPipe[T any](capacity int, discard func(T, error)) *pipe[T] {
 	return &pipe[T]{
 		ring:    make([]T, capacity),
+		limit:   capacity,
 		space:   make(chan struct{}, 1),
 		discard: discard,
 	}
@@ -91,7 +103,7 @@ func (p *pipe[T]) claim(notify func(), ctx context.Context) error {
 // if ctx ends while it waits.
 func (p *pipe[T]) push(ctx context.Context, v T) error {
 	p.mu.Lock()
-	for !p.gone && p.n == len(p.ring) {
+	for !p.gone && p.n == p.limit {
 		p.full = true
 		watch := p.board != nil && !p.claimed
 		p.mu.Unlock()
@@ -107,6 +119,9 @@ func (p *pipe[T]) push(ctx context.Context, v T) error {
 		p.mu.Unlock()
 		return errGone
 	}
+	if p.n == len(p.ring) {
+		p.growLocked()
+	}
 	i := p.head + p.n
 	if i >= len(p.ring) {
 		i -= len(p.ring)
@@ -119,6 +134,16 @@ func (p *pipe[T]) push(ctx context.Context, v T) error {
 		p.notify()
 	}
 	return nil
+}
+
+// growLocked doubles the ring, up to limit at least, keeping the order (the
+// head, maybe in delivery, moves to index 0). Called with the lock held.
+func (p *pipe[T]) growLocked() {
+	ring := make([]T, max(p.limit, 2*len(p.ring)))
+	for k := range p.n {
+		ring[k] = p.ring[(p.head+k)%len(p.ring)]
+	}
+	p.ring, p.head = ring, 0
 }
 
 // unidleLocked clears the idle flag, telling whether the consumer was

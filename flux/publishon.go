@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
@@ -150,17 +150,11 @@ func (d *drain[T]) abort(err error, release bool) {
 // drain will deliver; on a Goexit the goroutine then dies, as it must.
 func (d *drain[T]) run(tctx context.Context) {
 	release := false // the item delivered last still holds its slot
-	returned := false
-	defer func() {
-		switch v := recover(); {
-		case v != nil:
-			d.abort(panics.New(v), release)
-		case !returned:
-			d.abort(goexitError("PublishOn"), release)
-		}
-	}()
-	d.deliver(tctx, &release)
-	returned = true
+	err := component.Call(func() error { d.deliver(tctx, &release); return nil },
+		func(p *PanicError) { d.abort(exitedAs("PublishOn", p), release) })
+	if err != nil {
+		d.abort(err, release)
+	}
 }
 
 // deliver moves up to a batch of items to the downstream, then goes idle,
@@ -238,14 +232,8 @@ func (f Flux[T]) SubscribeOn(s schedulers.Scheduler) Flux[T] {
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
 		res := make(chan error, 1)
 		err := s.Schedule(func(context.Context) {
-			returned := false
-			defer func() {
-				if !returned { // runtime.Goexit in the flow: answer before dying
-					res <- goexitError("SubscribeOn")
-				}
-			}()
-			res <- runCaught(f, ctx, emit)
-			returned = true
+			_ = component.Call(func() error { res <- runCaught(f, ctx, emit); return nil },
+				func(p *PanicError) { res <- exitedAs("SubscribeOn", p) }) // runtime.Goexit in the flow: answer before dying
 		})
 		if err != nil {
 			return fmt.Errorf("flux: SubscribeOn: %w", err)

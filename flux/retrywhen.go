@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -33,20 +34,40 @@ type RetrySpec struct {
 // Retry.max(long).
 func RetryMax(maxAttempts int) RetrySpec { return RetrySpec{MaxAttempts: maxAttempts} }
 
-// RetryBackoff retries up to maxAttempts times with exponential backoff:
-// the k-th wait is minBackoff*2^(k-1) with a jitter of ±50%, uncapped, as
-// Reactor's Retry.backoff(maxAttempts, minBackoff). Set the fields of the
-// backoff.ExponentialBackOff yourself for a cap or another jitter.
+// RetryBackoff retries up to maxAttempts times with exponential backoff, as
+// Reactor's Retry.backoff(maxAttempts, minBackoff) (RetryBackoffSpec): the
+// k-th wait is d = minBackoff*2^(k-1), uncapped, with a jitter of ±50% of d
+// drawn uniformly but never below minBackoff, so the first wait is in
+// [minBackoff, 1.5*minBackoff] and the k-th in [max(minBackoff, d/2), 1.5*d].
+// For a cap or another jitter, give a backoff.ExponentialBackOff of your own
+// as BackOff.
 func RetryBackoff(maxAttempts int, minBackoff time.Duration) RetrySpec {
 	return RetrySpec{MaxAttempts: maxAttempts, BackOff: func() backoff.BackOff {
-		return &backoff.ExponentialBackOff{
-			InitialInterval:     minBackoff,
-			RandomizationFactor: 0.5,
-			Multiplier:          2,
-			MaxInterval:         math.MaxInt64,
-		}
+		return &jitteredBackOff{min: minBackoff}
 	}}
 }
+
+// jitteredBackOff is the schedule of RetryBackoff: RetryBackoffSpec's
+// jitter, whose low bound is max(min-d, -d/2) (backoff.ExponentialBackOff's
+// is -d/2, which takes the first wait down to min/2).
+type jitteredBackOff struct {
+	min time.Duration
+	k   int // waits given since the last Reset
+}
+
+func (b *jitteredBackOff) NextBackOff() time.Duration {
+	const limit = float64(math.MaxInt64)
+	d := min(float64(b.min)*math.Exp2(float64(b.k)), limit)
+	b.k++
+	lo, hi := max(float64(b.min)-d, -d/2), min(limit-d, d/2)
+	w := d + lo + rand.Float64()*(hi-lo)
+	if w >= limit {
+		return math.MaxInt64
+	}
+	return time.Duration(w)
+}
+
+func (b *jitteredBackOff) Reset() { b.k = 0 }
 
 // RetryWhen subscribes f again when it fails, as spec says: Reactor's
 // Flux#retryWhen(Retry) (FluxRetryWhen.java). The items of a failed

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/aggflow/aggflow/component"
 )
 
 // Sample emits, at the end of each period d, the latest item that arrived
@@ -31,10 +33,7 @@ func (f Flux[T]) Sample(d time.Duration) Flux[T] {
 		quit := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.tick(d, quit)
-		}()
+		component.Go(func() error { s.tick(d, quit); return nil }, func(error) { wg.Done() })
 		// On every exit, a runtime.Goexit in the upstream included.
 		stopTicking := sync.OnceFunc(func() {
 			close(quit)

@@ -3,6 +3,8 @@ package flux
 import (
 	"context"
 	"sync"
+
+	"github.com/aggflow/aggflow/component"
 )
 
 // DefaultPublishBuffer is the capacity Share gives its connections:
@@ -119,24 +121,16 @@ func (r *refCount[T]) join(ctx context.Context) (*connection[T], *sinkSub[T]) {
 		c.started = true
 		uctx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
 		c.stop = stop
-		go r.connect(uctx, c)
+		component.Go(func() error { return r.connect(uctx, c) }, func(err error) { r.connected(uctx, c, err) })
 	}
 	return c, sub
 }
 
-// connect runs the upstream into the connection's buffer; it terminates
-// the buffer with the upstream's signal unless the connection was
-// cancelled first.
-func (r *refCount[T]) connect(ctx context.Context, c *connection[T]) {
-	defer close(c.done)
-	returned := false
-	defer func() {
-		if !returned { // runtime.Goexit in the upstream: answer before dying
-			r.end(c, goexitError("RefCount"))
-		}
-	}()
+// connect runs the upstream into the connection's buffer, on the
+// connection's goroutine; connected ends it.
+func (r *refCount[T]) connect(ctx context.Context, c *connection[T]) error {
 	discard := discarder[T](ctx)
-	err := runCaught(r.source, ctx, func(v T) error {
+	return runCaught(r.source, ctx, func(v T) error {
 		if c.hub.EmitNext(ctx, v) == EmitOK {
 			return nil
 		}
@@ -147,8 +141,16 @@ func (r *refCount[T]) connect(ctx context.Context, c *connection[T]) {
 		discard(v, err)
 		return err
 	})
-	returned = true
-	if ctx.Err() == nil {
+}
+
+// connected terminates the buffer with the upstream's signal unless the
+// connection was cancelled first; a runtime.Goexit in the upstream is
+// answered before the goroutine dies.
+func (r *refCount[T]) connected(ctx context.Context, c *connection[T], err error) {
+	defer close(c.done)
+	if isGoexit(err) {
+		r.end(c, exitedAs("RefCount", err))
+	} else if ctx.Err() == nil {
 		r.end(c, err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"iter"
 	"sync"
 	"sync/atomic"
+
+	"github.com/aggflow/aggflow/component"
 )
 
 // errChannelSubscribed is the error of a FromChannel subscription while
@@ -137,7 +139,7 @@ func FromSeq[T any](seq iter.Seq[T]) Flux[T] {
 		return Error[T](invalid("FromSeq", "nil sequence"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) (err error) {
-		defer catch(&err)
+		defer component.Catch(&err)
 		for v := range seq {
 			if err = ctxDone(ctx); err != nil {
 				return err

@@ -4,21 +4,22 @@ import (
 	"context"
 	"errors"
 	"iter"
+
+	"github.com/aggflow/aggflow/component"
 )
 
 // Subscribe runs f, calling onNext with each item on the goroutine that
 // delivers it (the caller's, or a worker's after PublishOn; never two at
 // once), and blocks until the flow completes (nil), fails (its error), or ctx
 // ends (the cause of ctx). An error returned by onNext, or its panic as
-// *PanicError, cancels the flow and is returned. Every goroutine the
+// *PanicError, cancels the flow and is returned. A ctx already done still
+// subscribes f, which ends at once with its cause, as a Reactor subscription
+// disposed at once: a unicast sink's Flux is cancelled by it. Every goroutine the
 // subscription started has exited when Subscribe returns. Reactor:
 // Flux#subscribe(Consumer) followed by blockLast (BlockingLastSubscriber.java).
 func (f Flux[T]) Subscribe(ctx context.Context, onNext func(T) error) error {
 	if onNext == nil {
 		return invalid("Subscribe", "nil function")
-	}
-	if err := ctxDone(ctx); err != nil {
-		return err
 	}
 	return f.run(ctx, func(v T) error { return callErr(onNext, v) })
 }
@@ -50,10 +51,8 @@ func (f Flux[T]) All(ctx context.Context) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		ctx, cancel := context.WithCancelCause(ctx)
 		items, acks, res := make(chan T), make(chan struct{}), make(chan error, 1)
-		go func() {
-			err := errUnwound // unless Subscribe returns: a runtime.Goexit in the upstream
-			defer func() { res <- unwound(err, "All") }()
-			err = f.Subscribe(ctx, func(v T) error {
+		component.Go(func() error {
+			return f.Subscribe(ctx, func(v T) error {
 				select {
 				case items <- v:
 				case <-ctx.Done():
@@ -66,7 +65,7 @@ func (f Flux[T]) All(ctx context.Context) iter.Seq2[T, error] {
 					return context.Cause(ctx)
 				}
 			})
-		}()
+		}, func(err error) { res <- exitedAs("All", err) }) // a runtime.Goexit in the upstream included
 		finished := false
 		defer func() {
 			if !finished {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/aggflow/aggflow/component"
 )
 
 // Time in flux: the schedulers package has no timer, so the time operators
@@ -288,16 +290,10 @@ func (a *aside[T, R]) enter(v T) error {
 // panic (as *PanicError) or a runtime.Goexit of the downstream is recorded
 // and cancels the upstream.
 func (a *aside[T, R]) deliver(r R) {
-	returned := false
-	defer func() {
-		if !returned {
-			a.fail(goexitError(a.op))
-		}
-	}()
-	if err := callErr(a.emit, r); err != nil {
+	err := component.Call(func() error { return a.emit(r) }, func(p *PanicError) { a.fail(exitedAs(a.op, p)) })
+	if err != nil {
 		a.fail(err)
 	}
-	returned = true
 }
 
 // fail records the downstream's error and cancels the upstream. Under lock.

@@ -1,6 +1,10 @@
 package flux
 
-import "context"
+import (
+	"context"
+
+	"github.com/aggflow/aggflow/component"
+)
 
 // Using makes a resource per subscription and streams from it: it calls
 // resource, subscribes body(r), and calls cleanup(r) exactly once when that
@@ -37,6 +41,6 @@ func Using[R, T any](resource func() (R, error), body func(R) Flux[T], cleanup f
 
 // acquire calls resource, turning its panic into *PanicError.
 func acquire[R any](resource func() (R, error)) (r R, err error) {
-	defer catch(&err)
+	defer component.Catch(&err)
 	return resource()
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/aggflow/aggflow/component"
 )
 
 // Window splits f into consecutive windows of n items (the last may be
@@ -80,12 +82,10 @@ func window[T any](op string, f Flux[T], n int, d time.Duration) Flux[Flux[T]] {
 		}
 		res := make(chan error, 1)
 		router.Add(1)
-		go func() {
+		component.Go(func() error { return w.route(f) }, func(err error) {
 			defer router.Done()
-			err := errUnwound // unless route returns: a runtime.Goexit in the upstream
-			defer func() { res <- unwound(err, op) }()
-			err = w.route(f)
-		}()
+			res <- exitedAs(op, err) // a runtime.Goexit in the upstream included
+		})
 		return w.hand(ctx, emit, res)
 	}}
 }

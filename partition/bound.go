@@ -5,11 +5,10 @@ import "math"
 // Defaults of the bound above the prefix (WithMaxHeld), per partition.
 const (
 	// DefaultMaxHeldRecords is the most positions a partition holds above
-	// its finished prefix, finished or not: Decaton's max.pending.records
-	// (10,000), rounded up. About 48 bytes each in the tracker, plus what
-	// the binding keeps of each record (a Kafka *kgo.Record, a JetStream
-	// message: a few hundred bytes with their payload), so about 5 MB per
-	// partition with small records.
+	// its finished prefix, finished or not. About 48 bytes each in the
+	// tracker, plus what the binding keeps of each record (a Kafka
+	// *kgo.Record, a JetStream message: a few hundred bytes with their
+	// payload), so about 5 MB per partition with small records.
 	DefaultMaxHeldRecords = 16 * 1024
 	// DefaultMaxHeldBytes is the most bytes of records (as the binding
 	// sizes them: Kafka key and value, JetStream data) a partition holds

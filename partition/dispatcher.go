@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
-	"github.com/aggflow/aggflow/internal/safelog"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
@@ -62,6 +62,7 @@ type config[T any] struct {
 	dispatch           []dispatch.Option[Delivery[T]]
 	failure            FailurePolicy
 	actions            FailureActions
+	keyOrdering        bool
 }
 
 // WithGroups sets the number of groups of each partition (default
@@ -70,8 +71,7 @@ func WithGroups[T any](n int) Option[T] { return func(c *config[T]) { c.groups =
 
 // WithMaxPending sets each partition's pending budget: at most n deliveries
 // admitted and not finished (default dispatch.DefaultMaxPending). Deliver
-// waits while it is used up, which is how a binding's fetch loop slows down
-// (Decaton's max pending records).
+// waits while it is used up, which is how a binding's fetch loop slows down.
 func WithMaxPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxPending = n } }
 
 // WithMaxHeld sets each partition's bound above its finished prefix: at
@@ -128,7 +128,7 @@ func NewDispatcher[T any](name string, named aggregate.NamedAggregate, sched sch
 	if err := c.failure.check(c.actions); err != nil {
 		return nil, fmt.Errorf("%w (partition dispatcher %q)", err, name)
 	}
-	c.logger = safelog.Guard(c.logger) // its tracker-fault lines too, not only the failures'
+	c.logger = component.GuardLogger(c.logger) // its tracker-fault lines too, not only the failures'
 	f := newFailures(name, c.failure, c.actions, idOf, c.logger)
 	if f.wrapped {
 		handler = f.wrap(handler)
@@ -174,6 +174,9 @@ func (d *Dispatcher[T]) Assign(ctx context.Context, p int32, from int64) (*Intak
 		dispatch.WithParallelism[Delivery[T]](groups),
 		dispatch.WithMaxPending[Delivery[T]](d.cfg.maxPending),
 		dispatch.WithOutcomeHook(in.settle))
+	if d.cfg.keyOrdering {
+		opts = append(opts, dispatch.WithKeyOrderingBy(func(x Delivery[T]) string { return idOf(x.Exchange) }))
+	}
 	disp, err := dispatch.NewKeyed(d.name+"-"+strconv.Itoa(int(p)), d.named, nil,
 		func(x Delivery[T]) int { return GroupKey(idOf(x.Exchange), groups) }, d.handler, opts...)
 	if err != nil {
@@ -406,3 +409,11 @@ func (d *Dispatcher[T]) Close(ctx context.Context) ([]Settled, error) {
 	wg.Wait()
 	return settled, errors.Join(errs...)
 }
+
+// WithKeyOrdering orders each partition's deliveries by aggregate id (the id
+// function's) rather than by group: a slow or retried delivery holds back
+// its own aggregate's next deliveries only, as Confluent Parallel
+// Consumer's KEY order does (dispatch.WithKeyOrderingBy). The group still
+// names the deliveries in results and logs. Cost: a map look-up and a
+// second call of the id function per delivery.
+func WithKeyOrdering[T any]() Option[T] { return func(c *config[T]) { c.keyOrdering = true } }

@@ -76,8 +76,8 @@
 // partition above it. A FinishedMap records the finished positions above the
 // acknowledged prefix (Tracker.FinishedAbove, as spans), encoded compact and
 // bounded in length (FinishedMap.Encode, DecodeFinishedMap); the bindings
-// store it beside the acknowledgement (Kafka: in the commit's metadata, as
-// Confluent Parallel Consumer's offset map), and a partition's next owner
+// store it beside the acknowledgement (Kafka: in the commit's metadata;
+// JetStream: in a KV bucket, opt-in), and a partition's next owner
 // tracks the positions it holds as finished without delivering them. This
 // never reorders an aggregate: its exchanges are handled one at a time in
 // position order, so its finished positions above the prefix are a prefix of
@@ -100,7 +100,9 @@
 // Track plus Finish costs O(1) time per position whatever the gaps, takes one
 // short mutex each (no foreign code under it) and allocates nothing in the
 // steady state: a Tracker's ring and index double when full and are reused.
-// Memory is about 48 bytes per position held above the prefix.
+// Memory is about 48 bytes per position held above the prefix. Every method
+// of Tracker and Set is safe for concurrent use: one goroutine tracks a
+// partition, any number finish its positions.
 //
 // # The bound above the prefix
 //
@@ -112,7 +114,5 @@
 // both fell to half, which Intake.Freed signals; the other partitions go
 // on. The pending budget (WithMaxPending) counts the unfinished only, a
 // part of what is held: pending <= min(budget, held), held <= bound + one
-// fetched batch. Every method
-// of Tracker and Set is safe for concurrent use: one goroutine tracks a
-// partition, any number finish its positions.
+// fetched batch.
 package partition

@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
-	"github.com/aggflow/aggflow/internal/panics"
 )
 
 // FailurePolicy says what becomes of a delivery whose handler failed: it
@@ -24,15 +24,14 @@ import (
 // The zero value settles at once: the position counts as finished, so the
 // partition acknowledges past it, and a WARN line (at most one per
 // partition per FailureLogInterval, with the count of lines folded into it)
-// and FailureStats.Settled record it. This is Reactor's onErrorContinue
-// with a log, and Decaton's and Parallel Consumer's default of logging.
+// and FailureStats.Settled record it.
 //
 // With Retries or MaxElapsed the handler is called again in place, after a
-// Backoff wait, with Delivery.Attempt one higher each time: Reactor's
-// retryWhen(Retry.backoff(Retries, Min)). The retries happen inside the
+// Backoff wait, with Delivery.Attempt one higher each time, within the
+// policy's limits (Retries, MaxElapsed). The retries happen inside the
 // exchange's handler call, so the exchanges after it in its group wait,
 // those of other aggregates that share its group included (the group is a
-// hash of the aggregate id); the other groups of the partition go on, and
+// hash of the aggregate id; WithKeyOrdering: its aggregate's only); the other groups of the partition go on, and
 // the partition's acknowledged prefix stays below the retried position
 // until it ends. A force cancels a wait at once; the position is then not
 // finished and is delivered again. A graceful stop (Revoke's drain) waits
@@ -345,11 +344,7 @@ func (f *failures[T]) wrap(h dispatch.Handler[Delivery[T]]) dispatch.Handler[Del
 
 // call calls h, recovering a panic into a *dispatch.PanicError.
 func call[T any](h dispatch.Handler[Delivery[T]], ctx context.Context, d Delivery[T]) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = panics.New(v)
-		}
-	}()
+	defer component.Catch(&err)
 	return h(ctx, d)
 }
 
@@ -401,11 +396,7 @@ func (f *failures[T]) deadLetter(ctx context.Context, d Delivery[T], err error) 
 
 // publish calls the binding's publisher, recovering its panic.
 func publish(pub func(context.Context, Letter) error, ctx context.Context, l Letter) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = panics.New(v)
-		}
-	}()
+	defer component.Catch(&err)
 	return pub(ctx, l)
 }
 
@@ -446,11 +437,13 @@ func (f *failures[T]) ended(ctx context.Context, r *dispatch.Result[Delivery[T]]
 
 // id returns the delivery's aggregate id, "" if the id function panics.
 func (f *failures[T]) id(d Delivery[T]) (id string) {
+	var p error
 	defer func() {
-		if recover() != nil {
+		if p != nil {
 			id = ""
 		}
 	}()
+	defer component.Catch(&p)
 	return f.idOf(d.Exchange)
 }
 
@@ -491,7 +484,7 @@ func (f *failures[T]) log(ctx context.Context, level slog.Level, kind int, d Del
 	if folded > 0 {
 		all = append(all, slog.Int("folded", folded))
 	}
-	if pe := (*panics.Error)(nil); errors.As(err, &pe) {
+	if pe := (*component.PanicError)(nil); errors.As(err, &pe) {
 		all = append(all, slog.String("stack", string(pe.Stack)))
 	}
 	f.logger.LogAttrs(ctx, level, msg, all...)

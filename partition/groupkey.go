@@ -14,11 +14,10 @@ const (
 // [0, groups), the same for the same id in every process and version, and
 // does not allocate (about 1 ns per byte).
 //
-// It is independent of the hash a broker partitions by (Java's
-// String.hashCode in aggregate.GroupKey, Kafka's murmur2): the ids of one of
-// P partitions all share hash mod P, so aggregate.GroupKey(id, groups) would
-// put them in only groups/P of the groups when P divides groups; GroupKey
-// spreads them over all of them.
+// It is independent of the hash a broker partitions by (aggregate.GroupKey's
+// HashCode, Kafka's murmur2): the ids of one of P partitions all share hash
+// mod P, so aggregate.GroupKey(id, groups) would put them in only groups/P of
+// the groups when P divides groups; GroupKey spreads them over all of them.
 //
 // It panics, with a message starting "partition:", when groups < 1: a
 // programming error like a division by zero, as for aggregate.GroupKey; a

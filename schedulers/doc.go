@@ -1,26 +1,22 @@
 // Package schedulers runs tasks on goroutines owned by a named scheduler, with
-// serial queues (workers) on top, and stops them gracefully or by force. It is
-// the Go form of Reactor's reactor.core.scheduler package (Scheduler.java,
-// Schedulers.java, ParallelScheduler.java), the layer that Wow's
-// AggregateSchedulerSupplier (AggregateSchedulerSupplier.kt) caches one
-// instance of per named aggregate.
+// serial queues (workers) on top, and stops them gracefully or by force.
+// Package aggregate caches one scheduler per named aggregate.
 //
 // # Schedulers
 //
-//   - NewParallel(name, n): at most n goroutines (Reactor newParallel).
-//   - NewSingle(name): one goroutine (Reactor newSingle).
+//   - NewParallel(name, n): at most n goroutines.
+//   - NewSingle(name): one goroutine.
 //   - NewBoundedElastic(name, n): at most n goroutines for blocking tasks,
-//     each ending after a TTL idle (Reactor newBoundedElastic).
-//   - Immediate(): the caller's goroutine, no state (Reactor immediate).
+//     each ending after a TTL idle.
+//   - Immediate(): the caller's goroutine, no state.
 //
-// DefaultPoolSize (Reactor DEFAULT_POOL_SIZE) is the usual n of a parallel
-// scheduler, DefaultBoundedElasticSize (DEFAULT_BOUNDED_ELASTIC_SIZE) that
-// of a bounded elastic one. Both kinds are one engine: same queue, workers,
-// batches, disposal and hooks; they differ only in whether idle goroutines
-// retire. The constructors return concrete types (*Parallel,
-// *BoundedElastic), which implement Scheduler, so that methods can be added
-// to them without breaking implementations of the interface; on error the
-// pointer is nil, and storing that in a Scheduler variable gives a non-nil
+// DefaultPoolSize is the usual n of a parallel scheduler,
+// DefaultBoundedElasticSize that of a bounded elastic one. Both kinds are one
+// engine: same queue, workers, batches, disposal and hooks; they differ only in
+// whether idle goroutines retire. The constructors return concrete types
+// (*Parallel, *BoundedElastic), which implement Scheduler, so that methods can
+// be added to them without breaking implementations of the interface; on error
+// the pointer is nil, and storing that in a Scheduler variable gives a non-nil
 // interface: test the error, not the value.
 //
 // # Concurrency contract
@@ -49,17 +45,15 @@
 // with pending tasks waits in the scheduler's ready queue; a free goroutine
 // takes a batch of at most 64 of its tasks and, if more remain, puts it back
 // at the tail. So a task that blocks holds one goroutine and no other worker,
-// and a busy worker cannot starve the others (unlike Reactor, where workers
-// are pinned to threads round-robin: reactor-core issue 3954). At most n tasks
-// of one scheduler run at once.
+// and a busy worker cannot starve the others. At most n tasks of one
+// scheduler run at once.
 //
 // Contexts. Every task receives a context of the scheduler, cancelled with
-// cause ErrDisposed (see context.Cause) when Dispose is called: the Go
-// counterpart of Reactor's thread interrupt. A task that may run long should
-// watch it. The context is done once the scheduler has terminated either
-// way: a graceful disposal cancels it with cause ErrTerminated when its last
-// goroutine has exited, before Done closes, so that a goroutine a task
-// handed it to does not outlive the scheduler unnoticed.
+// cause ErrDisposed (see context.Cause) when Dispose is called. A task that may
+// run long should watch it. The context is done once the scheduler has
+// terminated either way: a graceful disposal cancels it with cause
+// ErrTerminated when its last goroutine has exited, before Done closes, so that
+// a goroutine a task handed it to does not outlive the scheduler unnoticed.
 //
 // Panics. A task's panic is recovered into a *PanicError (value and stack)
 // and handed to the panic hook (WithPanicHook; by default logged at error

@@ -9,12 +9,11 @@ import (
 // DefaultBoundedElasticSize is the default cap on the goroutines of a
 // bounded elastic scheduler: 10 x runtime.GOMAXPROCS(0) at start-up, or the
 // environment variable AGGFLOW_BOUNDED_ELASTIC_SIZE when it holds a positive
-// integer. Reactor: Schedulers.DEFAULT_BOUNDED_ELASTIC_SIZE.
+// integer.
 var DefaultBoundedElasticSize = envPositive("AGGFLOW_BOUNDED_ELASTIC_SIZE", 10*runtime.GOMAXPROCS(0))
 
 // DefaultTTL is how long a goroutine of a bounded elastic scheduler stays
-// idle before it exits, unless WithTTL says otherwise. Reactor:
-// BoundedElasticScheduler.DEFAULT_TTL_SECONDS.
+// idle before it exits, unless WithTTL says otherwise.
 const DefaultTTL = 60 * time.Second
 
 // BoundedElastic is the scheduler returned by NewBoundedElastic. It is a
@@ -42,12 +41,8 @@ var _ Scheduler = (*BoundedElastic)(nil)
 // WithTTL(d <= 0). The caller owns the scheduler and must end it with
 // DisposeGracefully or Dispose.
 //
-// Reactor: Schedulers.newBoundedElastic(maxThreads, queuedTaskCap, name,
-// ttlSeconds) (BoundedElasticScheduler.java). Unlike Reactor, the queue has
-// no cap (Reactor rejects beyond 100 000 tasks per thread: bound what you
-// submit instead), a worker is not pinned to one goroutine (Reactor pins it
-// to the least busy executor), and a goroutine retires exactly one TTL
-// after it went idle rather than at the next pass of an evictor thread.
+// The queue has no cap: bound what you submit. A worker is not pinned to one
+// goroutine, and a goroutine retires exactly one TTL after it went idle.
 func NewBoundedElastic(name string, maxGoroutines int, opts ...Option) (*BoundedElastic, error) {
 	o, err := buildOptions(opts)
 	ttl := DefaultTTL
@@ -61,8 +56,7 @@ func NewBoundedElastic(name string, maxGoroutines int, opts ...Option) (*Bounded
 	return s, nil
 }
 
-// String returns boundedElastic("name",maxGoroutines=n,ttl=d), after
-// Reactor's BoundedElasticScheduler.toString.
+// String returns boundedElastic("name",maxGoroutines=n,ttl=d).
 func (s *BoundedElastic) String() string {
 	return fmt.Sprintf("boundedElastic(%q,maxGoroutines=%d,ttl=%v)", s.name, s.n, s.ttl)
 }

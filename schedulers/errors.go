@@ -1,20 +1,21 @@
 package schedulers
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/aggflow/aggflow/component"
+)
 
 var (
 	// ErrRejected is returned by Schedule, NewWorker and Worker.Schedule once
 	// disposal of the scheduler (or of the worker) has begun; the wrapping
-	// message names the scheduler. Reactor: RejectedExecutionException
-	// (Exceptions.failWithRejected, Exceptions.java).
+	// message names the scheduler.
 	ErrRejected = errors.New("schedulers: rejected")
 	// ErrInvalidParallelism is returned by NewParallel for parallelism < 1
-	// and by NewBoundedElastic for maxGoroutines < 1. Reactor: the
-	// IllegalArgumentException of ParallelScheduler's constructor.
+	// and by NewBoundedElastic for maxGoroutines < 1.
 	ErrInvalidParallelism = errors.New("schedulers: parallelism must be at least 1")
 	// ErrInvalidOption is returned by the constructors for an option they
-	// cannot honour: WithTTL(d <= 0), or WithTTL on NewParallel. Reactor:
-	// the IllegalArgumentException of newBoundedElastic's ttlSeconds.
+	// cannot honour: WithTTL(d <= 0), or WithTTL on NewParallel.
 	ErrInvalidOption = errors.New("schedulers: invalid option")
 	// ErrInvalidName is returned by the constructors for an empty name, which
 	// would leave goroutines and logs unattributable.
@@ -25,11 +26,11 @@ var (
 	// ErrGoexit is the Value of the *PanicError reported to the panic hook
 	// when a task calls runtime.Goexit (t.FailNow in a test, for instance).
 	// The goroutine cannot survive that; another takes its place and the
-	// worker's next tasks still run, in order.
-	ErrGoexit = errors.New("schedulers: task called runtime.Goexit")
+	// worker's next tasks still run, in order. It is component.ErrGoexit,
+	// which every layer reports a Goexit with.
+	ErrGoexit = component.ErrGoexit
 	// ErrDisposed is the cause (context.Cause) of the cancellation of the
-	// task context by Dispose: the counterpart of the thread interrupt of
-	// Reactor's dispose() (ExecutorService.shutdownNow).
+	// task context by Dispose.
 	ErrDisposed = errors.New("schedulers: disposed")
 	// ErrTerminated is the cause (context.Cause) of the cancellation of the
 	// task context when a graceful disposal ends (the last goroutine

@@ -5,24 +5,22 @@ import (
 	"log/slog"
 	"sync/atomic"
 
-	"github.com/aggflow/aggflow/internal/panics"
-	"github.com/aggflow/aggflow/internal/safelog"
+	"github.com/aggflow/aggflow/component"
 )
 
 // Immediate returns the scheduler that runs each task on the caller's
 // goroutine, inside Schedule, with context.Background() (never cancelled). It
 // is a stateless singleton owning no goroutine: Dispose does nothing,
-// DisposeGracefully returns nil at once and IsDisposed stays false, as in
-// Reactor. It never terminates, so Done returns nil, as
-// context.Background().Done() does: a channel that is never closed, shared
-// with no testing/synctest bubble, so that a goroutine of a bubble waiting
-// on it (with its bubble's channels) is durably blocked and synctest.Wait
-// returns. A closed channel would tell waiters that it terminated. A task
-// panic is recovered and logged through slog.Default().
+// DisposeGracefully returns nil at once and IsDisposed stays false. It never
+// terminates, so Done returns nil, as context.Background().Done() does: a
+// channel that is never closed, shared with no testing/synctest bubble, so that
+// a goroutine of a bubble waiting on it (with its bubble's channels) is durably
+// blocked and synctest.Wait returns. A closed channel would tell waiters that
+// it terminated. A task panic is recovered and logged through slog.Default().
 //
 // Its workers run tasks inline too, so tasks of one worker are serial only
 // as far as its callers are; after Worker.Dispose a worker rejects tasks with
-// ErrRejected. Reactor: Schedulers.immediate() (ImmediateScheduler.java).
+// ErrRejected.
 func Immediate() Scheduler { return immediateScheduler }
 
 var immediateScheduler = &immediate{}
@@ -40,12 +38,10 @@ func (immediate) Schedule(task Task) error {
 }
 
 func runLogged(task Task) {
-	defer func() {
-		if v := recover(); v != nil {
-			logPanic(safelog.Guard(slog.Default()), "immediate", panics.New(v))
-		}
-	}()
-	task(context.Background())
+	err := component.Call(func() error { task(context.Background()); return nil }, nil)
+	if p, ok := err.(*PanicError); ok {
+		logPanic(component.GuardLogger(slog.Default()), "immediate", p)
+	}
 }
 
 func (immediate) NewWorker() (Worker, error) { return &immediateWorker{}, nil }

@@ -11,8 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aggflow/aggflow/internal/panics"
-	"github.com/aggflow/aggflow/internal/safelog"
+	"github.com/aggflow/aggflow/component"
 )
 
 // batchSize bounds how many tasks of one worker a goroutine runs before the
@@ -92,8 +91,7 @@ type Parallel struct{ engine }
 // It returns an error wrapping ErrInvalidName for an empty name,
 // ErrInvalidParallelism for parallelism < 1 and ErrInvalidOption for
 // WithTTL, whose goroutines never retire. The caller owns the scheduler
-// and must end it with DisposeGracefully or Dispose. Reactor:
-// Schedulers.newParallel(name, n) (Schedulers.java, ParallelScheduler.java).
+// and must end it with DisposeGracefully or Dispose.
 func NewParallel(name string, parallelism int, opts ...Option) (*Parallel, error) {
 	o, err := buildOptions(opts)
 	if err == nil && o.ttlSet {
@@ -135,7 +133,7 @@ func (s *engine) init(name string, n int, ttl time.Duration, o options, optErr e
 
 // NewSingle returns a scheduler with one goroutine: NewParallel(name, 1,
 // opts...). Every task of it, direct or through any Worker, runs on that one
-// goroutine in turn. Reactor: Schedulers.newSingle(name) (SingleScheduler.java).
+// goroutine in turn.
 func NewSingle(name string, opts ...Option) (*Parallel, error) {
 	return NewParallel(name, 1, opts...)
 }
@@ -151,7 +149,7 @@ func buildOptions(opts []Option) (options, error) {
 	if o.logger == nil {
 		o.logger = slog.Default()
 	}
-	o.logger = safelog.Guard(o.logger)
+	o.logger = component.GuardLogger(o.logger)
 	if o.ttlSet && o.ttl <= 0 {
 		return o, fmt.Errorf("%w: WithTTL(%v): the TTL must be positive", ErrInvalidOption, o.ttl)
 	}
@@ -177,7 +175,7 @@ var (
 // "scheduler" of its goroutines.
 func (s *engine) Name() string { return s.name }
 
-// String returns parallel(n,"name"), as Reactor's ParallelScheduler.toString.
+// String returns parallel(n,"name").
 func (s *Parallel) String() string { return fmt.Sprintf("parallel(%d,%q)", s.n, s.name) }
 
 // Goroutines returns how many goroutines the scheduler has started that
@@ -567,9 +565,9 @@ func (s *engine) run(ctx context.Context, t Task) {
 // recover cannot stop), to the panic hook.
 func (s *engine) settle(returned *bool) {
 	if v := recover(); v != nil {
-		s.opts.onPanic(panics.New(v))
+		s.opts.onPanic(component.NewPanicError(v))
 	} else if !*returned {
-		s.opts.onPanic(panics.New(ErrGoexit))
+		s.opts.onPanic(component.NewPanicError(ErrGoexit))
 	}
 }
 

@@ -8,18 +8,16 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/component"
 )
 
 // Task is a unit of work run by a Scheduler or a Worker. ctx is cancelled, with
-// cause ErrDisposed, when the scheduler is disposed by force (Dispose): the Go
-// counterpart of the thread interrupt Reactor's Scheduler.dispose() delivers.
-// It is done, at the latest, once the scheduler has terminated either way:
+// cause ErrDisposed, when the scheduler is disposed by force (Dispose). It is
+// done, at the latest, once the scheduler has terminated either way:
 // after a graceful disposal, with cause ErrTerminated.
 type Task func(ctx context.Context)
 
-// Scheduler runs Tasks on goroutines it owns. It mirrors Reactor's
-// reactor.core.scheduler.Scheduler (Scheduler.java).
+// Scheduler runs Tasks on goroutines it owns.
 //
 // All methods are safe for concurrent use. A Scheduler starts no goroutine
 // until the first task is scheduled; its owner must call DisposeGracefully or
@@ -33,7 +31,7 @@ type Scheduler interface {
 	// error wrapping ErrRejected once disposal began (ErrNilTask for nil).
 	Schedule(task Task) error
 	// NewWorker returns a serial queue on this scheduler: tasks scheduled on one
-	// Worker run one at a time in submission order (Reactor's createWorker()).
+	// Worker run one at a time in submission order.
 	// It returns an error wrapping ErrRejected once disposal began.
 	NewWorker() (Worker, error)
 	// DisposeGracefully rejects new tasks at once, lets every queued and running
@@ -41,11 +39,11 @@ type Scheduler interface {
 	// context then being done (cause ErrTerminated). If ctx ends first it
 	// returns ctx's error (errors.Is context.DeadlineExceeded or
 	// context.Canceled) and draining goes on; a later call waits again for the
-	// same termination. Reactor: disposeGracefully() with timeout(...).
+	// same termination.
 	DisposeGracefully(ctx context.Context) error
 	// Dispose rejects new tasks, drops the queued ones (each reported to the
 	// discard hook), cancels the context of running tasks and returns without
-	// waiting; Done tells when the last goroutine has exited. Reactor: dispose().
+	// waiting; Done tells when the last goroutine has exited.
 	Dispose()
 	// IsDisposed reports whether either disposal has begun.
 	IsDisposed() bool
@@ -70,18 +68,16 @@ type Scheduler interface {
 // task, it wakes one. From outside a task it is correct but may wait for a
 // running task to end; use Schedule there. From a Worker's task likewise:
 // its goroutine runs the rest of the Worker's batch (up to 64 tasks) first,
-// so no later task of that batch may wait for the yielded one. The dispatchers yield a lane that still holds exchanges
-// at the end of its batch. Reactor has no counterpart (its workers are
-// pinned to a thread, so a continuation never moves); the nearest is a
-// WorkerTask rescheduling itself on its own worker.
+// so no later task of that batch may wait for the yielded one. The
+// dispatchers yield a lane that still holds exchanges at the end of its
+// batch.
 type Yielder interface {
 	Yield(task Task) error
 }
 
-// Worker is a serial task queue on a Scheduler (Reactor's Scheduler.Worker).
-// Unlike Reactor, a Worker is not pinned to one goroutine: any free goroutine of
-// its scheduler may run its next batch, so a blocked task holds one goroutine
-// and never the other workers that would have shared its thread.
+// Worker is a serial task queue on a Scheduler. A Worker is not pinned to
+// one goroutine: any free goroutine of its scheduler may run its next batch,
+// so a blocked task holds one goroutine and never another worker.
 type Worker interface {
 	// Schedule appends task to the worker's queue. It never blocks and returns
 	// an error wrapping ErrRejected once the worker or its scheduler is disposed
@@ -93,15 +89,13 @@ type Worker interface {
 }
 
 // PanicError is a task's recovered panic: the panic value and the stack of
-// the task's goroutine. It is the same type in every aggflow package, so one
-// errors.As target matches a panic from any layer. Reactor routes a task's
-// exception to Schedulers.handleError (Schedulers.java).
-type PanicError = panics.Error
+// the task's goroutine (component.PanicError). It is the same type in every
+// aggflow package, so one errors.As target matches a panic from any layer.
+type PanicError = component.PanicError
 
 // DefaultPoolSize is the default number of goroutines of a parallel scheduler:
 // runtime.GOMAXPROCS(0) at start-up, or the environment variable
-// AGGFLOW_POOL_SIZE when it holds a positive integer. Reactor:
-// Schedulers.DEFAULT_POOL_SIZE.
+// AGGFLOW_POOL_SIZE when it holds a positive integer.
 var DefaultPoolSize = envPositive("AGGFLOW_POOL_SIZE", runtime.GOMAXPROCS(0))
 
 func envPositive(name string, fallback int) int {
@@ -112,8 +106,7 @@ func envPositive(name string, fallback int) int {
 }
 
 // Option configures NewParallel, NewSingle and NewBoundedElastic; a nil
-// Option is ignored. It stands for the hooks and settings Reactor passes
-// through Schedulers.Factory and Schedulers.onHandleError (Schedulers.java).
+// Option is ignored.
 type Option func(*options)
 
 type options struct {
@@ -128,8 +121,7 @@ type options struct {
 // panic; it may be called from several goroutines at once and the goroutine
 // serves no other task until it returns. The default logs the panic at error
 // level through the scheduler's logger, with the scheduler's name, the value
-// and the stack; nil keeps the default. Reactor: Schedulers.onHandleError
-// (Schedulers.java).
+// and the stack; nil keeps the default.
 func WithPanicHook(hook func(*PanicError)) Option {
 	return func(o *options) { o.onPanic = hook }
 }
@@ -139,9 +131,7 @@ func WithPanicHook(hook func(*PanicError)) Option {
 // calling the Dispose for tasks still queued, and on a scheduler goroutine
 // for tasks it had already taken (the rest of a batch, or tasks queued on the
 // worker it was running), always before Done closes. It may be called from
-// several goroutines at once. nil (the default) does nothing. Reactor's
-// dispose() drops tasks silently; the nearest hook there is
-// Hooks.onNextDropped (Hooks.java).
+// several goroutines at once. nil (the default) does nothing.
 func WithDiscardHook(hook func(Task)) Option {
 	return func(o *options) { o.onDiscard = hook }
 }
@@ -149,14 +139,13 @@ func WithDiscardHook(hook func(Task)) Option {
 // WithTTL sets how long a goroutine of NewBoundedElastic stays idle before
 // it exits (default DefaultTTL). d <= 0 makes the constructor return an
 // error wrapping ErrInvalidOption, and so does WithTTL given to NewParallel
-// or NewSingle, whose goroutines stay until disposal. Reactor: the
-// ttlSeconds of Schedulers.newBoundedElastic.
+// or NewSingle, whose goroutines stay until disposal.
 func WithTTL(d time.Duration) Option {
 	return func(o *options) { o.ttl, o.ttlSet = d, true }
 }
 
 // WithLogger sets the logger of the default panic hook (default, and for
-// nil, slog.Default()). Reactor logs through reactor.util.Loggers.
+// nil, slog.Default()).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.logger = l }
 }

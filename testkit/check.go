@@ -39,10 +39,9 @@ func firstViolation[K comparable](groups map[K][]Call, check func(prev, next Cal
 
 // PerKeyFIFO checks that the calls of every key started in the order of their
 // sequence numbers, each sequence number at most once: the dispatcher's
-// ordering contract for one aggregate id (Wow AggregateDispatcher.kt,
-// groupBy + concatMap). Gaps are allowed (an exchange may be discarded or
-// refused); use NoLoss for completeness. It returns nil or an error naming the
-// first violation.
+// ordering contract for one aggregate id. Gaps are allowed (an exchange may be
+// discarded or refused); use NoLoss for completeness. It returns nil or an
+// error naming the first violation.
 func PerKeyFIFO(calls []Call) error {
 	return firstViolation(byStart(calls, func(c Call) string { return c.Key }), func(prev, next Call) error {
 		if next.Seq <= prev.Seq {
@@ -54,8 +53,8 @@ func PerKeyFIFO(calls []Call) error {
 }
 
 // GroupSerial checks that no two calls of one group overlapped: each started
-// after the previous one of its group had returned (Reactor concatMap's one
-// inner at a time). It returns nil or an error naming the first overlap.
+// after the previous one of its group had returned. It returns nil or an error
+// naming the first overlap.
 func GroupSerial(calls []Call) error {
 	return firstViolation(byStart(calls, func(c Call) int { return c.Group }), func(prev, next Call) error {
 		if next.Start < prev.End {
@@ -74,7 +73,7 @@ func GroupSerial(calls []Call) error {
 // + Failed), so calls must record every handler invocation and no exchange
 // may have failed before its handler (ErrInvalidGroupKey). Call it after the
 // dispatcher's Done() is closed. It returns nil or an error naming the first
-// discrepancy. Wow: the no-loss invariant of AggregateDispatcher.kt.
+// discrepancy.
 func NoLoss(emitted int64, stats dispatch.Stats, calls []Call) error {
 	if emitted != stats.Received {
 		return fmt.Errorf("testkit: the source emitted %d exchanges, the dispatcher received %d", emitted, stats.Received)

@@ -1,7 +1,6 @@
-// Package testkit holds the checks aggflow's own tests use and users' tests
-// can reuse: Verify, a step verifier for flux.Flux (Reactor's StepVerifier),
-// a handler Recorder with ordering and no-loss checkers, and property-test
-// generators of workloads.
+// Package testkit holds the checks aggflow's own tests use and users' tests can
+// reuse: Verify, a step verifier for flux.Flux, a handler Recorder with
+// ordering and no-loss checkers, and property-test generators of workloads.
 //
 // Nothing in the library imports testkit. Verify depends only on the
 // standard library, flux and testing, and runs inside testing/synctest

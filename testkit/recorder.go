@@ -30,8 +30,8 @@ type Call struct {
 }
 
 // Recorder wraps a handler and records every call: the handler test double
-// behind PerKeyFIFO, GroupSerial and NoLoss, in the spirit of Reactor's
-// TestPublisher/StepVerifier recording. Handle is safe for concurrent use.
+// behind PerKeyFIFO, GroupSerial and NoLoss. Handle is safe for concurrent
+// use.
 type Recorder[T any] struct {
 	tag     func(T) Tag
 	handler func(context.Context, T) error

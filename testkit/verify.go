@@ -12,16 +12,15 @@ import (
 )
 
 // DefaultTimeout bounds VerifyT unless Timeout sets another: real time
-// normally, virtual time inside a testing/synctest bubble. Reactor's
-// StepVerifier waits forever by default, a known trap for hanging tests.
+// normally, virtual time inside a testing/synctest bubble, so that a stalled
+// flow fails the test rather than hanging it.
 const DefaultTimeout = 10 * time.Second
 
 // Verifier is a script of expectations about the signals of one Flux, built
-// with Verify and run with Verify, VerifyT or VerifyThenAssertThat: Reactor's
-// StepVerifier (reactor-test StepVerifier.java). Each run subscribes the
-// Flux afresh, on a goroutine of its own that the run joins before it
-// returns, and plays the script on the caller's goroutine, so functions
-// given to the steps may use the test's *testing.T.
+// with Verify and run with Verify, VerifyT or VerifyThenAssertThat. Each run
+// subscribes the Flux afresh, on a goroutine of its own that the run joins
+// before it returns, and plays the script on the caller's goroutine, so
+// functions given to the steps may use the test's *testing.T.
 //
 // Value steps (ExpectNext, ExpectNextCount, ExpectNextMatches,
 // ThenConsumeWhile) are matched in order against the items; the Flux waits
@@ -181,10 +180,9 @@ func (v *Verifier[T]) ExpectErrorIs(target error) *Verifier[T] {
 var errorType = reflect.TypeFor[error]()
 
 // ExpectErrorAs ends the script: the flow fails with an error for which
-// errors.As(err, target) holds, which sets *target to it (Reactor's
-// expectError(Class), with the error kept as errors.As keeps it). target
-// must be a non-nil pointer to an interface or to a type that implements
-// error; anything else makes the script invalid where errors.As panics.
+// errors.As(err, target) holds, which sets *target to it. target must be a
+// non-nil pointer to an interface or to a type that implements error; anything
+// else makes the script invalid where errors.As panics.
 func (v *Verifier[T]) ExpectErrorAs(target any) *Verifier[T] {
 	p := reflect.ValueOf(target)
 	switch {
@@ -201,8 +199,7 @@ func (v *Verifier[T]) ExpectErrorAs(target any) *Verifier[T] {
 // after the subscription if there are none), the subscription is cancelled.
 // The flow must still be running then, and must end by that cancellation
 // (Subscribe returning its cause): a flow that completed or failed before,
-// or fails with another error after, fails the script. Reactor's
-// StepVerifier ignores whatever follows its cancel.
+// or fails with another error after, fails the script.
 func (v *Verifier[T]) ThenCancel() *Verifier[T] { return v.end(termCancel) }
 
 // Timeout replaces DefaultTimeout for VerifyT: how long the script may wait
@@ -242,10 +239,9 @@ func (v *Verifier[T]) Verify(ctx context.Context) error {
 	return err
 }
 
-// VerifyThenAssertThat runs the script as Verify does and also returns what
-// the run saw beyond its signals, for post-run checks: Reactor's
-// verifyThenAssertThat. The Assertions are never nil; for an invalid
-// script they are empty.
+// VerifyThenAssertThat runs the script as Verify does and also returns what the
+// run saw beyond its signals, for post-run checks. The Assertions are never
+// nil; for an invalid script they are empty.
 func (v *Verifier[T]) VerifyThenAssertThat(ctx context.Context) (*Assertions[T], error) {
 	if v.misuse != nil {
 		return &Assertions[T]{tb: v.tb}, v.misuse

@@ -9,9 +9,8 @@ import "fmt"
 // *flux.PanicError; runtime.Goexit (t.FailNow) stops it after the
 // subscription was stopped and joined.
 
-// Then runs fn at this point of the script (Reactor's then(Runnable)): to
-// emit into a Sink or a channel the Flux reads, to move a fake clock, to
-// check some state between signals.
+// Then runs fn at this point of the script: to emit into a Sink or a channel
+// the Flux reads, to move a fake clock, to check some state between signals.
 func (v *Verifier[T]) Then(fn func()) *Verifier[T] {
 	if fn == nil {
 		return v.invalid("Then(nil)")
@@ -22,19 +21,18 @@ func (v *Verifier[T]) Then(fn func()) *Verifier[T] {
 // RecordWith starts recording the items the value steps after it take, in
 // order, into a record new at each run, which the ConsumeRecordedWith and
 // ExpectRecordedMatches after them read: with ThenConsumeWhile or
-// ExpectNextCount, a way to check items whose order is not fixed. Reactor's
-// recordWith(Supplier<Collection>), with a slice as the collection; Reactor
-// records an item when it arrives, this record when a step takes it, so
-// that the record does not depend on how far the Flux ran ahead during an
-// action. A later RecordWith starts a new record.
+// ExpectNextCount, a way to check items whose order is not fixed. An item is
+// recorded when a step takes it, not when it arrives, so that the record
+// does not depend on how far the Flux ran ahead during an action. A later
+// RecordWith starts a new record.
 func (v *Verifier[T]) RecordWith() *Verifier[T] {
 	v.records = true
 	return v.add(step[T]{kind: kindRecord, desc: "recordWith"})
 }
 
-// ConsumeRecordedWith calls fn with a copy of the items recorded so far
-// (Reactor's consumeRecordedWith), typically to assert on them with the
-// test's *testing.T. Without a RecordWith before it the script is invalid.
+// ConsumeRecordedWith calls fn with a copy of the items recorded so far,
+// typically to assert on them with the test's *testing.T. Without a
+// RecordWith before it the script is invalid.
 func (v *Verifier[T]) ConsumeRecordedWith(fn func(recorded []T)) *Verifier[T] {
 	if fn == nil {
 		return v.invalid("ConsumeRecordedWith(nil)")
@@ -43,8 +41,7 @@ func (v *Verifier[T]) ConsumeRecordedWith(fn func(recorded []T)) *Verifier[T] {
 }
 
 // ExpectRecordedMatches expects pred to return true for the items recorded
-// so far (Reactor's expectRecordedMatches). Without a RecordWith before it
-// the script is invalid.
+// so far. Without a RecordWith before it the script is invalid.
 func (v *Verifier[T]) ExpectRecordedMatches(pred func(recorded []T) bool) *Verifier[T] {
 	if pred == nil {
 		return v.invalid("ExpectRecordedMatches(nil)")

@@ -149,7 +149,7 @@ func TestExpectErrorAs(t *testing.T) {
 	failsAt(t, testkit.Verify(t, flux.Error[int](errBoom)).ExpectErrorAs(&ce).Verify(t.Context()),
 		0, "got onError(boom), expected onError as testkit_test.codeError")
 	failsAt(t, testkit.Verify(t, flux.Just(1)).ExpectNext(1).ExpectErrorAs(&pe).Verify(t.Context()),
-		1, "got onComplete, expected onError as *panics.Error")
+		1, "got onComplete, expected onError as *component.PanicError")
 	failsAt(t, testkit.Verify(t, flux.Just(1)).ExpectErrorAs(&pe).Verify(t.Context()),
 		0, "got onNext(1), expected onError as")
 	invalidScript(t, testkit.Verify(t, wrapped).ExpectErrorAs(ce).Verify(t.Context()), "the target must be a non-nil pointer")

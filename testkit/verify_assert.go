@@ -6,20 +6,19 @@ import (
 	"testing"
 )
 
-// Assertions is what a run saw beyond its signals, for checks after it:
-// Reactor's StepVerifier.Assertions. Discards are collected by
-// flux.DoOnDiscard around the Flux under test, for its own item type T:
-// every item of type T an operator upstream pulled and then dropped (a
-// GroupBy's group queues, a PublishOn's queue, a FlatMap's late inner
-// item), unless an inner DoOnDiscard for T under that operator takes them
-// first. Items of other types (a Buffer's partial batch of a Flux of
-// slices, say) are not seen.
+// Assertions is what a run saw beyond its signals, for checks after it.
+// Discards are collected by flux.DoOnDiscard around the Flux under test, for
+// its own item type T: every item of type T an operator upstream pulled and
+// then dropped (a GroupBy's group queues, a PublishOn's queue, a FlatMap's late
+// inner item), unless an inner DoOnDiscard for T under that operator takes them
+// first. Items of other types (a Buffer's partial batch of a Flux of slices,
+// say) are not seen.
 //
 // Each method fails tb (Fatal) with an error wrapping ErrExpectation when
-// its check does not hold, and returns a for chaining. Reactor's dropped
-// elements and errors (signals after the end or a cancel) have no
-// counterpart: a flux operator never emits after its downstream refused an
-// item, and the run itself fails if one does.
+// its check does not hold, and returns a for chaining. There are no dropped
+// elements or errors (signals after the end or a cancel) to check: a flux
+// operator never emits after its downstream refused an item, and the run
+// itself fails if one does.
 type Assertions[T any] struct {
 	tb        testing.TB
 	discarded []T

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/flux"
 )
 
@@ -31,8 +31,8 @@ func (v *Verifier[T]) play(ctx context.Context) (a *Assertions[T], err error) {
 	m := newMailbox[T]()
 	sctx, cancel := context.WithCancelCause(ctx)
 	// A ThenCancel with nothing before it cancels inside the subscription,
-	// before the Flux starts (Reactor's cancel from onSubscribe): whatever
-	// the Flux does then, it does with its context already cancelled.
+	// before the Flux starts: whatever the Flux does then, it does with its
+	// context already cancelled.
 	atOnce := len(v.steps) == 0 && v.term == termCancel
 	f := flux.DoOnDiscard(flux.Defer(func() flux.Flux[T] {
 		m.subscribed()
@@ -43,10 +43,12 @@ func (v *Verifier[T]) play(ctx context.Context) (a *Assertions[T], err error) {
 		return v.f
 	}), m.discard)
 	done := make(chan struct{})
-	go func() {
+	component.Go(func() error { return f.Subscribe(sctx, m.emit) }, func(err error) {
 		defer close(done)
-		m.end(f.Subscribe(sctx, m.emit))
-	}()
+		if p, ok := err.(*component.PanicError); !ok || p.Value != component.ErrGoexit {
+			m.end(err) // unless the Flux called runtime.Goexit here: the run ends unfinished
+		}
+	})
 	defer func() {
 		m.refuse(errOver)
 		cancel(errOver)
@@ -230,6 +232,7 @@ func (r *run[T]) cancelled() error {
 // guard calls fn, turning its panic into an error carrying *flux.PanicError.
 func guard(desc string, fn func()) (err error) {
 	defer recovered(desc, &err)
+	defer component.Catch(&err)
 	fn()
 	return nil
 }
@@ -241,12 +244,14 @@ func matches[T any](s *step[T], x T) (ok bool, err error) {
 		return true, nil
 	}
 	defer recovered(s.desc, &err)
+	defer component.Catch(&err)
 	return s.check(x), nil
 }
 
-// recovered, deferred, turns a panic of the step desc into *err.
+// recovered, deferred before component.Catch(err), names the step desc in
+// the panic Catch put in *err (the only error there: the step returns none).
 func recovered(desc string, err *error) {
-	if p := recover(); p != nil {
-		*err = fmt.Errorf("testkit: %s: %w", desc, &flux.PanicError{Value: p, Stack: debug.Stack()})
+	if *err != nil {
+		*err = fmt.Errorf("testkit: %s: %w", desc, *err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing/synctest"
 	"time"
+
+	"github.com/aggflow/aggflow/component"
 )
 
 // The time steps wait on the clock of the goroutine running the script:
@@ -21,23 +23,21 @@ func (v *Verifier[T]) timed(kind stepKind, name, desc string, d time.Duration) *
 	return v.add(step[T]{kind: kind, desc: desc, d: d})
 }
 
-// ThenAwait lets d pass on the clock (Reactor's thenAwait(Duration), which
-// advances a VirtualTimeScheduler; here a synctest bubble's clock moves by
-// itself while everything in it waits). The Flux is not held meanwhile:
-// the items it emits during the wait, up to 256, are taken at once and
-// matched by the steps after it, as is its end; beyond 256 it waits in emit
-// until the steps after the wait take them. In a bubble, what is due at d
-// itself has arrived when the step ends.
+// ThenAwait lets d pass on the clock (a synctest bubble's clock moves by itself
+// while everything in it waits). The Flux is not held meanwhile: the items it
+// emits during the wait, up to 256, are taken at once and matched by the steps
+// after it, as is its end; beyond 256 it waits in emit until the steps after
+// the wait take them. In a bubble, what is due at d itself has arrived when the
+// step ends.
 func (v *Verifier[T]) ThenAwait(d time.Duration) *Verifier[T] {
 	return v.timed(kindAwait, "ThenAwait", fmt.Sprintf("thenAwait(%v)", d), d)
 }
 
 // ExpectNoEvent expects no signal, neither an item nor the end, for d from
-// the moment the steps before it are done: Reactor's expectNoEvent. As in
-// Reactor under virtual time, the window is [0, d): a signal exactly at d
-// is the next step's, one at d - 1ns fails this one (in a bubble exactly;
-// in real time the clock decides). Unlike Reactor there is no onSubscribe
-// signal, so the step may come first.
+// the moment the steps before it are done. The window is [0, d): a signal
+// exactly at d is the next step's, one at d - 1ns fails this one (in a
+// bubble exactly; in real time the clock decides). No subscription signal
+// comes before the items, so this step may be the script's first.
 func (v *Verifier[T]) ExpectNoEvent(d time.Duration) *Verifier[T] {
 	return v.timed(kindNoEvent, "ExpectNoEvent", fmt.Sprintf("no signal within %v", d), d)
 }
@@ -45,8 +45,6 @@ func (v *Verifier[T]) ExpectNoEvent(d time.Duration) *Verifier[T] {
 // ExpectTimeout ends the script: the flow neither emits nor ends within d
 // of the steps before it (the window of ExpectNoEvent), then it is
 // cancelled and must end by that cancellation, as with ThenCancel.
-// Reactor's expectTimeout(Duration) applies its timeout operator and
-// expects the TimeoutException instead.
 func (v *Verifier[T]) ExpectTimeout(d time.Duration) *Verifier[T] {
 	v.timed(kindNoEvent, "ExpectTimeout", fmt.Sprintf("no signal within %v, then cancel (ExpectTimeout)", d), d)
 	return v.end(termCancel)
@@ -70,8 +68,7 @@ func (r *run[T]) sleep(d time.Duration) error {
 // of the Flux due at the same instant as the script's) has happened. Outside
 // a bubble synctest.Wait panics, and this does nothing.
 func settleBubble() {
-	defer func() { _ = recover() }()
-	synctest.Wait()
+	_ = component.Call(func() error { synctest.Wait(); return nil }, nil)
 }
 
 // await runs ThenAwait: the items of the wait are taken at once, up to
@@ -93,7 +90,7 @@ func endedDuring(cause error, desc string) error {
 }
 
 // noEvent runs ExpectNoEvent: it fails on any signal in the first d - 1ns,
-// then lets the last nanosecond pass without looking, as Reactor does.
+// then lets the last nanosecond pass without looking: the window is [0, d).
 func (r *run[T]) noEvent(s *step[T]) error {
 	r.m.settle(nil)
 	t := time.NewTimer(s.d - time.Nanosecond)

@@ -3,9 +3,8 @@ module github.com/aggflow/aggflow/examples/flights
 go 1.26.0
 
 require (
-	github.com/aggflow/aggflow v0.0.0
-	github.com/aggflow/aggflow/observe/prommetrics v0.0.0
-	github.com/aggflow/aggflow/source/jetstream v0.0.0
+	github.com/aggflow/aggflow v0.3.0
+	github.com/aggflow/aggflow/source/jetstream v0.3.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/parquet-go/parquet-go v0.32.0
 	github.com/prometheus/client_golang v1.25.0
@@ -20,6 +19,7 @@ require (
 )
 
 require (
+	github.com/aggflow/aggflow/observe v0.3.0
 	github.com/andybalholm/brotli v1.1.1 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -54,6 +54,6 @@ require (
 
 replace github.com/aggflow/aggflow => ../..
 
-replace github.com/aggflow/aggflow/observe/prommetrics => ../../observe/prommetrics
-
 replace github.com/aggflow/aggflow/source/jetstream => ../../source/jetstream
+
+replace github.com/aggflow/aggflow/observe => ../../observe

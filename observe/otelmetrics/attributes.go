@@ -10,8 +10,7 @@ import (
 	"github.com/aggflow/aggflow/observe/internal/adapter"
 )
 
-// The attribute keys, as Wow's wow.operation tags: all have a bounded
-// number of values. The aggregate id and the group are never attributes.
+// The attribute keys: all have a bounded number of values. The aggregate id and the group are never attributes.
 const (
 	DispatcherKey = attribute.Key("dispatcher")
 	ContextKey    = attribute.Key("context")

@@ -11,7 +11,7 @@
 //
 // Labels have a bounded number of values: the dispatcher's name, the named
 // aggregate's context and aggregate, and the outcome; never the aggregate
-// id nor the group. The package is a module of its own, so aggflow's core
+// id nor the group. The package is in the module observe, so aggflow's core
 // module does not depend on OpenTelemetry; it needs the metric API only,
 // and any SDK (or none: the no-op provider costs a lookup per event).
 // docs/observability.md has the whole picture: names, labels, costs, and

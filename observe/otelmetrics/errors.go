@@ -20,5 +20,6 @@ var (
 )
 
 // PanicError is a recovered panic of a registered dispatcher's methods, read
-// at collection: the value and the stack. It is dispatch.PanicError.
+// at collection: dispatch.PanicError, with the panic value (Value) and the
+// stack (Stack).
 type PanicError = dispatch.PanicError

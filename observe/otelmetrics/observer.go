@@ -17,9 +17,7 @@ import (
 const ScopeName = "github.com/aggflow/aggflow/observe/otelmetrics"
 
 // Observer is a dispatch.Observer that records a dispatcher's exchanges as
-// OpenTelemetry instruments: Wow's WowMetrics and its wow.operation timer
-// (WowMetrics.kt), on the Observer seam. "<ns>" is the namespace (default
-// "aggflow"):
+// OpenTelemetry instruments. "<ns>" is the namespace (default "aggflow"):
 //
 //	<ns>.exchanges              Int64Counter, {exchange}: exchanges ended,
 //	                            by dispatcher, context, aggregate, outcome

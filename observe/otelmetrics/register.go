@@ -12,9 +12,10 @@ import (
 	"github.com/aggflow/aggflow/observe/internal/adapter"
 )
 
-// Dispatcher is what the gauges read: Name() string, Stats()
-// dispatch.Stats and Budget() (pending, max int64), which every dispatcher
-// type of package dispatch (Dispatcher, MainDispatcher) has.
+// Dispatcher is the interface the gauges read, of three methods: Name()
+// string, Stats() dispatch.Stats and Budget() (pending, max int64). Every
+// dispatcher type of package dispatch (Dispatcher, MainDispatcher) has them,
+// and any other type with them may be registered.
 type Dispatcher = adapter.Dispatcher
 
 // Register makes the gauges report d, by its name, until the returned

@@ -11,8 +11,7 @@ import (
 	"github.com/aggflow/aggflow/observe/internal/adapter"
 )
 
-// The label names, as Wow's wow.operation tags: all have a bounded number
-// of values. The aggregate id and the group are never labels.
+// The label names: all have a bounded number of values. The aggregate id and the group are never labels.
 const (
 	DispatcherLabel = "dispatcher"
 	ContextLabel    = "context"
@@ -23,9 +22,7 @@ const (
 // Collector is a dispatch.Observer and a prometheus.Collector: it counts a
 // dispatcher's exchanges and records their times as it observes them, and
 // reads the gauges of the dispatchers given to Register when it is
-// collected. It is Wow's WowMetrics and its wow.operation timer
-// (WowMetrics.kt) on the Observer seam. "<ns>" is the namespace (default
-// "aggflow"):
+// collected. "<ns>" is the namespace (default "aggflow"):
 //
 //	<ns>_exchanges_total                counter: exchanges ended,
 //	                                    by dispatcher, context, aggregate, outcome

@@ -36,11 +36,12 @@ const (
 const poisonEnv = "AGGFLOW_KAFKA_CHILD_POISON"
 
 // memberClientOptions make a killed member's partitions move in about a
-// second and a joining member be noticed in about 100 ms.
+// second and a joining member be noticed in about 100 ms; the rebalance
+// timeout holds the default revoke and commit timeouts (10 s each).
 var memberClientOptions = []kgo.Opt{
 	kgo.SessionTimeout(time.Second),
 	kgo.HeartbeatInterval(100 * time.Millisecond),
-	kgo.RebalanceTimeout(10 * time.Second),
+	kgo.RebalanceTimeout(30 * time.Second),
 }
 
 // runChild runs a member until SIGTERM, then stops it gracefully and
@@ -75,7 +76,7 @@ func runChild(mode string) int {
 	}
 	clientOpts := memberClientOptions
 	if session, err := time.ParseDuration(os.Getenv(sessionEnv)); err == nil {
-		clientOpts = []kgo.Opt{kgo.SessionTimeout(session), kgo.HeartbeatInterval(session / 10), kgo.RebalanceTimeout(10 * time.Second)}
+		clientOpts = []kgo.Opt{kgo.SessionTimeout(session), kgo.HeartbeatInterval(session / 10), kgo.RebalanceTimeout(30 * time.Second)}
 	}
 	sub := kafka.Subscription{Brokers: strings.Split(os.Getenv(brokersEnv), ","), Group: os.Getenv(groupEnv), Topic: os.Getenv(topicEnv)}
 	opts := []kafka.Option[event]{

@@ -28,10 +28,9 @@ func (c *Consumer[T]) clientOptions() []kgo.Opt {
 		kgo.ConsumerGroup(c.sub.Group),
 		kgo.ConsumeTopics(c.sub.Topic),
 		kgo.DisableAutoCommit(),
-		// Rebalance callbacks run between polls, never while a polled batch
-		// is being delivered: a revoked partition gets no record after its
-		// revocation, and a new assignment none fetched before it.
-		kgo.BlockRebalanceOnPoll(),
+		// No kgo.BlockRebalanceOnPoll: it would stop the polls while the
+		// revoke callback drains. The poll loop delivers to the partitions
+		// owned when a poll returned, none once released (see pollOnce).
 		kgo.AdjustFetchOffsetsFn(c.onAssigned),
 		kgo.OnPartitionsRevoked(c.onRevoked),
 		kgo.OnPartitionsLost(c.onLost),
@@ -54,6 +53,15 @@ func (c *Consumer[T]) check(ctx context.Context) error {
 	if 2*heartbeat >= leaseFor {
 		return fmt.Errorf("%w: consumer %q: heartbeat interval %v too long for the session timeout %v: a lease lasts %v from the last heartbeat answered (keep the interval under %v, so that one late heartbeat does not lapse it)",
 			ErrInvalidArgument, c.name, heartbeat, session, leaseFor, leaseFor/2)
+	}
+	// A revoke drains, then its final commit takes one commit timeout at
+	// most past the deadline: the group waits for both within its
+	// rebalance timeout before it removes the member, the partitions still
+	// draining.
+	rebalance, _ := cl.OptValue(kgo.RebalanceTimeout).(time.Duration)
+	if c.cfg.revokeTimeout+c.cfg.commitTimeout > rebalance {
+		return fmt.Errorf("%w: consumer %q: revoke timeout %v + commit timeout %v do not fit in the rebalance timeout %v (WithRevokeTimeout, WithCommitTimeout, kgo.RebalanceTimeout)",
+			ErrInvalidArgument, c.name, c.cfg.revokeTimeout, c.cfg.commitTimeout, rebalance)
 	}
 	c.mu.Lock()
 	c.leaseFor = int64(leaseFor)

@@ -29,7 +29,8 @@ import (
 // commit starts only after the answer to the previous one. A revoked
 // partition drains (WithRevokeTimeout), the rest is forced, its settled
 // prefix is committed synchronously (tried again with backoff until the
-// same deadline), and only then does the rebalance go on.
+// same deadline), and only then does the rebalance go on; the kept
+// partitions are polled and handled meanwhile.
 // A lost partition is forced and not committed. A stop revokes every
 // partition the same way, then leaves the group.
 //
@@ -61,10 +62,16 @@ type Consumer[T any] struct {
 	pollCtx  context.Context // cancelled by the first stop
 	stopPoll context.CancelFunc
 
-	high     map[int32]int64  // highest offset delivered per partition released (c.mu)
-	lapses   map[int32]*lease // leases seen passed, for the poll loop to renew (c.mu)
-	leases   map[*lease]bool  // of the partitions owned or being released (c.mu)
-	wakePoll func()           // ends the poll in progress (c.mu)
+	high      map[int32]int64  // highest offset delivered per partition released (c.mu)
+	lapses    map[int32]*lease // leases seen passed, for the poll loop to renew (c.mu)
+	leases    map[*lease]bool  // of the partitions owned or being released (c.mu)
+	wakePoll  func()           // ends the poll in progress (c.mu)
+	assigning int              // assignments waiting for the poll in progress (c.mu)
+	// pollMu is held across a poll and the lookup of its owners (pollOnce);
+	// rebal serialises taking partitions from owned and adding them there
+	// (the rebalance callbacks' and renew's), never held across a drain.
+	pollMu sync.Mutex
+	rebal  sync.Mutex
 	// The fence's clock (see sessionHook): the send time, monotonic, of the
 	// last SyncGroup answered, and how long a proof makes a lease valid
 	// (the session timeout less a fifth, set by Prepare).
@@ -90,9 +97,10 @@ type owned[T any] struct {
 	// finished by a previous owner, and are tracked as finished, not
 	// delivered (the poll loop's).
 	skip    partition.FinishedMap
-	paused  bool  // c.pauseMu
-	high    int64 // the highest offset delivered, in this process: the poll loop's
-	end     int64 // the high watermark the last fetch reported, when fetched (c.mu)
+	paused  bool         // c.pauseMu
+	high    atomic.Int64 // the highest offset delivered, in this process
+	gone    atomic.Bool  // released: the poll loop delivers no more to it
+	end     int64        // the high watermark the last fetch reported, when fetched (c.mu)
 	fetched bool
 	stop    chan struct{}
 	stopped chan struct{}
@@ -233,7 +241,8 @@ func (c *Consumer[T]) Owned() []int32 { return c.disp.Owned() }
 // Prepare checks that the brokers answer within the connect timeout
 // (ErrUnreachable otherwise) and that the topic exists (ErrNoTopic), and
 // refuses (ErrInvalidArgument) a heartbeat interval of 2/5 of the session
-// timeout or more, which would let the leases lapse between heartbeats. The
+// timeout or more, which would let the leases lapse between heartbeats, and
+// a revoke timeout plus commit timeout above the rebalance timeout. The
 // handlers' contexts carry ctx's values. It does not join the group. From a
 // state other than StateNew, or while another Prepare runs, it returns an
 // error wrapping ErrIllegalState.
@@ -358,7 +367,6 @@ func (c *Consumer[T]) run() {
 	defer func() {
 		if !returned {
 			c.fail(fmt.Errorf("kafka: consumer %q: poll loop: %w", c.name, panics.New(schedulers.ErrGoexit)))
-			c.cl.AllowRebalance() // the batch being delivered blocked rebalances: leaving the group needs one
 			c.shutdown()
 		}
 	}()

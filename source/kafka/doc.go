@@ -13,9 +13,10 @@
 // partition.Dispatcher starting at the group's committed offset: its own
 // lanes, grouped by partition.GroupKey(Codec.ID(x), groups), all on the one
 // scheduler the Consumer borrows. One poll loop delivers every partition's
-// records in offset order. Rebalances wait for a polled batch to be
-// delivered (kgo.BlockRebalanceOnPoll), so no record of a revoked partition
-// is delivered after its revocation.
+// records in offset order, to the partitions owned when its poll returned:
+// a revoked partition takes no record once its revocation began, and an
+// assignment ends the poll in progress and waits for it, so that a new
+// owner gets no record fetched before it.
 //
 // # Commit
 //
@@ -48,6 +49,13 @@
 // (WithRevokeTimeout, default 10 s), forces what is left, and its settled
 // prefix is committed before the rebalance goes on; a forced record never
 // finished, so the prefix stops below it and the next owner reads it again.
+// The drain runs in franz-go's revoke callback, so the next owner is
+// assigned only after the final commit; the Consumer does not set
+// kgo.BlockRebalanceOnPoll, which would stop every poll while the callback
+// runs, so the kept partitions go on being fetched and handled meanwhile.
+// Prepare refuses a revoke timeout plus commit timeout above the group's
+// rebalance timeout (kgo.RebalanceTimeout, default 60 s): the group would
+// remove the member mid-drain.
 // That final commit is tried again with backoff until the revoke's deadline;
 // still refused, it is the Consumer's Err (ErrCommit), unless the group
 // answered that it moved on (a rebalance took the partition: counted in

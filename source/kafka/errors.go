@@ -11,7 +11,9 @@ import (
 var (
 	// ErrInvalidArgument is returned by NewConsumer for an empty name, group
 	// or topic, no seed broker, a nil named aggregate, scheduler, decoder, id
-	// function or handler, or an option out of range.
+	// function or handler, or an option out of range; by Prepare for a
+	// heartbeat interval too long for the session timeout, or a revoke
+	// timeout plus commit timeout above the rebalance timeout.
 	ErrInvalidArgument = errors.New("kafka: invalid argument")
 	// ErrUnreachable is returned by Prepare when no seed broker answered
 	// within the connect timeout; it wraps the last error seen.

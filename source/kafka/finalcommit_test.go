@@ -157,7 +157,7 @@ func TestAForceEndsTheFinalCommitsRetries(t *testing.T) {
 			close(retrying)
 		}
 		return kerr.RequestTimedOut.Code
-	}, kafka.WithRevokeTimeout[event](time.Minute))
+	}, kafka.WithRevokeTimeout[event](45*time.Second)) // with the commit timeout, within the rebalance timeout (60 s)
 	select {
 	case <-retrying:
 	case <-time.After(20 * time.Second):

@@ -241,9 +241,19 @@ func (c *Consumer[T]) lapsed(l *lease) {
 // their last commit, the client's fetch position moved back to it, under
 // new leases valid from the second proof sent after: if the group did not
 // fence the member, their records above the commit run again (in order,
-// Attempt 2); if it did, the loss that follows releases them before that. Called by
-// the poll loop while rebalances wait (BlockRebalanceOnPoll).
+// Attempt 2); if it did, the loss that follows releases them before that.
+// Called by the poll loop between batches; c.rebal keeps a rebalance
+// callback from taking a partition between its release and its assignment
+// here.
 func (c *Consumer[T]) renew() {
+	c.mu.Lock()
+	none := len(c.lapses) == 0
+	c.mu.Unlock()
+	if none {
+		return
+	}
+	c.rebal.Lock()
+	defer c.rebal.Unlock()
 	c.mu.Lock()
 	from := map[int32]int64{}
 	meta := map[int32]kadm.OffsetResponse{}
@@ -266,7 +276,7 @@ func (c *Consumer[T]) renew() {
 		ps = append(ps, p)
 		at[p] = kgo.EpochOffset{Epoch: -1, Offset: off}
 	}
-	c.release(ps, false)
+	c.settle(c.take(ps), false)
 	c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.sub.Topic: at})
 	now := mono()
 	for p, off := range from {

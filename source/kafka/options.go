@@ -124,14 +124,17 @@ func WithGroups[T any](n int) Option[T] { return func(c *config[T]) { c.groups =
 func WithFinishedMapLen[T any](n int) Option[T] { return func(c *config[T]) { c.mapLen = n } }
 
 // WithMaxPollRecords sets how many records one poll returns at most
-// (default 1000): the most a rebalance waits to be delivered.
+// (default 1000): the most a partition takes above its pause limits (see
+// WithMaxPending, WithMaxHeld).
 func WithMaxPollRecords[T any](n int) Option[T] { return func(c *config[T]) { c.maxPoll = n } }
 
 // WithRevokeTimeout sets how long a revoked partition, and every partition
 // on a graceful stop, drains before the rest is forced (default 10 s); its
-// final commit is tried again until the same deadline. Keep it well under
-// the group's rebalance timeout (60 s by default): the rebalance waits for
-// both, plus one commit timeout at the most for the last try.
+// final commit is tried again until the same deadline. The kept partitions
+// are fetched and handled meanwhile; the moved ones wait for it. With the
+// commit timeout (the last try's) it must fit in the group's rebalance
+// timeout (kgo.RebalanceTimeout, 60 s by default), or Prepare returns
+// ErrInvalidArgument.
 func WithRevokeTimeout[T any](d time.Duration) Option[T] {
 	return func(c *config[T]) { c.revokeTimeout = d }
 }

@@ -9,40 +9,81 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/internal/panics"
 )
 
 // poll delivers every polled record to its partition's intake, in offset
 // order, until ctx ends (nil) or a record cannot be delivered (its error).
-// Rebalances wait for each batch to be delivered (BlockRebalanceOnPoll).
+// It goes on while the revoke callback drains the revoked partitions: the
+// partitions a batch's records go to are those owned when the poll
+// returned (see pollOnce), and a partition released meanwhile takes none.
 func (c *Consumer[T]) poll(ctx context.Context) error {
 	for {
-		// A lapsed lease ends the poll (lapsed), so that its partition is
-		// renewed while the rebalances wait.
-		pctx, wake := context.WithCancel(ctx)
-		c.mu.Lock()
-		c.wakePoll = wake
-		if len(c.lapses) > 0 {
-			wake()
-		}
-		c.mu.Unlock()
-		fs := c.cl.PollRecords(pctx, c.cfg.maxPoll)
-		wake()
+		fs, to := c.pollOnce(ctx)
 		if ctx.Err() != nil || fs.IsClientClosed() {
-			c.cl.AllowRebalance()
 			return nil
 		}
-		err := c.deliverAll(ctx, fs)
+		err := c.deliverAll(ctx, fs, to)
 		c.renew()
 		c.balance()
-		c.cl.AllowRebalance()
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
 	}
 }
 
-func (c *Consumer[T]) deliverAll(ctx context.Context, fs kgo.Fetches) error {
+// pollOnce polls a batch and returns it with the owners of its partitions
+// then. Both under pollMu: an assignment waits for it (see barrier), so a
+// batch fetched under a partition's previous assignment never goes to the
+// next one.
+func (c *Consumer[T]) pollOnce(ctx context.Context) (kgo.Fetches, map[int32]*owned[T]) {
+	c.pollMu.Lock()
+	defer c.pollMu.Unlock()
+	// A lapsed lease or an assignment ends the poll: the partition is
+	// renewed, or assigned, without waiting for records.
+	pctx, wake := context.WithCancel(ctx)
+	defer wake()
+	c.mu.Lock()
+	c.wakePoll = wake
+	if len(c.lapses) > 0 || c.assigning > 0 {
+		wake()
+	}
+	c.mu.Unlock()
+	fs := c.cl.PollRecords(pctx, c.cfg.maxPoll)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	to := make(map[int32]*owned[T])
+	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if o := c.owned[fp.Partition]; o != nil && len(fp.Records) > 0 {
+			to[fp.Partition] = o
+		}
+	})
+	return fs, to
+}
+
+// barrier waits for the poll in progress to return and take its owners
+// (pollOnce), ending it first: called before partitions are assigned, so
+// that no batch polled before goes to them. The rebalance callbacks
+// invalidated the records buffered for the partitions they revoked.
+func (c *Consumer[T]) barrier() {
+	c.mu.Lock()
+	c.assigning++
+	wake := c.wakePoll
+	c.mu.Unlock()
+	if wake != nil {
+		wake()
+	}
+	c.pollMu.Lock()
+	c.pollMu.Unlock() // nothing to hold: the poll in progress took its owners
+	c.mu.Lock()
+	c.assigning--
+	c.mu.Unlock()
+}
+
+// deliverAll delivers fs's records to the partitions' owners to, in
+// offset order; a partition released meanwhile takes no more of them.
+func (c *Consumer[T]) deliverAll(ctx context.Context, fs kgo.Fetches, to map[int32]*owned[T]) error {
 	var refusedErr error
 	fs.EachError(func(topic string, p int32, err error) {
 		if errors.Is(err, context.Canceled) {
@@ -69,18 +110,24 @@ func (c *Consumer[T]) deliverAll(ctx context.Context, fs kgo.Fetches) error {
 				if len(fp.Records) == 0 {
 					continue
 				}
-				o := c.lookup(fp.Partition)
+				o := to[fp.Partition]
 				if o == nil {
 					// Not owned (any more): its owner reads these records
 					// from its last commit, so they are neither handled nor
 					// committed here. An assignment that failed stopped the
 					// consumer already.
-					c.cfg.logger.WarnContext(ctx, "kafka: records of a partition not owned, left to its owner",
+					c.cfg.logger.DebugContext(ctx, "kafka: records of a partition not owned, left to its owner",
 						slog.String("consumer", c.name), slog.Int("partition", int(fp.Partition)), slog.Int("records", len(fp.Records)))
 					continue
 				}
 				for _, r := range fp.Records {
+					if o.gone.Load() {
+						break // released: its next owner reads the rest
+					}
 					if err := c.deliver(ctx, o, r); err != nil {
+						if o.gone.Load() && errors.Is(err, dispatch.ErrStopped) {
+							break // revoked while delivering: not admitted
+						}
 						return err
 					}
 				}
@@ -88,12 +135,6 @@ func (c *Consumer[T]) deliverAll(ctx context.Context, fs kgo.Fetches) error {
 		}
 	}
 	return nil
-}
-
-func (c *Consumer[T]) lookup(p int32) *owned[T] {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.owned[p]
 }
 
 // deliver decodes r and hands it to its partition's intake; a bad record
@@ -110,10 +151,10 @@ func (c *Consumer[T]) deliver(ctx context.Context, o *owned[T], r *kgo.Record) e
 		return c.bad(ctx, o, r, fmt.Errorf("%w: partition %d offset %d: %w", ErrDecode, r.Partition, r.Offset, err))
 	}
 	attempt := 1
-	if r.Offset <= o.high {
+	if r.Offset <= o.high.Load() {
 		attempt = 2 // read again after a rebalance gave the partition back
 	} else {
-		o.high = r.Offset
+		o.high.Store(r.Offset)
 	}
 	c.keep(o, r)
 	if err := o.in.DeliverSize(ctx, x, r.Offset, attempt, len(r.Key)+len(r.Value)); err != nil {
@@ -128,7 +169,7 @@ func (c *Consumer[T]) deliver(ctx context.Context, o *owned[T], r *kgo.Record) e
 // finished too (see partition.FinishedMap), so none of them is replayed
 // after it.
 func (c *Consumer[T]) skip(o *owned[T], r *kgo.Record) error {
-	o.high = max(o.high, r.Offset)
+	o.high.Store(max(o.high.Load(), r.Offset))
 	tr := o.in.Tracker()
 	if err := tr.Track(r.Offset); err != nil {
 		return fmt.Errorf("kafka: consumer %q: %w", c.name, err)

@@ -23,6 +23,9 @@ import (
 func (c *Consumer[T]) onAssigned(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	synced := c.synced.Load()
 	metas := c.committedMetadata(ctx)
+	c.barrier()
+	c.rebal.Lock()
+	defer c.rebal.Unlock()
 	for p, off := range offsets[c.sub.Topic] {
 		c.assign(p, off.EpochOffset().Offset, synced, true, metas[p])
 	}
@@ -94,11 +97,12 @@ func (c *Consumer[T]) assign(p int32, committed, created int64, synced bool, met
 		c.fail(errorf(ErrAssign, "consumer %q: partition %d: %w", c.name, p, err))
 		return
 	}
-	o := &owned[T]{in: in, lease: l, from: max(committed, 0), committed: max(committed, -1), high: -1,
+	o := &owned[T]{in: in, lease: l, from: max(committed, 0), committed: max(committed, -1),
 		skip: c.finishedMap(p, committed, meta), stop: make(chan struct{}), stopped: make(chan struct{})}
+	o.high.Store(-1)
 	c.mu.Lock()
 	if high, ok := c.high[p]; ok {
-		o.high = high
+		o.high.Store(high)
 	}
 	if c.closing {
 		c.mu.Unlock()
@@ -137,7 +141,9 @@ func (c *Consumer[T]) forward(o *owned[T]) {
 }
 
 // onRevoked drains the revoked partitions, commits their settled prefixes
-// and returns: the group goes on only after that.
+// and returns: the group goes on only after that. franz-go stopped
+// fetching them and dropped their buffered records before; the poll loop
+// goes on with the partitions kept meanwhile.
 func (c *Consumer[T]) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	c.release(revoked[c.sub.Topic], true)
 }
@@ -198,16 +204,30 @@ func (c *Consumer[T]) commitRevoked(ctx context.Context, offsets map[int32]commi
 // before release returns; without, each is forced and nothing is committed.
 // Partitions not owned are skipped.
 func (c *Consumer[T]) release(ps []int32, commit bool) {
+	c.rebal.Lock()
+	os := c.take(ps)
+	c.rebal.Unlock()
+	c.settle(os, commit)
+}
+
+// take removes partitions ps from owned, so that the poll loop delivers
+// them nothing more, and returns those owned (c.rebal).
+func (c *Consumer[T]) take(ps []int32) map[int32]*owned[T] {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	os := make(map[int32]*owned[T], len(ps))
 	for _, p := range ps {
 		if o := c.owned[p]; o != nil {
 			os[p] = o
+			o.gone.Store(true)
 			delete(c.owned, p)
-			c.high[p] = o.high // the poll loop is not delivering: rebalances wait for it
 		}
 	}
-	c.mu.Unlock()
+	return os
+}
+
+// settle is release's end, for the partitions taken: see release.
+func (c *Consumer[T]) settle(os map[int32]*owned[T], commit bool) {
 	if len(os) == 0 {
 		return
 	}
@@ -218,9 +238,12 @@ func (c *Consumer[T]) release(ps []int32, commit bool) {
 	}
 	defer func() {
 		c.mu.Lock()
-		for _, o := range os {
+		for p, o := range os {
 			o.lease.kill()
 			delete(c.leases, o.lease)
+			// The highest delivered, once the intake shut: a record the
+			// poll loop tried meanwhile counts as delivered.
+			c.high[p] = o.high.Load()
 		}
 		c.mu.Unlock()
 	}()

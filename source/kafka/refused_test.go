@@ -44,3 +44,30 @@ func TestPrepareRefusesAHeartbeatTooLongForTheSession(t *testing.T) {
 	require.ErrorIs(t, err, kafka.ErrInvalidArgument)
 	require.ErrorContains(t, err, "heartbeat interval 400ms too long for the session timeout 1s")
 }
+
+// A revoke's drain and its final commit must end within the group's
+// rebalance timeout, or the group removes the member mid-revoke and hands
+// the partitions on while it still drains: Prepare refuses a revoke
+// timeout plus commit timeout above it, naming the three settings; the
+// default rebalance timeout (60 s) included.
+func TestPrepareRefusesARevokeLongerThanTheRebalanceTimeout(t *testing.T) {
+	cases := map[string]struct {
+		opts []kafka.Option[event]
+		msg  string
+	}{
+		"set": {[]kafka.Option[event]{kafka.WithClientOptions[event](kgo.RebalanceTimeout(10 * time.Second))},
+			"revoke timeout 10s + commit timeout 10s do not fit in the rebalance timeout 10s"},
+		"default": {[]kafka.Option[event]{kafka.WithRevokeTimeout[event](55 * time.Second)},
+			"revoke timeout 55s + commit timeout 10s do not fit in the rebalance timeout 1m0s"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			k, err := kafka.NewConsumer("c", kafka.Subscription{Brokers: []string{freePort(t)}, Group: "g", Topic: "t"},
+				accounts, newScheduler(t, 1), codec, noop, append([]kafka.Option[event]{kafka.WithLogger[event](quiet)}, tc.opts...)...)
+			require.NoError(t, err)
+			err = k.Prepare(context.Background())
+			require.ErrorIs(t, err, kafka.ErrInvalidArgument)
+			require.ErrorContains(t, err, tc.msg)
+		})
+	}
+}

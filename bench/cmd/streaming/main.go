@@ -53,7 +53,8 @@ func run() error {
 		loadsF   = flag.String("loads", "0.5,0.9", "latency runs at these fractions of aggflow's saturation rate (empty: none)")
 		latSec   = flag.Float64("latency-seconds", 1, "length of a latency run, in seconds of offered load (capped at -n)")
 		reactorF = flag.String("reactor-dir", "", "directory of ReactorBench.java (default: ../shared/baselines/reactor from the repository root)")
-		warmups  = flag.Int("reactor-warmups", 2, "ReactorBench passes before the timed one")
+		warmups  = flag.Int("reactor-warmups", bench.DefaultWarmUp.Min, "ReactorBench passes at least before the timed ones")
+		maxWarm  = flag.Int("reactor-max-warmups", bench.DefaultWarmUp.Max, "ReactorBench passes at most before the timed ones, until two consecutive passes agree within 5%")
 		timeout  = flag.Duration("timeout", 20*time.Minute, "limit of one run")
 		note     = flag.String("note", "", "a sentence for the report's header (the state of the machine)")
 	)
@@ -103,7 +104,7 @@ func run() error {
 		if *reactorF != "" {
 			dirs = []string{*reactorF}
 		}
-		rb := &bench.Reactor{Warmups: *warmups}
+		rb := &bench.Reactor{WarmUp: bench.WarmUp{Min: *warmups, Max: *maxWarm}}
 		dir, ok := bench.FindReactorDir(dirs...)
 		rb.Dir = dir
 		switch {

@@ -1,8 +1,8 @@
 package adapter
 
 import (
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
-	"github.com/aggflow/aggflow/internal/panics"
 )
 
 // Dispatcher is what the gauges read: every dispatcher type of package
@@ -19,7 +19,7 @@ type Gauges struct {
 }
 
 // Read reads d's gauges. d may be any user type: a panic of its methods is
-// recovered into a *panics.Error (dispatch.PanicError).
+// recovered into a *component.PanicError (dispatch.PanicError).
 func Read(d Dispatcher) (g Gauges, err error) {
 	err = protect(func() {
 		g.InFlight = d.Stats().InFlight
@@ -34,13 +34,5 @@ func NameOf(d Dispatcher) (name string, err error) {
 	return name, err
 }
 
-// protect runs f and returns its panic as a *panics.Error.
-func protect(f func()) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = panics.New(v)
-		}
-	}()
-	f()
-	return nil
-}
+// protect runs f and returns its panic as a *component.PanicError.
+func protect(f func()) error { return component.Call(func() error { f(); return nil }, nil) }

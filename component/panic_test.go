@@ -1,4 +1,4 @@
-package panics_test
+package component_test
 
 import (
 	"errors"
@@ -9,13 +9,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
-	"github.com/aggflow/aggflow/internal/panics"
+	"github.com/aggflow/aggflow/component"
 )
 
-func recovered(v any) (err *panics.Error) {
-	defer func() { err = panics.New(recover()) }()
+func recovered(v any) (err *component.PanicError) {
+	defer func() { err = component.NewPanicError(recover()) }()
 	panic(v)
 }
 
@@ -30,25 +29,25 @@ func TestErrorCarriesValueAndStack(t *testing.T) {
 func TestUnwrapSeesErrorValues(t *testing.T) {
 	err := recovered(io.EOF)
 	assert.ErrorIs(t, err, io.EOF)
-	var pe *panics.Error
+	var pe *component.PanicError
 	assert.True(t, errors.As(error(err), &pe))
 }
 
 func TestAsideReportsHowFEnded(t *testing.T) {
 	ran := false
-	p, exited := panics.Aside(func() { ran = true })
+	p, exited := component.Aside(func() { ran = true })
 	assert.True(t, ran)
 	assert.Nil(t, p)
 	assert.False(t, exited)
 
-	p, exited = panics.Aside(func() { panic("boom") })
+	p, exited = component.Aside(func() { panic("boom") })
 	require.NotNil(t, p)
 	assert.Equal(t, "boom", p.Value)
 	assert.True(t, strings.Contains(string(p.Stack), "TestAsideReportsHowFEnded"), "the panicking stack")
 	assert.False(t, exited)
 
 	after := false
-	p, exited = panics.Aside(func() {
+	p, exited = component.Aside(func() {
 		defer func() { after = true }() // deferred calls still run
 		runtime.Goexit()
 	})
@@ -56,5 +55,3 @@ func TestAsideReportsHowFEnded(t *testing.T) {
 	assert.True(t, exited, "the caller's goroutine goes on")
 	assert.True(t, after)
 }
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,4 +1,4 @@
-package dispatch
+package component
 
 import (
 	"context"
@@ -9,9 +9,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	lc "github.com/aggflow/aggflow/internal/lifecycle"
-	"github.com/aggflow/aggflow/internal/panics"
 )
 
 // DefaultShutdownTimeout is the Runtime's default shutdown deadline: Wow's
@@ -78,7 +75,7 @@ func WithOwned(rs ...Resource) RuntimeOption {
 // or resource's method is recovered into a *PanicError, joined into the
 // errors, and the sequence goes on with the others.
 type Runtime struct {
-	life       lc.Core
+	life       Lifecycle
 	components []Component
 	names      []string // the components' names, for errors
 	owned      []Resource
@@ -141,7 +138,7 @@ func NewRuntime(name string, components []Component, opts ...RuntimeOption) (*Ru
 		r.ownedNames = append(r.ownedNames, resourceName(i, res))
 	}
 	r.stopCtx, r.cancelStop = context.WithCancelCause(context.Background())
-	r.life.Init("runtime", name, lc.New, ErrIllegalState, r.finish)
+	r.life.Init("runtime", name, nil, r.finish)
 	return r, nil
 }
 
@@ -198,7 +195,7 @@ func (r *Runtime) Err() error { return r.life.Err() }
 // waits for that, a force does not, and forces the components again then
 // (Wow's compensation, S-1.14.3). Wow: WowRuntime.start(), prepare phase.
 func (r *Runtime) Prepare(ctx context.Context) error {
-	ctx, cancel := context.WithCancelCause(mark(ctx, r))
+	ctx, cancel := context.WithCancelCause(Mark(ctx, r))
 	context.AfterFunc(r.stopCtx, func() { cancel(context.Cause(r.stopCtx)) })
 	return r.step("prepare", StateNew, StatePrepared, func(c Component) error { return c.Prepare(ctx) })
 }
@@ -311,7 +308,7 @@ func (r *Runtime) Quiesce() { r.begin(context.Background(), false) }
 // begins the stop, with the shutdown timeout as deadline, and returns at
 // once an error wrapping ErrIllegalState.
 func (r *Runtime) StopGracefully(ctx context.Context) error {
-	if marked(ctx, r) {
+	if Marked(ctx, r) {
 		r.begin(context.Background(), true)
 		return fmt.Errorf("%w: called from inside runtime %q: it cannot wait for itself", ErrIllegalState, r.Name())
 	}
@@ -328,7 +325,7 @@ func (r *Runtime) StopGracefully(ctx context.Context) error {
 	case <-r.ended:
 		return r.result
 	default:
-		return fmt.Errorf("dispatch: runtime %q: waiting for the stop: %w", r.Name(), ctx.Err())
+		return fmt.Errorf("component: runtime %q: waiting for the stop: %w", r.Name(), ctx.Err())
 	}
 }
 
@@ -341,12 +338,12 @@ func (r *Runtime) begin(ctx context.Context, deadline bool) (set bool) {
 	defer r.mu.Unlock()
 	r.life.Quiesce()
 	if !r.stopping {
-		if !r.life.Hold() {
+		busy := r.busy
+		if !r.life.Go("stop", func() error { r.stop(busy); return nil }) {
 			return false // Done is closed: finish published the result
 		}
 		r.stopping = true
 		r.watchLocked()
-		go r.stop(r.busy)
 	}
 	if !deadline || r.armCtx != nil {
 		return false
@@ -364,10 +361,9 @@ func (r *Runtime) begin(ctx context.Context, deadline bool) (set bool) {
 	return true
 }
 
-// stop is the graceful sequence, on a goroutine holding the Runtime, bounded
+// stop is the graceful sequence, on a goroutine of the Runtime (Go), bounded
 // by r.stopCtx. busy is the Prepare or Start in progress when it began.
 func (r *Runtime) stop(busy <-chan struct{}) {
-	defer r.life.Release()
 	ctx := r.stopCtx
 	if busy != nil {
 		select {
@@ -408,7 +404,7 @@ func (r *Runtime) stop(busy <-chan struct{}) {
 }
 
 // call runs f, the op of the component or resource (kind) name, on a
-// goroutine holding the Runtime, and waits for it until ctx ends; it does
+// goroutine of the Runtime (Go), and waits for it until ctx ends; it does
 // nothing once ctx ended. A failure is appended to errs; after ctx ended,
 // only a panic is kept (appended to errs, or recorded if nobody waits any
 // more): the deadline's error or the force covers the rest.
@@ -417,9 +413,7 @@ func (r *Runtime) call(ctx context.Context, errs []error, kind, name, op string,
 		return errs
 	}
 	res := make(chan error)
-	r.life.Hold() // cannot fail: the caller holds
-	go func() {
-		defer r.life.Release()
+	r.life.Go(op, func() error { // cannot fail: the caller holds
 		err := r.wrap(kind, name, op, protect(f))
 		select {
 		case res <- err:
@@ -428,7 +422,8 @@ func (r *Runtime) call(ctx context.Context, errs []error, kind, name, op string,
 				r.fail(err)
 			}
 		}
-	}()
+		return nil
+	})
 	select {
 	case err := <-res:
 		if err != nil && (ctx.Err() == nil || isPanic(err)) {
@@ -509,12 +504,10 @@ func (r *Runtime) forceComponents() {
 // itself), then waits for every owned resource's Done; Done waits for it.
 // r.mu is held, and so is the Runtime.
 func (r *Runtime) watchLocked() {
-	if r.watching || !r.life.Hold() {
+	if r.watching {
 		return
 	}
-	r.watching = true
-	go func() {
-		defer r.life.Release()
+	r.watching = r.life.Go("watch", func() error {
 		for _, c := range r.components {
 			<-c.Done()
 		}
@@ -522,7 +515,8 @@ func (r *Runtime) watchLocked() {
 		for _, res := range r.owned {
 			<-res.Done()
 		}
-	}()
+		return nil
+	})
 }
 
 // publishLocked sets, once, what StopGracefully returns. r.mu is held.
@@ -552,7 +546,7 @@ func (r *Runtime) wrap(kind, name, op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("dispatch: runtime %q: %s %q failed to %s: %w", r.Name(), kind, name, op, err)
+	return fmt.Errorf("component: runtime %q: %s %q failed to %s: %w", r.Name(), kind, name, op, err)
 }
 
 // finish runs once, at the physical end, before Done closes: it fixes Err.
@@ -565,7 +559,7 @@ func (r *Runtime) finish() {
 	for i, c := range r.components {
 		err := protect(c.Err)
 		if err != nil && !errors.Is(seen, err) {
-			errs = append(errs, fmt.Errorf("dispatch: runtime %q: component %q: %w", r.Name(), r.names[i], err))
+			errs = append(errs, fmt.Errorf("component: runtime %q: component %q: %w", r.Name(), r.names[i], err))
 		}
 	}
 	if len(errs) == 1 {
@@ -582,17 +576,11 @@ func (r *Runtime) finish() {
 // returns once Done closed; a component whose goroutines outlive a force by
 // another shutdown timeout makes it return before, with an error wrapping
 // ErrShutdownTimeout.
-func (r *Runtime) Run(ctx context.Context) error { return run(ctx, r, r.timeout) }
+func (r *Runtime) Run(ctx context.Context) error { return Run(ctx, r, r.timeout, nil) }
 
-// protect returns f's error, or f's panic as a *PanicError.
-func protect(f func() error) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = panics.New(v)
-		}
-	}()
-	return f()
-}
+// protect returns f's error, or f's panic as a *PanicError; a
+// runtime.Goexit of f is recorded before the goroutine unwinds.
+func protect(f func() error) error { return Call(f, nil) }
 
 // isPanic reports whether err holds a recovered panic.
 func isPanic(err error) bool {

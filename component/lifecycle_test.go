@@ -1,4 +1,4 @@
-package lifecycle_test
+package component_test
 
 import (
 	"context"
@@ -10,19 +10,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 	"pgregory.net/rapid"
 
-	"github.com/aggflow/aggflow/internal/lifecycle"
+	"github.com/aggflow/aggflow/component"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var errIllegal = errors.New("test: illegal")
 
-func newCore(final func()) *lifecycle.Core {
-	c := new(lifecycle.Core)
-	c.Init("thing", "t", lifecycle.New, errIllegal, final)
+func newCore(final func()) *component.Lifecycle {
+	c := new(component.Lifecycle)
+	c.Init("thing", "t", errIllegal, final)
 	return c
 }
 
@@ -37,17 +34,17 @@ func closed(ch <-chan struct{}) bool {
 
 func TestForwardTransitions(t *testing.T) {
 	c := newCore(nil)
-	require.NoError(t, c.Step("prepare", lifecycle.New))
-	assert.ErrorContains(t, c.Step("prepare", lifecycle.New), "while another step is in progress")
-	assert.True(t, c.Advance(lifecycle.New, lifecycle.Prepared))
+	require.NoError(t, c.Step("prepare", component.StateNew))
+	assert.ErrorContains(t, c.Step("prepare", component.StateNew), "while another step is in progress")
+	assert.True(t, c.Advance(component.StateNew, component.StatePrepared))
 	c.Leave()
-	assert.Equal(t, lifecycle.Prepared, c.State())
-	err := c.Enter("prepare", lifecycle.New)
+	assert.Equal(t, component.StatePrepared, c.State())
+	err := c.Enter("prepare", component.StateNew)
 	require.ErrorIs(t, err, errIllegal)
 	assert.EqualError(t, err, `test: illegal: thing "t" cannot prepare from state PREPARED`)
-	assert.True(t, c.Advance(lifecycle.Prepared, lifecycle.Running))
+	assert.True(t, c.Advance(component.StatePrepared, component.StateRunning))
 	from, first := c.Quiesce()
-	assert.Equal(t, lifecycle.Running, from)
+	assert.Equal(t, component.StateRunning, from)
 	assert.True(t, first)
 	_, first = c.Quiesce()
 	assert.False(t, first)
@@ -56,7 +53,7 @@ func TestForwardTransitions(t *testing.T) {
 	assert.True(t, closed(c.Stopped()))
 	assert.True(t, closed(c.Done()))
 	assert.Equal(t, "STOPPED", c.State().String())
-	assert.Equal(t, "State(9)", lifecycle.State(9).String())
+	assert.Equal(t, "State(9)", component.State(9).String())
 }
 
 func TestDoneWaitsForHoldsAndFinalizes(t *testing.T) {
@@ -75,11 +72,11 @@ func TestDoneWaitsForHoldsAndFinalizes(t *testing.T) {
 
 func TestForceDuringEnterRefusesAdvance(t *testing.T) {
 	c := newCore(nil)
-	require.NoError(t, c.Step("prepare", lifecycle.New))
+	require.NoError(t, c.Step("prepare", component.StateNew))
 	from, first := c.Force()
-	assert.Equal(t, lifecycle.New, from)
+	assert.Equal(t, component.StateNew, from)
 	assert.True(t, first)
-	assert.False(t, c.Advance(lifecycle.New, lifecycle.Prepared), "a force taken over a prepare")
+	assert.False(t, c.Advance(component.StateNew, component.StatePrepared), "a force taken over a prepare")
 	assert.False(t, closed(c.Done()), "Done waits for the prepare to leave")
 	c.Leave()
 	assert.True(t, closed(c.Done()))
@@ -137,8 +134,8 @@ func TestConcurrentStops(t *testing.T) {
 						c.Release()
 					}
 				case 4:
-					if c.Step("prepare", lifecycle.New) == nil {
-						c.Advance(lifecycle.New, lifecycle.Prepared)
+					if c.Step("prepare", component.StateNew) == nil {
+						c.Advance(component.StateNew, component.StatePrepared)
 						c.Leave()
 					}
 				}
@@ -152,7 +149,7 @@ func TestConcurrentStops(t *testing.T) {
 		if finals != 1 {
 			rt.Fatalf("finalizer ran %d times", finals)
 		}
-		if c.State() != lifecycle.Stopped {
+		if c.State() != component.StateStopped {
 			rt.Fatalf("state %v", c.State())
 		}
 	})

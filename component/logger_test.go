@@ -1,4 +1,4 @@
-package safelog_test
+package component_test
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/aggflow/aggflow/internal/safelog"
+	"github.com/aggflow/aggflow/component"
 )
 
 // faulty panics in the methods named in panicIn, else writes to text.
@@ -43,12 +43,12 @@ func TestGuardDropsWhatPanicsAndKeepsTheRest(t *testing.T) {
 	for _, m := range []string{"Enabled", "Handle", "WithAttrs", "WithGroup"} {
 		t.Run(m, func(t *testing.T) {
 			var out bytes.Buffer
-			l := safelog.Guard(slog.New(faulty{map[string]bool{m: true}, slog.NewTextHandler(&out, nil)}))
+			l := component.GuardLogger(slog.New(faulty{map[string]bool{m: true}, slog.NewTextHandler(&out, nil)}))
 			assert.NotPanics(t, func() {
 				l.With("k", "v").WithGroup("g").Info("first")
 				l.Info("second")
 			})
-			assert.Positive(t, safelog.Panics(l))
+			assert.Positive(t, component.LoggerPanics(l))
 			switch m {
 			case "WithAttrs", "WithGroup": // the derivation is skipped, the lines kept
 				assert.Contains(t, out.String(), "first")
@@ -62,11 +62,11 @@ func TestGuardDropsWhatPanicsAndKeepsTheRest(t *testing.T) {
 
 func TestGuardIsIdempotentAndTransparent(t *testing.T) {
 	var out bytes.Buffer
-	l := safelog.Guard(slog.New(slog.NewTextHandler(&out, nil)))
-	assert.Same(t, l, safelog.Guard(l))
-	assert.Nil(t, safelog.Guard(nil))
+	l := component.GuardLogger(slog.New(slog.NewTextHandler(&out, nil)))
+	assert.Same(t, l, component.GuardLogger(l))
+	assert.Nil(t, component.GuardLogger(nil))
 	l.With("a", 1).WithGroup("g").Info("line", "b", 2)
 	assert.Contains(t, out.String(), `msg=line a=1 g.b=2`)
-	assert.Zero(t, safelog.Panics(l))
-	assert.Zero(t, safelog.Panics(slog.Default()))
+	assert.Zero(t, component.LoggerPanics(l))
+	assert.Zero(t, component.LoggerPanics(slog.Default()))
 }

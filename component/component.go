@@ -1,39 +1,15 @@
-package dispatch
+package component
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
-
-	lc "github.com/aggflow/aggflow/internal/lifecycle"
 )
 
-// State is a lifecycle state of a Dispatcher, MainDispatcher or Runtime. It
-// mirrors the State enum of Wow's AggregateDispatcher (AggregateDispatcher.kt):
-// NEW -> PREPARED -> RUNNING -> STOPPING -> STOPPED. States only move
-// forward: there is no restart.
-type State = lc.State
-
-const (
-	// StateNew is the state after construction: nothing subscribed, no
-	// goroutine.
-	StateNew = lc.New
-	// StatePrepared is the state after Prepare: resources resolved, nothing
-	// pulled from the source yet.
-	StatePrepared = lc.Prepared
-	// StateRunning is the state after Start: exchanges flow.
-	StateRunning = lc.Running
-	// StateStopping is the state after Quiesce: intake closed, admitted
-	// exchanges draining.
-	StateStopping = lc.Stopping
-	// StateStopped is the logical end: nothing more is admitted or handled.
-	// Done closes once, in addition, every goroutine owned has exited.
-	StateStopped = lc.Stopped
-)
-
-// Component is anything with the runtime lifecycle: Dispatcher,
-// MainDispatcher, Runtime, or a user's own. It mirrors Wow's
+// Component is anything with the runtime lifecycle: dispatch's Dispatcher
+// and MainDispatcher, a Runtime, a broker binding's consumer, or a user's
+// own. It mirrors Wow's
 // RuntimeComponent (RuntimeComponent.kt). The contract, which Runtime relies
 // on, is the one of docs/lifecycle.md:
 //
@@ -59,24 +35,25 @@ type Component interface {
 	Err() error
 }
 
-// run is the one-call lifecycle shared by Dispatcher, MainDispatcher and
-// Runtime: with ctx already done it starts nothing, stops c and returns ctx's cause;
-// else prepare, start, wait until done; when ctx ends, stop gracefully
+// Run is the one-call lifecycle of c, shared by Runtime and the
+// dispatchers: with ctx already done it starts nothing, stops c and returns
+// ctx's cause; else prepare, start, wait until done; when ctx ends, stop gracefully
 // within timeout, then force and wait for Done as long again. It returns
 // the component's first error, or the error of a stop that had to be forced
 // (wrapping ErrShutdownTimeout), once Done closed: nothing of c runs any
 // more, no hook is called after it. Only a handler that ignores its
 // cancelled ctx for the second timeout too makes it return before Done,
-// with an error saying so.
-func run(ctx context.Context, c Component, timeout time.Duration) error {
+// with an error saying so and what still, if not nil, adds ("3 in
+// flight"). timeout must be positive.
+func Run(ctx context.Context, c Component, timeout time.Duration, still func() string) error {
 	if err := ctx.Err(); err != nil {
-		return forced(c, timeout, context.Cause(ctx)) // told to stop before it began: start nothing, end
+		return forced(c, timeout, still, context.Cause(ctx)) // told to stop before it began: start nothing, end
 	}
 	if err := c.Prepare(ctx); err != nil {
-		return forced(c, timeout, err)
+		return forced(c, timeout, still, err)
 	}
 	if err := c.Start(); err != nil {
-		return forced(c, timeout, err)
+		return forced(c, timeout, still, err)
 	}
 	select {
 	case <-c.Done():
@@ -94,12 +71,12 @@ func run(ctx context.Context, c Component, timeout time.Duration) error {
 	if !errors.Is(err, ErrShutdownTimeout) { // else the component forced itself and said so
 		err = errors.Join(fmt.Errorf("%w: %q forced after %v", ErrShutdownTimeout, c.Name(), timeout), err)
 	}
-	return forced(c, timeout, err)
+	return forced(c, timeout, still, err)
 }
 
 // forced force-stops c and returns err once c is done, or after timeout
 // with an error saying what still runs.
-func forced(c Component, timeout time.Duration, err error) error {
+func forced(c Component, timeout time.Duration, still func() string, err error) error {
 	c.ForceStop()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -108,16 +85,15 @@ func forced(c Component, timeout time.Duration, err error) error {
 		return err
 	case <-timer.C:
 	}
-	still := ""
-	if s, ok := c.(interface{ Stats() Stats }); ok {
-		still = fmt.Sprintf(" (%d in flight)", s.Stats().InFlight)
+	left := ""
+	if still != nil {
+		left = " (" + still() + ")"
 	}
-	return errors.Join(err, fmt.Errorf("%w: %q: handlers still running %v after the force%s", ErrShutdownTimeout, c.Name(), timeout, still))
+	return errors.Join(err, fmt.Errorf("%w: %q: handlers still running %v after the force%s", ErrShutdownTimeout, c.Name(), timeout, left))
 }
 
 // markKey is the key of the chain of components a context was handed down
-// by: a stop called with such a context, from the component's own code,
-// must not wait for itself.
+// by (Mark).
 type markKey struct{}
 
 type markChain struct {
@@ -125,14 +101,19 @@ type markChain struct {
 	outer *markChain
 }
 
-// mark returns ctx marked as handed down by c, keeping the outer marks.
-func mark(ctx context.Context, c any) context.Context {
+// Mark returns ctx marked as handed down by c, keeping the outer marks: the
+// context a component gives its own work (a Runtime's to its components'
+// Prepare, a dispatcher's to its handlers), so that a stop called with it
+// from that work, which cannot wait for itself, knows (Marked). Cost: one
+// context value.
+func Mark(ctx context.Context, c any) context.Context {
 	outer, _ := ctx.Value(markKey{}).(*markChain)
 	return context.WithValue(ctx, markKey{}, &markChain{c, outer})
 }
 
-// marked reports whether ctx was handed down by c.
-func marked(ctx context.Context, c any) bool {
+// Marked reports whether ctx, or a context it derives from, was marked by
+// Mark as handed down by c. Cost: a walk of the chain of marks.
+func Marked(ctx context.Context, c any) bool {
 	for m, _ := ctx.Value(markKey{}).(*markChain); m != nil; m = m.outer {
 		if m.c == c {
 			return true

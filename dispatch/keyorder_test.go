@@ -1,0 +1,246 @@
+package dispatch_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/flux"
+	"github.com/aggflow/aggflow/schedulers"
+	"github.com/aggflow/aggflow/testkit"
+)
+
+// keySerial checks that no id's handler ran while another of the same id
+// did: GroupSerial with a group of each id.
+func keySerial(calls []testkit.Call) error {
+	ids := map[string]int{}
+	cs := slices.Clone(calls)
+	for i := range cs {
+		n, ok := ids[cs[i].Key]
+		if !ok {
+			n = len(ids)
+			ids[cs[i].Key] = n
+		}
+		cs[i].Group = n
+	}
+	return testkit.GroupSerial(cs)
+}
+
+// serial is the ordering check of a mode: one group's handlers one at a
+// time, or, WithKeyOrdering, one id's.
+func serial(perKey bool, calls []testkit.Call) error {
+	if perKey {
+		return keySerial(calls)
+	}
+	return testkit.GroupSerial(calls)
+}
+
+// With one group, one id blocked in its handler blocks only itself under
+// WithKeyOrdering: every other id's exchanges are handled meanwhile, in
+// order, and the blocked id's wait behind its first.
+func TestKeyOrderingBlockedIDBlocksOnlyItself(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const others, per = 20, 10
+		blocked := aggregate.NewID(orders, "blocked")
+		release := make(chan struct{})
+		var xs []testkit.Exchange
+		for i := range per {
+			xs = append(xs, testkit.Exchange{ID: blocked, Seq: i})
+			for k := range others {
+				xs = append(xs, testkit.Exchange{ID: aggregate.NewID(orders, "id-"+strconv.Itoa(k)), Seq: i})
+			}
+		}
+		rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag { return x.Tag(1) },
+			func(ctx context.Context, x testkit.Exchange) error {
+				if x.ID == blocked && x.Seq == 0 {
+					<-release
+				}
+				return nil
+			})
+		d := started(t, flux.FromSlice(xs), rec.Handle, dispatch.WithParallelism[testkit.Exchange](1),
+			dispatch.WithScheduler[testkit.Exchange](newParallel(t, 2)), dispatch.WithKeyOrdering[testkit.Exchange]())
+		synctest.Wait()
+		s := d.Stats()
+		assert.Equal(t, int64(others*per), s.Succeeded, "every other id flowed past the blocked one")
+		assert.Equal(t, int64(per), s.InFlight, "only the blocked id's exchanges wait")
+		close(release)
+		<-d.Done()
+		calls := rec.Calls()
+		require.NoError(t, testkit.PerKeyFIFO(calls))
+		require.NoError(t, keySerial(calls))
+		require.NoError(t, testkit.NoLoss(int64(len(xs)), d.Stats(), calls))
+	})
+}
+
+// Many ids, each active for a moment: the lanes kept stay near the ids
+// active at once (the budget and the running handlers), not the ids seen,
+// and lanes reused for other ids keep each id's order.
+func TestKeyOrderingReclaimsIdleLanes(t *testing.T) {
+	const ids, per, budget, pool = 3000, 3, 8, 2
+	r := rand.New(rand.NewPCG(1, 2))
+	var xs []testkit.Exchange
+	seq := make([]int, ids)
+	for range ids * per {
+		// ids come and go: each draws from a window of 16 moving ids
+		k := min(len(xs)/per+r.IntN(16), ids-1)
+		xs = append(xs, testkit.Exchange{ID: aggregate.NewID(orders, "id-"+strconv.Itoa(k)), Seq: seq[k]})
+		seq[k]++
+	}
+	rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag { return x.Tag(1) }, testkit.Perform)
+	d := started(t, flux.FromSlice(xs), rec.Handle, dispatch.WithMaxPending[testkit.Exchange](budget),
+		dispatch.WithScheduler[testkit.Exchange](newParallel(t, pool)), dispatch.WithKeyOrdering[testkit.Exchange]())
+	<-d.Done()
+	require.NoError(t, d.Err())
+	calls := rec.Calls()
+	require.NoError(t, testkit.PerKeyFIFO(calls))
+	require.NoError(t, keySerial(calls))
+	require.NoError(t, testkit.NoLoss(int64(len(xs)), d.Stats(), calls))
+	lanes := dispatch.KeyLanes(d)
+	t.Logf("%d lanes kept for %d ids", lanes, ids)
+	assert.Positive(t, lanes, "lanes by id")
+	assert.LessOrEqual(t, lanes, 4*(budget+pool)+32, "lanes kept for %d ids seen", ids)
+}
+
+// NewKeyed's key is a group: it orders by id with WithKeyOrderingBy only,
+// which New and NewMain refuse, as a nil id function.
+func TestKeyOrderingRefusedByNewKeyed(t *testing.T) {
+	zero := func(testkit.Exchange) int { return 0 }
+	_, err := dispatch.NewKeyed("orders", orders, flux.Empty[testkit.Exchange](), zero,
+		testkit.Perform, dispatch.WithKeyOrdering[testkit.Exchange]())
+	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
+	assert.ErrorContains(t, err, "WithKeyOrderingBy")
+	by := dispatch.WithKeyOrderingBy(func(x testkit.Exchange) string { return x.ID.ID })
+	_, err = dispatch.New("orders", orders, flux.Empty[testkit.Exchange](), testkit.Perform, by)
+	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
+	sup, err := aggregate.NewSchedulerSupplier("orders")
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, sup.StopGracefully(context.Background())) })
+	_, err = dispatch.NewMain("orders", []aggregate.NamedAggregate{orders}, flux.Empty[testkit.Exchange](), testkit.Perform,
+		sup, by)
+	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
+	_, err = dispatch.NewKeyed("orders", orders, flux.Empty[testkit.Exchange](), zero, testkit.Perform,
+		dispatch.WithKeyOrderingBy[testkit.Exchange](nil))
+	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
+}
+
+// NewKeyed WithKeyOrderingBy: one group, ids (the empty one too) apart; one
+// blocked id holds back only itself.
+func TestKeyOrderingByOnNewKeyed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var xs []testkit.Exchange
+		for i := range 30 {
+			xs = append(xs, testkit.Exchange{ID: aggregate.NewID(orders, []string{"blocked", "", "b"}[i%3]), Seq: i / 3})
+		}
+		rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag { return x.Tag(1) },
+			func(ctx context.Context, x testkit.Exchange) error {
+				if x.ID.ID == "blocked" && x.Seq == 0 {
+					<-release
+				}
+				return nil
+			})
+		d := startedKeyed(t, flux.FromSlice(xs), func(testkit.Exchange) int { return 0 }, rec.Handle,
+			dispatch.WithParallelism[testkit.Exchange](1), dispatch.WithScheduler[testkit.Exchange](newParallel(t, 2)),
+			dispatch.WithKeyOrderingBy(func(x testkit.Exchange) string { return x.ID.ID }))
+		synctest.Wait()
+		assert.Equal(t, dispatch.Stats{Received: 30, Succeeded: 20, InFlight: 10}, d.Stats())
+		close(release)
+		<-d.Done()
+		calls := rec.Calls()
+		require.NoError(t, testkit.PerKeyFIFO(calls))
+		require.NoError(t, keySerial(calls))
+		require.NoError(t, testkit.NoLoss(30, d.Stats(), calls))
+	})
+}
+
+// ForceStop in per-key mode: every id's first exchange ran at once (one
+// group), and every exchange that had not started is discarded, once.
+func TestKeyOrderingForceReportsEachUndoneOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var xs []testkit.Exchange
+		for i := range 50 {
+			xs = append(xs, testkit.Exchange{ID: aggregate.NewID(orders, "id-"+strconv.Itoa(i%5)), Seq: i / 5, Do: testkit.Block})
+		}
+		var discarded atomic.Int64
+		var mu sync.Mutex
+		seen := map[string]bool{}
+		d := started(t, flux.FromSlice(xs), testkit.Perform, dispatch.WithScheduler[testkit.Exchange](newParallel(t, 8)),
+			dispatch.WithKeyOrdering[testkit.Exchange](), dispatch.WithParallelism[testkit.Exchange](1),
+			dispatch.WithDiscardHook(func(x testkit.Exchange, reason error) {
+				if !errors.Is(reason, dispatch.ErrForceStopped) {
+					t.Errorf("discarded for %v", reason)
+				}
+				k := x.ID.ID + "#" + strconv.Itoa(x.Seq)
+				mu.Lock()
+				defer mu.Unlock()
+				if seen[k] {
+					t.Errorf("%s discarded twice", k)
+				}
+				seen[k] = true
+				discarded.Add(1)
+			}))
+		synctest.Wait()
+		assert.Equal(t, dispatch.Stats{Received: 50, InFlight: 50}, d.Stats())
+		d.ForceStop()
+		<-d.Done()
+		s := d.Stats()
+		assert.Equal(t, dispatch.Stats{Received: 50, Failed: 5, Discarded: 45}, s, "the 5 ids' first ran at once, the rest were discarded")
+		assert.Equal(t, int64(45), discarded.Load())
+	})
+}
+
+// The lane a new id looks at for reuse may be idle with an exchange in it:
+// pushed while its consumer was leaving (after its mark, so unseen by its
+// last look at the queue, and while it ran, so without a kick), before the
+// consumer's look-again. The new id takes the lane over, finds the exchange
+// and schedules it rather than reusing the lane: the exchange is handled,
+// once, and the new id gets a lane of its own. (Here the look-again comes
+// after the take-over, so it would find the exchange too; one that comes
+// during it fails its CAS, and then only the take-over schedules. The hooks
+// cannot place it there: the force-race property's interleavings may.)
+func TestKeyOrderingReuseFindsAnExchangeLeftInALeavingLane(t *testing.T) {
+	a, b := aggregate.NewID(orders, "a"), aggregate.NewID(orders, "b")
+	var d *dispatch.Dispatcher[testkit.Exchange]
+	var marks, idles atomic.Int32
+	emitted := make(chan error, 2)
+	restoreMark := dispatch.SetTestHookMark(func() {
+		if marks.Add(1) == 1 { // a's consumer, leaving after a#0: a#1 comes, unseen
+			emitted <- d.Emit(context.Background(), testkit.Exchange{ID: a, Seq: 1})
+		}
+	})
+	restoreIdle := dispatch.SetTestHookIdle(func() {
+		if idles.Add(1) == 1 { // a's lane is idle and holds a#1: b comes and looks at it
+			emitted <- d.Emit(context.Background(), testkit.Exchange{ID: b, Seq: 0})
+		}
+	})
+	rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag { return x.Tag(1) }, testkit.Perform)
+	sched, err := schedulers.NewParallel("test", 1)
+	require.NoError(t, err)
+	d = started(t, nil, rec.Handle, dispatch.WithScheduler[testkit.Exchange](sched), dispatch.WithKeyOrdering[testkit.Exchange]())
+	require.NoError(t, d.Emit(t.Context(), testkit.Exchange{ID: a, Seq: 0}))
+	require.NoError(t, <-emitted)
+	require.NoError(t, <-emitted)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, d.StopGracefully(ctx), "a#1 left in a's lane is handled")
+	require.NoError(t, sched.DisposeGracefully(ctx)) // the last consumer left its lane
+	restoreMark()
+	restoreIdle()
+	calls := rec.Calls()
+	require.NoError(t, testkit.PerKeyFIFO(calls))
+	require.NoError(t, testkit.NoLoss(3, d.Stats(), calls))
+	assert.Equal(t, dispatch.Stats{Received: 3, Succeeded: 3}, d.Stats())
+	assert.Equal(t, 2, dispatch.KeyLanes(d), "a kept its lane, b got one")
+}

@@ -1,0 +1,52 @@
+package partition_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/partition"
+	"github.com/aggflow/aggflow/schedulers"
+)
+
+// A broker binding owns partitions through a Dispatcher: each assigned
+// partition gets an intake, every delivery carries its position, and a
+// revoke drains the partition and returns the finished prefix, the position
+// the binding then acknowledges (commits).
+func ExampleNewDispatcher() {
+	sched, err := schedulers.NewParallel("orders", 2)
+	if err != nil {
+		panic(err)
+	}
+	orders := aggregate.MaterializedNamedAggregate{Context: "shop", Aggregate: "Order"}
+	idOf := func(event string) string { id, _, _ := strings.Cut(event, ":"); return id }
+	d, err := partition.NewDispatcher("orders", orders, sched, idOf,
+		func(_ context.Context, x partition.Delivery[string]) error {
+			return nil // apply x.Exchange to its order; x.Position orders it within the partition
+		})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	in, err := d.Assign(ctx, 0, 100) // partition 0, committed up to 99
+	if err != nil {
+		panic(err)
+	}
+	for i, event := range []string{"o-1:placed", "o-2:placed", "o-1:paid"} {
+		if err := in.Deliver(ctx, event, int64(100+i), 1); err != nil {
+			panic(err)
+		}
+	}
+	settled, err := d.Revoke(ctx, 0)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("commit up to", settled.Prefix, settled.OK, settled.Stats == dispatch.Stats{Received: 3, Succeeded: 3})
+	if err := sched.DisposeGracefully(ctx); err != nil {
+		panic(err)
+	}
+	// Output:
+	// commit up to 102 true true
+}
