@@ -18,8 +18,18 @@ import (
 
 // A graceful stop that times out under stuck handlers names their aggregate
 // ids, a few of them with the count of the rest, beside their groups; Run's
-// error keeps wrapping ErrShutdownTimeout.
+// error keeps wrapping ErrShutdownTimeout. In both orderings: by group, and
+// by aggregate id (WithKeyOrdering).
 func TestGracefulTimeoutNamesTheStuckAggregateIDs(t *testing.T) {
+	for name, ordering := range map[string][]dispatch.Option[testkit.Exchange]{
+		"groups": nil,
+		"keys":   {dispatch.WithKeyOrdering[testkit.Exchange]()},
+	} {
+		t.Run(name, func(t *testing.T) { stuckIDsNamed(t, ordering) })
+	}
+}
+
+func stuckIDsNamed(t *testing.T, ordering []dispatch.Option[testkit.Exchange]) {
 	synctest.Test(t, func(t *testing.T) {
 		const groups, stuck = 64, 5
 		var ids []string
@@ -39,8 +49,8 @@ func TestGracefulTimeoutNamesTheStuckAggregateIDs(t *testing.T) {
 			running <- struct{}{}
 			<-ctx.Done() // until the force
 			return ctx.Err()
-		}, quiet, dispatch.WithParallelism[testkit.Exchange](groups), dispatch.WithScheduler[testkit.Exchange](sched),
-			dispatch.WithStopTimeout[testkit.Exchange](time.Second))
+		}, append([]dispatch.Option[testkit.Exchange]{quiet, dispatch.WithParallelism[testkit.Exchange](groups),
+			dispatch.WithScheduler[testkit.Exchange](sched), dispatch.WithStopTimeout[testkit.Exchange](time.Second)}, ordering...)...)
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(t.Context())
 		ran := make(chan error, 1)
