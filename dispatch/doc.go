@@ -100,7 +100,11 @@
 //   - A source error stops the intake like Quiesce: admitted exchanges still
 //     drain, then Err() reports it. In Wow the error cancels queued work.
 //   - An exchange the source emits after the intake closed is counted and
-//     discarded with ErrStopped, where Wow's gate drops it silently.
+//     discarded with ErrStopped, where Wow's gate drops it silently; so is
+//     what a flux source's operators drop then. The first one after a
+//     graceful stop, the item the source had already taken, is handed on.
+//   - In a MainDispatcher, a named aggregate whose scheduler ends is
+//     retired alone; the others go on.
 //   - A key function's panic or out-of-range key fails that one exchange;
 //     in Wow it ends the pipeline.
 //   - Groups are not pinned to goroutines, so a blocked handler holds one

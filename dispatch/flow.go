@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 )
 
@@ -33,6 +34,8 @@ type flow struct {
 	budget budget
 
 	drainedOnce atomic.Bool
+	waitSource  atomic.Bool // a graceful drain waits until the source returned
+	endMu       sync.Mutex  // orders the drained decision with beforeDrain
 	drained     chan struct{}
 	shutCh      chan struct{} // closed with shut, for waits on the budget
 	onDrained   func()        // called once, right after drained closed
@@ -89,14 +92,35 @@ func (f *flow) gate() {
 // Emit counts itself in emitting before it looks at shut and leaves it only
 // after adding to received, so emitting is read first: an Emit is either
 // seen there, or its count in received, or it saw shut.
+// The decision is taken again under endMu, so that an exchange beforeDrain
+// admitted after the shut is seen. Unless forced, it waits for the source
+// to return (waitSource): an item the source took and has not emitted yet
+// is not lost to the end.
 func (f *flow) check() {
-	if !f.shut.Load() || f.emitting.Load() != 0 || f.stats().InFlight != 0 || f.drainedOnce.Swap(true) {
+	if !f.shut.Load() || f.waitSource.Load() && !f.forced.Load() || f.emitting.Load() != 0 ||
+		f.stats().InFlight != 0 || f.drainedOnce.Load() {
+		return
+	}
+	f.endMu.Lock()
+	last := f.emitting.Load() == 0 && f.stats().InFlight == 0 && !f.drainedOnce.Swap(true)
+	f.endMu.Unlock()
+	if !last {
 		return
 	}
 	close(f.drained)
 	if f.onDrained != nil {
 		f.onDrained()
 	}
+}
+
+// beforeDrain reports whether drained has not closed, for an exchange
+// already counted in received after the shut: once it returns true, drained
+// waits until that exchange ended, since check decides under the same lock
+// and then sees it in received.
+func (f *flow) beforeDrain() bool {
+	f.endMu.Lock()
+	defer f.endMu.Unlock()
+	return !f.drainedOnce.Load()
 }
 
 // budget bounds the exchanges admitted and not finished. acquire takes a

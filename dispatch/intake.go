@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/component"
+	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
@@ -33,6 +36,8 @@ type intake[T any] struct {
 	sourceRunning atomic.Bool // the source's Subscribe has not returned
 	prepared      atomic.Bool // Prepare made the contexts
 	credit        int64       // budget units the source's goroutine took ahead
+	handed        bool        // the source's goroutine handed an exchange on after a graceful stop
+	failing       atomic.Bool // a failure stops the intake: nothing is handed on
 
 	// set by Prepare, read after it
 	owned     schedulers.Scheduler // a scheduler made and owned, if any
@@ -44,7 +49,7 @@ func (in *intake[T]) init(kind, name string, source Source[T], cfg *config[T], e
 	in.source, in.engines, in.report, in.timeout, in.ends = source, engines, report, cfg.stopTimeout, cfg.ends
 	in.f = newFlow(cfg.maxPending, in.life.Stop)
 	for _, e := range in.all() {
-		e.f, e.onFail = in.f, in.fail
+		e.f, e.onFail, e.onRetire = in.f, in.fail, in.retire
 	}
 	in.life.Init(kind, name, errIllegal, in.end)
 }
@@ -102,7 +107,7 @@ func (in *intake[T]) prepare(ctx context.Context, resolve func() (owned schedule
 	for _, e := range in.all() {
 		e.ctx, e.cancel = context.WithCancelCause(base)
 	}
-	in.srcCtx, in.srcCancel = context.WithCancelCause(base)
+	in.srcCtx, in.srcCancel = context.WithCancelCause(flux.WithDiscard(base, in.sourceDropped))
 	in.prepared.Store(true)                                            // publishes the contexts to the stops
 	if !in.life.Advance(component.StateNew, component.StatePrepared) { // end disposes what was made
 		return fmt.Errorf("%w: %s %q was stopped while preparing", ErrStopped, in.life.Kind(), in.Name())
@@ -148,6 +153,7 @@ func (in *intake[T]) Start() error {
 		}
 		in.life.Go("scheduler watch", func() error { e.watch(in.f.drained); return nil })
 	}
+	in.f.waitSource.Store(in.source != nil) // before a stop can look: the source is subscribed next
 	in.life.Go("source", in.own)
 	return nil
 }
@@ -195,6 +201,7 @@ func (in *intake[T]) sourceDone() {
 	in.f.budget.release(in.credit)
 	in.credit = 0
 	in.sourceRunning.Store(false)
+	in.f.waitSource.Store(false)
 	in.closeIntake()
 }
 
@@ -211,11 +218,13 @@ func (in *intake[T]) runSource() error {
 
 // emit is the intake on the source's goroutine. Every exchange the source
 // emits is accounted for: admitted, failed (no route) or discarded (after
-// the intake shut, or for an unknown aggregate).
+// the intake shut, or for an unknown aggregate); the first one after a
+// graceful stop is handed on (handOn).
 func (in *intake[T]) emit(x T) (err error) {
 	f := in.f
 	f.received.Add(1)
-	if f.shut.Load() {
+	afterStop := f.shut.Load()
+	if afterStop && !in.handOn() {
 		in.report.dropped(x, 0, -1, in.refusal())
 		f.check()
 		return errIntakeClosed
@@ -232,7 +241,7 @@ func (in *intake[T]) emit(x T) (err error) {
 	}
 	stage = admitting
 	if in.credit == 0 {
-		n, err := f.budget.acquireUpTo(in.srcCtx, f.shutCh, creditBatch)
+		n, err := in.credits(afterStop)
 		if err != nil {
 			stage = settled
 			in.report.dropped(x, 0, -1, in.refusal())
@@ -252,6 +261,49 @@ func (in *intake[T]) emit(x T) (err error) {
 		e.schedule(l)
 	}
 	return nil
+}
+
+// handOn reports whether the source's exchange, counted and met by a
+// graceful stop (the intake shut, or its budget wait cut by the shut, the
+// source not returned), is admitted all the same: the first such one is
+// the item the source had taken, from a user's channel say, before it saw
+// its context end, and a graceful stop must not discard it. The ones after
+// it are refused, and so is every one after a failure stopped the intake
+// (StopOnError, a scheduler's end): nothing is handled after the failure.
+// Source's goroutine only.
+func (in *intake[T]) handOn() bool {
+	if in.handed || in.f.forced.Load() || in.failing.Load() || !in.sourceRunning.Load() || !in.f.beforeDrain() {
+		return false
+	}
+	in.handed = true
+	return true
+}
+
+// credits takes budget units for the source's goroutine: up to a batch
+// while the intake is open; one for the exchange handed on after a
+// graceful stop, waiting for room until a force.
+func (in *intake[T]) credits(late bool) (int64, error) {
+	if !late {
+		n, err := in.f.budget.acquireUpTo(in.srcCtx, in.f.shutCh, creditBatch)
+		if err == nil || !in.handOn() {
+			return n, err
+		}
+	}
+	return in.f.budget.acquireUpTo(in.report.ctx, nil, 1)
+}
+
+// sourceDropped is the flux discard hook of the source's context: an
+// exchange a flux source's operator dropped (a PublishOn's queue when the
+// intake closed) is counted and discarded, with the intake's refusal once
+// it shut, else with the flux's reason.
+func (in *intake[T]) sourceDropped(x T, reason error) {
+	f := in.f
+	f.received.Add(1)
+	if f.shut.Load() {
+		reason = in.refusal()
+	}
+	in.report.dropped(x, 0, -1, reason)
+	f.check()
 }
 
 // intakeStage is how far the intake got with an exchange, for the deferred
@@ -410,7 +462,12 @@ func (in *intake[T]) emitRefused() error {
 // Quiesce shuts the intake at once: the source's context is cancelled (its
 // end counts as completion), exchanges it emits from now on are counted and
 // discarded with ErrStopped, and the admitted ones drain; then the
-// dispatcher stops. Prompt, non-blocking, idempotent. Wow:
+// dispatcher stops. The first exchange the source emits after it (the item
+// it had taken, from a user's channel say, before it saw its context end)
+// is handed on, not discarded: the drain waits for the source to return
+// (not after a force or a failure: nothing is handed on then); what a flux
+// source's operators drop once the intake shut (a PublishOn's queue) is
+// counted and discarded with ErrStopped. Prompt, non-blocking, idempotent. Wow:
 // AggregateDispatcher.quiesce.
 func (in *intake[T]) Quiesce() {
 	if _, first := in.life.Quiesce(); first {
@@ -432,7 +489,31 @@ func (in *intake[T]) closeIntake() {
 // first handler failure under StopOnError, a scheduler refusing work.
 func (in *intake[T]) fail(err error) {
 	in.life.Record(err)
+	in.stopFailing()
+}
+
+// stopFailing stops the intake after a failure: nothing is handed on, and
+// the drain does not wait for the source.
+func (in *intake[T]) stopFailing() {
+	in.failing.Store(true)
+	in.f.waitSource.Store(false)
 	in.Quiesce()
+	in.f.check() // the shut may have come before
+}
+
+// retire is an engine's report that its scheduler refused work or ended:
+// that named aggregate alone is retired (its exchanges discarded with
+// ErrRejected from now on) and err is recorded for Err; the intake stops
+// once every named aggregate is retired, so that in a MainDispatcher the
+// others go on and the source is not cut.
+func (in *intake[T]) retire(err error) {
+	in.life.Record(err)
+	for _, e := range in.engines {
+		if !e.retired.Load() {
+			return
+		}
+	}
+	in.stopFailing()
 }
 
 // end runs at the physical end: the engines release their contexts, and an
@@ -453,8 +534,9 @@ func (in *intake[T]) end() {
 // StopGracefully quiesces, then waits until every admitted exchange ended
 // and every goroutine the dispatcher owns exited; it returns nil, or Err().
 // If ctx ends first it returns an error wrapping ctx's that names what is
-// still running (the groups of running handlers, or a source that ignores
-// its context); the draining goes on, and a later call waits again. Called
+// still running (the groups of running handlers with their aggregate ids,
+// the first three and the count of the rest, or a source that ignores its
+// context); the draining goes on, and a later call waits again. Called
 // with a ctx that comes from the dispatcher's own handlers, it quiesces and
 // returns an error wrapping ErrIllegalState at once: a handler cannot wait
 // for itself. The handler's ctx is how it is recognised: a handler that
@@ -477,22 +559,38 @@ func (in *intake[T]) stillRunning(err error) error {
 
 // describe says what is left.
 func (in *intake[T]) describe() string {
-	var running []string
+	var running, ids []string
 	for _, e := range in.engines {
-		for _, g := range e.running() {
-			running = append(running, fmt.Sprintf("%s/%d", e.named.Aggregate, g))
+		for _, l := range e.runningLanes() {
+			running = append(running, fmt.Sprintf("%s/%d", e.named.Aggregate, l.group))
+			if id, ok := e.runningID(l); ok { // user code: no lock held
+				ids = append(ids, strconv.Quote(id))
+			}
 		}
 	}
 	s := in.f.stats()
 	switch {
 	case len(running) > 0:
-		return fmt.Sprintf("%d exchanges in flight, handlers running in groups %v", s.InFlight, running)
+		return fmt.Sprintf("%d exchanges in flight, handlers running in groups %v%s", s.InFlight, running, namedIDs(ids))
 	case s.InFlight > 0:
 		return fmt.Sprintf("%d exchanges in flight", s.InFlight)
 	case in.sourceRunning.Load():
 		return "every exchange ended, but its source is still running (it ignores its context)"
 	}
 	return "every exchange ended; its goroutines are exiting"
+}
+
+// namedIDs names the aggregate ids of running handlers: the first few and
+// the count of the rest.
+func namedIDs(ids []string) string {
+	const few = 3
+	switch {
+	case len(ids) == 0:
+		return ""
+	case len(ids) <= few:
+		return " on aggregate ids " + strings.Join(ids, ", ")
+	}
+	return fmt.Sprintf(" on aggregate ids %s and %d more", strings.Join(ids[:few], ", "), len(ids)-few)
 }
 
 // ForceStop shuts the intake, drops the admitted exchanges that have not

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,48 @@ type lane[T any] struct {
 	ctx   context.Context // the handlers' context with the group index
 	group int
 	key   string // WithKeyOrdering: the id whose lane it is
+
+	// cur is the exchange whose handler runs, for stop errors to name its
+	// aggregate id (engines with ids only): set by the consumer before the
+	// handler, cleared after it; runningID pins it (&pin) while it copies
+	// the exchange, and the consumer waits for the unpin before it pops.
+	// On a cache line of its own: the consumer writes it per exchange, the
+	// producer reads state and the fields above per push.
+	_   [64]byte
+	cur atomic.Pointer[item[T]]
+	pin item[T]
+}
+
+// track marks it as the exchange whose handler runs. Consumer only.
+func (l *lane[T]) track(it *item[T]) {
+	if l.e.idOf != nil {
+		l.cur.Store(it)
+	}
+}
+
+// untrack clears the running exchange, waiting while runningID copies it,
+// so that its slot is not popped (and later reused) under the copy.
+// Consumer only; a no-op when nothing is tracked.
+func (l *lane[T]) untrack() {
+	for {
+		p := l.cur.Load()
+		if p == nil || p != &l.pin && l.cur.CompareAndSwap(p, nil) {
+			return
+		}
+		runtime.Gosched() // pinned for the copy of one exchange
+	}
+}
+
+// runningID returns the aggregate id of the exchange whose handler runs in
+// l, if one is tracked and no other caller reads it now.
+func (e *engine[T]) runningID(l *lane[T]) (string, bool) {
+	p := l.cur.Load()
+	if p == nil || p == &l.pin || !l.cur.CompareAndSwap(p, &l.pin) {
+		return "", false
+	}
+	x := p.x
+	l.cur.Store(p)
+	return e.aggregateID(x) // user code, after the unpin
 }
 
 // engine is the data path of one named aggregate's exchanges: the lanes, the
@@ -69,6 +112,8 @@ type engine[T any] struct {
 	failLevel slog.Level
 	policy    ErrorPolicy
 	onFail    func(error) // under StopOnError: record and quiesce the owner
+	onRetire  func(error) // the scheduler refused work or ended: retire this named aggregate
+	retired   atomic.Bool // onRetire was called
 
 	ctx    context.Context // the handlers' context
 	cancel context.CancelCauseFunc
@@ -151,16 +196,16 @@ func (e *engine[T]) submit(l *lane[T], yield bool) {
 	}
 }
 
-// rejected reports that the scheduler refused work, or ended, under the
-// dispatcher (not after a force): what is queued is discarded, the
-// dispatcher stops, and this is its error.
+// rejected reports, once, that the scheduler refused work, or ended, under
+// the dispatcher (not after a force): what is queued is discarded (by the
+// caller), this named aggregate is retired, and this is the owner's error.
 func (e *engine[T]) rejected(err error) {
-	if e.f.forced.Load() {
+	if e.f.forced.Load() || e.retired.Swap(true) {
 		return
 	}
-	err = fmt.Errorf("dispatch: dispatcher %q: scheduler refused work: %w", e.name, err)
-	if e.onFail != nil {
-		e.onFail(err)
+	err = fmt.Errorf("dispatch: dispatcher %q: %s retired: scheduler refused work: %w", e.name, e.named, err)
+	if e.onRetire != nil {
+		e.onRetire(err)
 	}
 }
 
@@ -239,6 +284,7 @@ func (e *engine[T]) drainSome(l *lane[T], b *batch) bool {
 			return
 		}
 		b.failed++
+		l.untrack()
 		e.failure(c.ctx, it.x, it.admitted, l.group, OutcomePanic, c.start, p)
 		l.q.Pop()
 		b.n++
@@ -251,7 +297,9 @@ func (e *engine[T]) drainSome(l *lane[T], b *batch) bool {
 		}
 		c = call{ctx: l.ctx}
 		inHandler = true
+		l.track(it)
 		err, panicked := e.call(l, it, &c)
+		l.untrack()
 		inHandler = false
 		e.account(l, it, &c, err, panicked, b)
 		l.q.Pop()
@@ -266,6 +314,7 @@ func (e *engine[T]) drainSome(l *lane[T], b *batch) bool {
 // by runtime.Goexit has its current exchange accounted already by call.
 func (e *engine[T]) settle(l *lane[T], b *batch) {
 	if !b.done {
+		l.untrack() // after a handler's runtime.Goexit
 		l.q.Pop()
 		b.n++
 	}
@@ -523,23 +572,32 @@ func (e *engine[T]) dropped(x T, admitted int64, group int, reason error) {
 // handlers still running (or about to), for stop errors.
 func (e *engine[T]) running() []int {
 	var gs []int
+	for _, l := range e.runningLanes() {
+		gs = append(gs, l.group)
+	}
+	return gs
+}
+
+// runningLanes returns the lanes a consumer runs now, by group.
+func (e *engine[T]) runningLanes() []*lane[T] {
+	var ls []*lane[T]
 	if e.keys != nil {
 		e.keyMu.Lock()
-		defer e.keyMu.Unlock()
 		for _, l := range e.keys {
 			if l.state.Load() == running {
-				gs = append(gs, l.group)
+				ls = append(ls, l)
 			}
 		}
-		slices.Sort(gs)
-		return gs
+		e.keyMu.Unlock()
+		slices.SortFunc(ls, func(a, b *lane[T]) int { return a.group - b.group })
+		return ls
 	}
 	for i := range e.lanes {
 		if l := e.lanes[i].Load(); l != nil && l.state.Load() == running {
-			gs = append(gs, i)
+			ls = append(ls, l)
 		}
 	}
-	return gs
+	return ls
 }
 
 // ended reacts to the end of the scheduler under the dispatcher: the

@@ -24,6 +24,15 @@ import (
 // ErrInvalidGroupKey. All named aggregates share one pending budget, so one
 // slow aggregate type delays the others only once the whole budget is used.
 //
+// Named aggregates are independent: when one's scheduler refuses work or
+// ends under the MainDispatcher (its owner disposes it), that named
+// aggregate alone is retired: its running handlers' ctx is cancelled (by a
+// forced disposal), what its lanes hold and what of it arrives later is
+// discarded with ErrRejected (counted, given to the hooks), the others go
+// on and the source is not cut; Err reports the retirement once Done
+// closed. The MainDispatcher stops with that error once every named
+// aggregate is retired.
+//
 // Ownership: the supplier is lent; its owner stops it after the
 // MainDispatcher stopped (a Runtime owning it does so: WithOwned).
 //

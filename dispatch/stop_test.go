@@ -225,9 +225,10 @@ func TestStopGracefullyTimeoutNamesTheRunningGroup(t *testing.T) {
 	})
 }
 
-// A source that ignores its ctx: the logical end comes once every exchange
-// ended (StateStopped, InFlight 0), the physical end (Done) only once the
-// source returned; a graceful stop whose ctx ends meanwhile says so.
+// A source that ignores its ctx: every exchange ended (InFlight 0), but a
+// graceful drain waits for the source to return (it may hold an item it
+// took), so the logical end (StateStopped) and the physical end (Done) come
+// once it returned; a graceful stop whose ctx ends meanwhile says so.
 func TestSourceIgnoringItsContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
@@ -249,7 +250,7 @@ func TestSourceIgnoringItsContext(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.ErrorContains(t, err, `dispatcher "orders"`)
 		assert.ErrorContains(t, err, "source is still running")
-		assert.Equal(t, component.StateStopped, d.State(), "the logical end")
+		assert.Equal(t, component.StateStopping, d.State(), "the drain waits for the source")
 		assert.False(t, isClosed(d.Done()), "not the physical end")
 		assert.Equal(t, dispatch.Stats{Received: 5, Succeeded: 5}, d.Stats())
 		close(release)
@@ -258,9 +259,10 @@ func TestSourceIgnoringItsContext(t *testing.T) {
 	})
 }
 
-// A source that ignores the refusals too: what it emits after the intake
-// shut is counted and discarded with ErrStopped, and the identity holds
-// with nothing in flight.
+// A source that ignores the refusals too: the first exchange it emits after
+// a graceful stop is handed on (it may be one it had taken), what it emits
+// after that is counted and discarded with ErrStopped, and the identity
+// holds with nothing in flight; the drain ends when the source returns.
 func TestSourceEmittingAfterTheIntakeShut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		shut, release := make(chan struct{}), make(chan struct{})
@@ -285,11 +287,12 @@ func TestSourceEmittingAfterTheIntakeShut(t *testing.T) {
 		d.Quiesce()
 		close(shut)
 		synctest.Wait()
-		assert.Equal(t, component.StateStopped, d.State())
-		assert.Equal(t, dispatch.Stats{Received: 4, Discarded: 4}, d.Stats())
-		assert.EqualValues(t, 4, refusals.Load())
+		assert.Equal(t, component.StateStopping, d.State())
+		assert.Equal(t, dispatch.Stats{Received: 4, Succeeded: 1, Discarded: 3}, d.Stats())
+		assert.EqualValues(t, 3, refusals.Load())
 		close(release)
 		<-d.Done()
+		assert.Equal(t, component.StateStopped, d.State())
 	})
 }
 

@@ -15,12 +15,20 @@ import (
 )
 
 // A graceful stop that times out once every exchange ended, while the
-// source still runs, finds the dispatcher STOPPED (the logical end) but not
-// done (the physical end): its error says so, in the state's own terms,
-// rather than "not stopped" beside a State() of STOPPED.
+// source still runs, finds the dispatcher STOPPING (a graceful drain waits
+// for the source, which may hold an item it took): "not stopped", naming
+// the source. Once forced it is STOPPED (the logical end) but not done (the
+// physical end): a timed-out stop's error says so, in the state's own
+// terms, rather than "not stopped" beside a State() of STOPPED.
 func TestTimedOutStopNamesTheState(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
+		released := false
+		defer func() {
+			if !released {
+				close(release)
+			}
+		}()
 		src := flux.Create(func(_ context.Context, sink flux.Sink[testkit.Exchange]) error {
 			for _, x := range exchanges(3, 1) {
 				if err := sink.Next(x); err != nil {
@@ -36,11 +44,21 @@ func TestTimedOutStopNamesTheState(t *testing.T) {
 		defer cancel()
 		err := d.StopGracefully(ctx)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Equal(t, component.StateStopping, d.State(), "the drain waits for the source")
+		assert.ErrorContains(t, err, `dispatcher "orders" not stopped`)
+		assert.ErrorContains(t, err, "source is still running")
+
+		d.ForceStop()
+		forced, cancelForced := context.WithTimeout(t.Context(), time.Second)
+		defer cancelForced()
+		err = d.StopGracefully(forced)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.Equal(t, component.StateStopped, d.State())
 		assert.NotContains(t, err.Error(), "not stopped", "the state is STOPPED")
 		assert.ErrorContains(t, err, `dispatcher "orders" stopped, not done`)
+		released = true
 		close(release)
-		require.NoError(t, d.StopGracefully(t.Context()))
+		<-d.Done()
 	})
 }
 

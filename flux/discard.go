@@ -37,8 +37,22 @@ func DoOnDiscard[T, U any](f Flux[T], hook func(v U, reason error)) Flux[T] {
 		return f
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
-		return f.run(context.WithValue(ctx, discardKey[U]{}, hook), emit)
+		return f.run(WithDiscard(ctx, hook), emit)
 	}}
+}
+
+// WithDiscard returns ctx carrying hook as the discard hook for items of
+// type U: DoOnDiscard for a subscriber that is not a Flux (a dispatcher
+// subscribing a Flux as its source), so that what the Flux's operators drop
+// is seen. A DoOnDiscard for U inside the Flux takes precedence. The rules
+// of DoOnDiscard hold: hook must be safe for concurrent use, runs before
+// Subscribe returns, and its panic is recovered and ignored. A nil hook
+// returns ctx. Costs one context value.
+func WithDiscard[U any](ctx context.Context, hook func(v U, reason error)) context.Context {
+	if hook == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, discardKey[U]{}, hook)
 }
 
 // discarder returns the discard function for T of ctx: the hook guarded

@@ -55,6 +55,10 @@ var (
 	// Flux of a unicast ManySink (Reactor: "UnicastProcessor allows only a
 	// single Subscriber").
 	ErrUnicastSink = errors.New("flux: unicast sink allows only one subscriber")
+	// ErrUnicastSource is wrapped by the error of a Subscribe to a hot
+	// source (FromChannel) while another subscription of it runs: the two
+	// would split its items between them.
+	ErrUnicastSource = errors.New("flux: source allows only one subscriber at a time")
 	// ErrSinkOverflow is the reason given to a subscriber's discard hook for
 	// an item a ManySink made with WithDropOldest dropped for it because it
 	// lagged by the sink's capacity.

@@ -5,9 +5,14 @@ import (
 	"fmt"
 	"iter"
 	"sync"
+	"sync/atomic"
 
 	"github.com/aggflow/aggflow/component"
 )
+
+// errChannelSubscribed is the error of a FromChannel subscription while
+// another runs.
+var errChannelSubscribed = fmt.Errorf("flux: FromChannel: a subscription already reads the channel: %w", ErrUnicastSource)
 
 // Just emits vs in order, then completes. Reactor: Flux.just (FluxArray.java).
 func Just[T any](vs ...T) Flux[T] { return FromSlice(vs) }
@@ -79,19 +84,26 @@ func Defer[T any](fn func() Flux[T]) Flux[T] {
 
 // FromChannel emits what it receives from ch until ch is closed (completion)
 // or the subscription's ctx ends. Unlike the other sources it is hot, not
-// cold: every subscription reads the same channel, so subscriptions running
-// at once split its items between them, silently and in no fixed order (each
-// item reaches one of them), and a later subscription sees only what is left.
-// Subscribe it once to see every item; to fan one channel out to several
-// consumers, subscribe once and let FlatMap or GroupBy split it. An item
+// cold: every subscription reads the same channel, so it has one subscriber
+// at a time: a Subscribe while another subscription runs gets an error
+// wrapping ErrUnicastSource at once (two would split the items silently).
+// A subscription after the previous one returned (a retry, say) takes what
+// that one left, in order. To fan one channel out to several consumers,
+// subscribe once and let FlatMap, GroupBy or Share split it. An item
 // received is delivered, never put back: a subscription that ends leaves the
-// rest in the channel. A nil channel gives ErrInvalidArgument. Reactor has no
-// direct counterpart (Flux.from a hot source).
+// rest in the channel. A nil channel gives ErrInvalidArgument. Costs one
+// atomic swap per subscription. Reactor has no direct counterpart (Flux.from
+// a hot source).
 func FromChannel[T any](ch <-chan T) Flux[T] {
 	if ch == nil {
 		return Error[T](invalid("FromChannel", "nil channel"))
 	}
+	var busy atomic.Bool // a subscription runs
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+		if busy.Swap(true) {
+			return errChannelSubscribed
+		}
+		defer busy.Store(false)
 		for {
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
