@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/schedulers"
@@ -90,7 +91,7 @@ func TestMainSchedulerEndRetiresItsAggregateOnly(t *testing.T) {
 				send(testkit.Exchange{ID: ord, Seq: seq})
 				send(testkit.Exchange{ID: inv, Seq: seq}) // retired: discarded
 			}
-			require.Equal(t, dispatch.StateRunning, m.State())
+			require.Equal(t, component.StateRunning, m.State())
 			close(in)
 			<-m.Done()
 
