@@ -120,7 +120,9 @@ func TestOnBackpressureAccountsForEveryItem(t *testing.T) {
 		"buffer drop latest": func(f flux.Flux[int]) flux.Flux[int] { return f.OnBackpressureBuffer(8, flux.OverflowDropLatest) },
 		"drop":               func(f flux.Flux[int]) flux.Flux[int] { return f.OnBackpressureDrop() },
 		"latest":             func(f flux.Flux[int]) flux.Flux[int] { return f.OnBackpressureLatest() },
-		"buffer then take":   func(f flux.Flux[int]) flux.Flux[int] { return f.OnBackpressureBuffer(8, flux.OverflowDropOldest).Take(100) },
+		"buffer then take": func(f flux.Flux[int]) flux.Flux[int] {
+			return f.OnBackpressureBuffer(8, flux.OverflowDropOldest).Take(100)
+		},
 	}
 	for name, op := range ops {
 		t.Run(name, func(t *testing.T) {
