@@ -119,6 +119,12 @@
 //	window(n) / windowTimeout(n, d)  Window / WindowTimeout
 //	retryWhen(Retry.backoff / max)   RetryWhen(RetryBackoff / RetryMax)
 //	doOnDiscard(Class, Consumer)     DoOnDiscard
+//	doOnSubscribe / doOnCancel       DoOnSubscribe / DoOnCancel
+//	doOnTerminate / doAfterTerminate DoOnTerminate / DoAfterTerminate
+//	doOnEach(Signal<T>)              DoOnEach(func(Event[T]))
+//	onBackpressureBuffer(n, strategy)
+//	                                 OnBackpressureBuffer(n, BufferOverflow)
+//	onBackpressureDrop / Latest      OnBackpressureDrop / OnBackpressureLatest
 //	subscribe + blockLast            Subscribe
 //	collectList().block()            Collect
 //	toIterable / toStream            All

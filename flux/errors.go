@@ -99,3 +99,10 @@ var (
 // ErrTooManyGroups is the error signal of GroupByKey when an item's key
 // would open a group beyond its maxGroups live groups.
 var ErrTooManyGroups = errors.New("flux: too many groups")
+
+// ErrOverflow is wrapped by the error signal of OnBackpressureBuffer with
+// OverflowError once its buffer was full (Reactor's
+// Exceptions.failWithOverflow), and is the reason given to the discard hook
+// for an item an OnBackpressure operator dropped because its consumer was
+// behind.
+var ErrOverflow = errors.New("flux: overflow")

@@ -113,3 +113,24 @@ func ExampleDoOnDiscard() {
 	// discarded 2 because source failed
 	// source failed
 }
+
+func ExampleFlux_DoOnEach() {
+	err := flux.Just(1, 2).
+		DoOnSubscribe(func() { fmt.Println("subscribe") }).
+		DoOnEach(func(e flux.Event[int]) { fmt.Println(e.Kind, e.Value) }).
+		Subscribe(context.Background(), func(int) error { return nil })
+	fmt.Println(err)
+	// Output:
+	// subscribe
+	// next 1
+	// next 2
+	// complete 0
+	// <nil>
+}
+
+func ExampleFlux_OnBackpressureBuffer() {
+	f := flux.Range(0, 5).OnBackpressureBuffer(8, flux.OverflowError)
+	got, err := flux.Collect(context.Background(), f)
+	fmt.Println(got, err)
+	// Output: [0 1 2 3 4] <nil>
+}

@@ -55,7 +55,7 @@ const (
 	SignalCancel
 )
 
-// String returns "complete", "error", "cancel" or "Signal(n)".
+// String returns "complete", "error", "cancel", "next" or "Signal(n)".
 func (s Signal) String() string {
 	switch s {
 	case SignalComplete:
@@ -64,6 +64,8 @@ func (s Signal) String() string {
 		return "error"
 	case SignalCancel:
 		return "cancel"
+	case SignalNext:
+		return "next"
 	}
 	return "Signal(" + strconv.Itoa(int(s)) + ")"
 }
