@@ -128,7 +128,7 @@ func (c *Consumer[T]) open(p int32, cons natsjs.Consumer, l *lease) (*part[T], e
 
 // run starts the partition's goroutines; release joins them.
 func (pt *part[T]) run() {
-	component.Go(func() error { pt.pull(); return nil }, func(err error) { pt.ended(err); close(pt.fetchDone) })
+	component.Go(func() error { pt.fetch(); return nil }, func(err error) { pt.ended(err); close(pt.fetchDone) })
 	component.Go(func() error { pt.acknowledge(); return nil }, func(err error) { pt.ended(err); close(pt.ackDone) })
 }
 
@@ -142,15 +142,16 @@ func (pt *part[T]) ended(err error) {
 	}
 }
 
-// pull pulls the partition's messages in batches of at most the fetch
+// fetch pulls the partition's messages in batches of at most the fetch
 // batch and the room under the partition's bound (WithMaxHeld) and
 // delivers them in order, until release stops it, the intake shuts, or the
 // partition fails. (One pull request per batch, rather than
 // the client's prefetching iterator, whose next pull can be skipped when
 // the previous one is still being sent as its last message arrives: the
 // partition then stalls until the pull expires.)
-//
-// Each pull asks the server for a batch and expires
+func (pt *part[T]) fetch() { pt.pull() }
+
+// pull is fetch's loop. Each pull asks the server for a batch and expires
 // on the server (pullExpiry), which then ends it with a status after
 // everything it delivered: the loop reads until the batch closes, so that
 // nothing received is dropped by a deadline of the client's racing the
