@@ -441,9 +441,8 @@ func (c *Consumer[T]) Start() error {
 	if !c.life.Advance(component.StatePrepared, component.StateRunning) {
 		return c.life.Refuse("start") // a stop came first: nothing was started
 	}
-	c.life.Hold() // cannot fail: the Step holds
 	started := make(chan struct{})
-	go c.supervise(started)
+	c.life.Go("supervise", func() error { c.supervise(started); return nil }) // cannot fail: the Step holds
 	defer close(started)
 
 	var err error
@@ -463,14 +462,20 @@ func (c *Consumer[T]) Start() error {
 	c.mu.Lock()
 	c.assigning = true
 	c.mu.Unlock()
-	go c.assign()
+	component.Go(func() error { c.assign(); return nil }, func(err error) {
+		if err != nil {
+			c.fail(fmt.Errorf("jetstream: consumer %q: assigning: %w", c.name, err))
+		}
+	})
 	return nil
 }
 
 // supervise waits for a stop and releases every partition still owned: by
 // revocation, acknowledging the settled prefixes, or, after ForceStop, by
-// loss; then it reaches the logical end and gives its hold back.
+// loss; then it reaches the logical end (however it ends: Go's guard gives
+// its hold back).
 func (c *Consumer[T]) supervise(started <-chan struct{}) {
+	defer c.life.Stop()
 	<-started
 	<-c.quit
 	<-c.balanceStopped // no claim in progress, none to come
@@ -488,9 +493,20 @@ func (c *Consumer[T]) supervise(started <-chan struct{}) {
 			c.record(err)
 		})
 	}
-	wg.Wait()
-	c.life.Stop()
-	c.life.Release() // the end waits for the Revokes, handoffs and losses still running
+	wg.Wait() // then the end waits for the Revokes, handoffs and losses still running
+}
+
+// goHeld runs f on a goroutine of its own, under the guard, and gives back
+// the hold the caller took for it (Enter) when f ends, however it ends: a
+// panic or runtime.Goexit of the user code f runs fails the consumer, its
+// error naming what.
+func (c *Consumer[T]) goHeld(what string, f func()) {
+	component.Go(func() error { f(); return nil }, func(err error) {
+		defer c.life.Release()
+		if err != nil {
+			c.fail(fmt.Errorf("jetstream: consumer %q: %s: %w", c.name, what, err))
+		}
+	})
 }
 
 // end is the finalizer: it runs once nothing of the consumer runs but the

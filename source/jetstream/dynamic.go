@@ -24,6 +24,11 @@ func (c *Consumer[T]) assign() {
 	tick := time.NewTicker(c.cfg.ttl / 4)
 	defer tick.Stop()
 	quit := c.quit
+	defer func() {
+		if quit != nil { // ended by a panic or runtime.Goexit: no claim to come
+			close(c.balanceStopped)
+		}
+	}()
 	for {
 		c.renewAll()
 		switch {
@@ -324,15 +329,14 @@ func (c *Consumer[T]) handOff(p int32) {
 	}
 	delete(c.parts, p)
 	c.mu.Unlock()
-	go func() {
-		defer c.life.Release()
+	c.goHeld(fmt.Sprintf("partition %d: handoff", p), func() {
 		ctx, cancel := context.WithTimeout(c.drainCtx, c.cfg.timeout)
 		defer cancel()
 		if _, err := pt.release(ctx); err != nil {
 			c.cfg.logger.Warn("jetstream: partition handed off with an error", slog.String("consumer", c.name),
 				slog.Int("partition", int(p)), slog.Any("error", err))
 		}
-	}()
+	})
 }
 
 // lose releases pt as lost, in the background: nothing more of it is
@@ -364,11 +368,10 @@ func (c *Consumer[T]) lose(pt *part[T], why string) {
 	c.mu.Unlock()
 	c.cfg.logger.Warn("jetstream: partition lost", slog.String("consumer", c.name), slog.Int("partition", int(pt.p)),
 		slog.Uint64("epoch", pt.lease.epoch), slog.String("reason", why))
-	go func() {
-		defer c.life.Release()
+	c.goHeld(fmt.Sprintf("partition %d: loss", pt.p), func() {
 		_, _ = pt.release(c.drainCtx) // what a loss leaves is the next owner's
 		c.reclaim(pt.p, why, pt.lease.epoch)
-	}()
+	})
 }
 
 // reclaim has the assigning goroutine claim a static partition again after

@@ -15,7 +15,6 @@ import (
 	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/partition"
-	"github.com/aggflow/aggflow/schedulers"
 )
 
 // part is one owned partition: its durable consumer,
@@ -129,8 +128,18 @@ func (c *Consumer[T]) open(p int32, cons natsjs.Consumer, l *lease) (*part[T], e
 
 // run starts the partition's goroutines; release joins them.
 func (pt *part[T]) run() {
-	go pt.fetch()
-	go pt.acknowledge()
+	component.Go(func() error { pt.fetch(); return nil }, func(err error) { pt.ended(err); close(pt.fetchDone) })
+	component.Go(func() error { pt.acknowledge(); return nil }, func(err error) { pt.ended(err); close(pt.ackDone) })
+}
+
+// ended fails the consumer if one of the partition's goroutines ended by a
+// panic or runtime.Goexit of the user code it runs (the decoder, the id
+// function, the reject hook, the logger): the partition no longer fetches
+// or acknowledges.
+func (pt *part[T]) ended(err error) {
+	if err != nil {
+		pt.c.fail(fmt.Errorf("jetstream: consumer %q: partition %d: %w", pt.c.name, pt.p, err))
+	}
 }
 
 // fetch pulls the partition's messages in batches of at most the fetch
@@ -140,21 +149,7 @@ func (pt *part[T]) run() {
 // the client's prefetching iterator, whose next pull can be skipped when
 // the previous one is still being sent as its last message arrives: the
 // partition then stalls until the pull expires.)
-func (pt *part[T]) fetch() {
-	defer close(pt.fetchDone)
-	returned := false
-	defer func() {
-		if !returned {
-			// User code on this goroutine (the decoder, the id function,
-			// the reject hook) ended it with runtime.Goexit: the partition
-			// no longer fetches, so the consumer fails, as on a panic.
-			pt.c.fail(fmt.Errorf("jetstream: consumer %q: partition %d: %w", pt.c.name, pt.p,
-				component.NewPanicError(schedulers.ErrGoexit)))
-		}
-	}()
-	pt.pull()
-	returned = true
-}
+func (pt *part[T]) fetch() { pt.pull() }
 
 // pull is fetch's loop. Each pull asks the server for a batch and expires
 // on the server (pullExpiry), which then ends it with a status after
@@ -394,13 +389,7 @@ func (pt *part[T]) decode(msg natsjs.Msg, pos int64) (x T, err error) {
 		return x, fmt.Errorf("%w: consumer %q: partition %d: stream sequence %d, subject %q",
 			ErrMissingKey, c.name, pt.p, pos, msg.Subject())
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: consumer %q: partition %d: stream sequence %d, key %q: %w",
-				ErrDecode, c.name, pt.p, pos, key, component.NewPanicError(r))
-		}
-	}()
-	if x, err = c.decode(key, msg); err != nil {
+	if x, err = decodeCaught(c.decode, key, msg); err != nil {
 		err = fmt.Errorf("%w: consumer %q: partition %d: stream sequence %d, key %q: %w", ErrDecode, c.name, pt.p, pos, key, err)
 	}
 	return x, err
@@ -434,21 +423,21 @@ func (pt *part[T]) rejected(msg natsjs.Msg, pos int64, reason error) bool {
 	return true
 }
 
-// protect calls f, recovering a panic into a *PanicError.
-func protect(f func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = component.NewPanicError(r)
-		}
-	}()
-	return f()
+// decodeCaught calls decode, returning its panic as a *PanicError (a
+// runtime.Goexit goes on, to the partition's guard).
+func decodeCaught[T any](decode func(string, natsjs.Msg) (T, error), key string, msg natsjs.Msg) (x T, err error) {
+	defer component.Catch(&err)
+	return decode(key, msg)
 }
+
+// protect calls f, returning its panic as a *PanicError (a runtime.Goexit
+// goes on, to the partition's guard).
+func protect(f func() error) error { return component.Call(f, nil) }
 
 // acknowledge acknowledges the finished prefix each time it may have moved,
 // with one cumulative acknowledgement (not waited for: a lost one is covered
 // by the next, and release confirms the last), until release stops it.
 func (pt *part[T]) acknowledge() {
-	defer close(pt.ackDone)
 	var dead <-chan struct{} // the lease's death, with a dynamic assignment
 	if pt.lease != nil {
 		dead = pt.lease.alive.Done()

@@ -44,10 +44,7 @@ func (c *Consumer[T]) reset(pt *part[T], why string, attrs ...any) {
 	c.mu.Unlock()
 	pt.reopening = true
 	deadline := time.Now().Add(c.cfg.serverWait)
-	go func() {
-		defer c.life.Release()
-		c.reopen(pt, deadline)
-	}()
+	c.goHeld(fmt.Sprintf("partition %d: reset", pt.p), func() { c.reopen(pt, deadline) })
 }
 
 // reopen is reset's background part: it releases old and opens its

@@ -22,7 +22,6 @@ import (
 // partitions that have room again and commits the prefixes that moved; a
 // failed commit is tried again after a short wait.
 func (c *Consumer[T]) manage() {
-	defer c.mgr.Done()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()

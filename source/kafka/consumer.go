@@ -288,8 +288,8 @@ func (c *Consumer[T]) Start() error {
 	c.life.Hold() // cannot fail: the Step holds
 	running := c.life.Advance(component.StatePrepared, component.StateRunning)
 	c.mgr.Add(1)
-	go c.manage()
-	go c.run()
+	c.goJoined("committing", c.manage)
+	component.Go(func() error { return c.poll(c.pollCtx) }, c.run)
 	if !running {
 		return c.life.Refuse("start")
 	}
@@ -360,20 +360,30 @@ func (c *Consumer[T]) fail(err error) {
 // other goroutines joined. User code on the loop's goroutine (the decoder,
 // the id function, the hooks) that ends it with runtime.Goexit fails the
 // consumer as a poll error would, and the shutdown runs on the way out.
-func (c *Consumer[T]) run() {
+// It is the end of the poll loop's guard (component.Go): err is the loop's
+// error, or its panic or Goexit as a *PanicError.
+func (c *Consumer[T]) run(err error) {
 	defer c.life.Release()
-	returned := false
-	defer func() {
-		if !returned {
-			c.fail(fmt.Errorf("kafka: consumer %q: poll loop: %w", c.name, component.NewPanicError(schedulers.ErrGoexit)))
-			c.shutdown()
-		}
-	}()
-	if err := c.poll(c.pollCtx); err != nil {
+	if pe, ok := err.(*component.PanicError); ok {
+		err = fmt.Errorf("kafka: consumer %q: poll loop: %w", c.name, pe)
+	}
+	if err != nil {
 		c.fail(err)
 	}
-	returned = true
 	c.shutdown()
+}
+
+// goJoined runs f, one of the goroutines the shutdown joins (c.mgr, added
+// by the caller), under the guard, and marks it done when f ends, however
+// it ends: a panic or runtime.Goexit of the code f runs fails the consumer,
+// its error naming what.
+func (c *Consumer[T]) goJoined(what string, f func()) {
+	component.Go(func() error { f(); return nil }, func(err error) {
+		defer c.mgr.Done()
+		if err != nil {
+			c.fail(fmt.Errorf("kafka: consumer %q: %s: %w", c.name, what, err))
+		}
+	})
 }
 
 // shutdown is run's end: see run.

@@ -182,11 +182,7 @@ func (c *Consumer[T]) skip(o *owned[T], r *kgo.Record) error {
 
 // decode calls the decoder, recovering a panic into *PanicError.
 func (c *Consumer[T]) decode(r *kgo.Record) (x T, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = component.NewPanicError(v)
-		}
-	}()
+	defer component.Catch(&err)
 	return c.codec.Decode(r.Key, r.Value)
 }
 
@@ -207,11 +203,7 @@ func (c *Consumer[T]) bad(ctx context.Context, o *owned[T], r *kgo.Record, reaso
 }
 
 func (c *Consumer[T]) callBad(ctx context.Context, r *kgo.Record, reason error) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = component.NewPanicError(v)
-		}
-	}()
+	defer component.Catch(&err)
 	return c.cfg.onBad(ctx, r, reason)
 }
 

@@ -115,13 +115,12 @@ func (c *Consumer[T]) assign(p int32, committed, created int64, synced bool, met
 	c.mgr.Add(1)
 	c.mu.Unlock()
 	c.stats.assigned.Add(1)
-	go c.forward(o)
+	c.goJoined(fmt.Sprintf("partition %d: forwarding", p), func() { c.forward(o) })
 }
 
 // forward turns the partition's progress signals into a wake-up of the
 // committing goroutine, until the partition is released.
 func (c *Consumer[T]) forward(o *owned[T]) {
-	defer c.mgr.Done()
 	defer close(o.stopped)
 	for {
 		select {

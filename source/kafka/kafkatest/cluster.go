@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aggflow/aggflow/component"
 )
 
 // ErrInvalidArgument is returned for a topic without a name or partitions,
@@ -161,10 +163,7 @@ func (c *Cluster) Close() {
 	c.once.Do(func() {
 		c.fake.Close()
 		done := make(chan struct{})
-		go func() {
-			c.conns.Wait()
-			close(done)
-		}()
+		component.Go(func() error { c.conns.Wait(); return nil }, func(error) { close(done) })
 		timer := time.NewTimer(closeWait)
 		defer timer.Stop()
 		select {
