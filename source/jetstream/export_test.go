@@ -34,3 +34,10 @@ var (
 // any consumer runs: the tests that pause a process across an expiry
 // shorten it.
 func SetPullExpiry(d time.Duration) { pullExpiry = d }
+
+// WithOpenFault makes the open of a claimed partition fail with what fault
+// returns for it (nil: no fault), as a server too slow to answer the reset
+// in time does.
+func WithOpenFault[T any](fault func(p int32) error) Option[T] {
+	return func(c *config[T]) { c.openFault = fault }
+}

@@ -87,8 +87,9 @@ type config[T any] struct {
 	logger                           *slog.Logger
 	partition                        []partition.Option[T]
 	failing                          *failing[T]
-	noReset                          bool // the control of the tests: resume as the server redelivers
-	racingPull                       bool // the tests': a client deadline on each pull, which drops what races it
+	noReset                          bool                // the control of the tests: resume as the server redelivers
+	racingPull                       bool                // the tests': a client deadline on each pull, which drops what races it
+	openFault                        func(p int32) error // the tests': the open of a partition fails with it
 
 	member  string        // this process's member name
 	ttl     time.Duration // the leases' TTL

@@ -94,6 +94,11 @@ func (c *Consumer[T]) open(p int32, cons natsjs.Consumer, l *lease) (*part[T], e
 		// claiming) would move the next owner's delivery back under it.
 		return nil, errLeasePassed
 	}
+	if c.cfg.openFault != nil {
+		if err := c.cfg.openFault(p); err != nil {
+			return nil, c.serverError("reset of durable consumer "+c.durable(p), err)
+		}
+	}
 	if !c.cfg.noReset {
 		res, err := c.js.ResetConsumer(ctx, c.topo.Stream, c.durable(p))
 		if err != nil {
