@@ -88,12 +88,13 @@ type Consumer[T any] struct {
 	fm             natsjs.KeyValue // the finished maps (finished.go)
 	leased         map[int32]*lease
 	wanted         map[int32]claimWait
-	kick           chan struct{} // a static partition was lost: claim it again now
-	balanceStopped chan struct{} // closed once the assigning goroutine claims and releases no more
-	stopRenew      chan struct{} // closed by supervise once every partition is released
-	assignDone     chan struct{} // closed when the assigning goroutine ended
-	assigning      bool          // under mu: the assigning goroutine was started
-	renewed        int64         // the assigning goroutine's: the monotonic time its last renewals began
+	openFailed     map[int32]time.Time // since when a claimed partition's open has failed for want of an answer
+	kick           chan struct{}       // a static partition was lost: claim it again now
+	balanceStopped chan struct{}       // closed once the assigning goroutine claims and releases no more
+	stopRenew      chan struct{}       // closed by supervise once every partition is released
+	assignDone     chan struct{}       // closed when the assigning goroutine ended
+	assigning      bool                // under mu: the assigning goroutine was started
+	renewed        int64               // the assigning goroutine's: the monotonic time its last renewals began
 
 	quit     chan struct{} // closed when a stop begins
 	quitOnce sync.Once
@@ -146,7 +147,7 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 	}
 	c := &Consumer[T]{name: name, js: sub.JetStream, topo: topo, owned: slices.Clone(owned), decode: codec.Decode, cfg: cfg, disp: disp,
 		parts: map[int32]*part[T]{}, received: map[int32]int64{},
-		quit: make(chan struct{}), leased: map[int32]*lease{}, wanted: map[int32]claimWait{}, kick: make(chan struct{}, 1),
+		quit: make(chan struct{}), leased: map[int32]*lease{}, wanted: map[int32]claimWait{}, openFailed: map[int32]time.Time{}, kick: make(chan struct{}, 1),
 		balanceStopped: make(chan struct{}), stopRenew: make(chan struct{}), assignDone: make(chan struct{})}
 	c.drainCtx, c.cancelDrain = context.WithCancel(context.Background())
 	c.life.Init("consumer", name, ErrIllegalState, c.end)

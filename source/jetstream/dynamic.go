@@ -134,8 +134,10 @@ func (c *Consumer[T]) claim(p int32) error {
 // openLease opens partition p under l, just claimed: unpins its durable
 // consumer (the old owner's next pull is refused), takes a fresh handle of
 // it (no pin id), resets it to its ack floor + 1 and starts fetching. False
-// with no error if the lease passed meanwhile (the partition is claimed
-// again later); an error after the lease was released.
+// with no error if the lease passed meanwhile, or if the server did not
+// answer and the server loss timeout has not passed since the first such
+// failure (the partition is claimed again later); an error after the lease
+// was released.
 func (c *Consumer[T]) openLease(p int32, l *lease) (bool, error) {
 	c.mu.Lock()
 	c.leased[p] = l
@@ -143,14 +145,20 @@ func (c *Consumer[T]) openLease(p int32, l *lease) (bool, error) {
 	pt, err := c.openClaimed(p, l)
 	if err != nil {
 		c.dropLease(l)
-		if errors.Is(err, errLeasePassed) {
+		switch {
+		case errors.Is(err, errLeasePassed):
 			c.cfg.logger.Warn("jetstream: partition not opened: its lease passed while claiming", slog.String("consumer", c.name),
 				slog.Int("partition", int(p)), slog.Uint64("epoch", l.epoch))
+			return false, nil
+		case errors.Is(err, ErrUnreachable) && c.openAgain(p):
+			c.cfg.logger.Warn("jetstream: partition not opened: the server did not answer in time; claimed again on a later round",
+				slog.String("consumer", c.name), slog.Int("partition", int(p)), slog.Uint64("epoch", l.epoch), slog.Any("error", err))
 			return false, nil
 		}
 		return false, err
 	}
 	c.mu.Lock()
+	delete(c.openFailed, p)
 	c.parts[p] = pt
 	c.opened = append(c.opened, pt)
 	c.mu.Unlock()
@@ -158,6 +166,21 @@ func (c *Consumer[T]) openLease(p int32, l *lease) (bool, error) {
 	c.cfg.logger.Debug("jetstream: partition claimed", slog.String("consumer", c.name), slog.Int("partition", int(p)),
 		slog.Uint64("epoch", l.epoch), slog.Int64("from", pt.from))
 	return true, nil
+}
+
+// openAgain reports whether partition p, whose open found no answer, is
+// still within the server loss timeout of its first such failure: a slow
+// server (a loaded machine, one coming back) is waited for as a reset
+// waits for it; after that the consumer fails with ErrUnreachable.
+func (c *Consumer[T]) openAgain(p int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first, ok := c.openFailed[p]
+	if !ok {
+		first = time.Now()
+		c.openFailed[p] = first
+	}
+	return time.Since(first) < c.cfg.serverWait
 }
 
 // claimWait is a partition of a static assignment not held: until is the
