@@ -129,7 +129,6 @@ func getScheduler(s aggregate.SchedulerSupplier, named aggregate.NamedAggregate)
 // returns ErrIllegalState from component.StateNew, component.StateStopping and component.StateStopped (a
 // dispatcher does not restart: a Start after a stop would otherwise look
 // like a start that admitted nothing).
-// Wow: AggregateDispatcher.start.
 func (in *intake[T]) Start() error {
 	if !in.life.Hold() {
 		return in.life.Refuse("start") // stopped and done
@@ -410,8 +409,7 @@ func (in *intake[T]) emitRefused() error {
 // Quiesce shuts the intake at once: the source's context is cancelled (its
 // end counts as completion), exchanges it emits from now on are counted and
 // discarded with ErrStopped, and the admitted ones drain; then the
-// dispatcher stops. Prompt, non-blocking, idempotent. Wow:
-// AggregateDispatcher.quiesce.
+// dispatcher stops. Prompt, non-blocking, idempotent.
 func (in *intake[T]) Quiesce() {
 	if _, first := in.life.Quiesce(); first {
 		in.closeIntake()
@@ -500,8 +498,7 @@ func (in *intake[T]) describe() string {
 // ErrForceStopped), cancels the handlers' context with cause
 // ErrForceStopped, and returns without waiting; Done says when the last
 // handler returned and every goroutine exited. Idempotent, safe before
-// Prepare and concurrently with any method. Wow:
-// AggregateDispatcher.forceStop.
+// Prepare and concurrently with any method.
 func (in *intake[T]) ForceStop() {
 	if _, first := in.life.Force(); !first {
 		return
