@@ -45,9 +45,9 @@ func WithGroupBuffer(n int) GroupOption {
 }
 
 // GroupBy splits f into at most groups groups by key: keyOf(v) must be in
-// [0, groups). The first item of key k opens group k, emitted downstream as a
-// GroupedFlux; later items of k are queued for it. Reactor: Flux#groupBy
-// (FluxGroupBy.java), with a fixed key space and bounded queues.
+// [0, groups). The first item of key k opens group k, emitted downstream as
+// a GroupedFlux; later items of k are queued for it. Reactor: Flux#groupBy,
+// with a fixed key space and bounded queues.
 //
 // Threading: the upstream runs on the subscriber's goroutine (the router),
 // which pushes each item into its group's queue. A FlatMap fed by GroupBy

@@ -20,7 +20,7 @@ func (g KeyedFlux[K, T]) resume(w *waiter)     { GroupedFlux[T]{Flux: g.Flux}.re
 
 // GroupByKey splits f into groups by any comparable key: the first item of
 // a key opens its group, emitted downstream as a KeyedFlux; later items of
-// the key are queued for it. Reactor: Flux#groupBy(Function) (FluxGroupBy.java).
+// the key are queued for it.
 //
 // At most maxGroups groups are live at once: a group is live from its first
 // item until the upstream ends or its subscriber cancels it (Take satisfied,

@@ -24,8 +24,8 @@ type prefetchKey struct{}
 // queue, shared by its sources, n times their number. Combining operators
 // further upstream keep their default.
 //
-// Reactor's limitRate(n) (Flux.java) is publishOn(immediate, n): it splits
-// the downstream's request into batches of n. Here there are no requests: a
+// Reactor's limitRate(n) is publishOn(immediate, n): it splits the
+// downstream's request into batches of n. Here there are no requests: a
 // push blocks until the downstream took the item, so a chain of synchronous
 // operators never runs ahead of its subscriber and there is nothing to
 // split. The upstream gets ahead only where a goroutine hands items over

@@ -10,10 +10,10 @@ import (
 )
 
 // PublishOn delivers the items and the terminal signal on one Worker of s
-// (created per subscription, disposed at its end), in upstream order, through
-// a queue of prefetch items: Reactor's Flux#publishOn(Scheduler, int)
-// (FluxPublishOn.java) with delayError, so an upstream error arrives after the
-// queued items.
+// (created per subscription, disposed at its end), in upstream order,
+// through a queue of prefetch items: Reactor's Flux#publishOn(Scheduler,
+// int) with delayError, so an upstream error arrives after the queued
+// items.
 //
 // The upstream runs on the subscribing goroutine and blocks while the queue is
 // full. A drain task on the worker delivers at most prefetch items per run and
@@ -221,9 +221,9 @@ func (d *drain[T]) terminated(s schedulers.Scheduler) {
 
 // SubscribeOn runs the subscription of f (the source and every operator up
 // to the next asynchronous boundary) inside one task on s; the subscriber
-// waits for it. Rejection, or the scheduler terminating before the task ran,
-// gives an error wrapping schedulers.ErrRejected. Reactor: Flux#subscribeOn
-// (FluxSubscribeOn.java), with requestOnSeparateThread false: there are no
+// waits for it. Rejection, or the scheduler terminating before the task
+// ran, gives an error wrapping schedulers.ErrRejected. Reactor:
+// Flux#subscribeOn, with requestOnSeparateThread false: there are no
 // requests to move.
 func (f Flux[T]) SubscribeOn(s schedulers.Scheduler) Flux[T] {
 	if s == nil {

@@ -8,8 +8,7 @@ import "context"
 // items of a cold source again from its start. A cancellation (the end of
 // ctx, an error of the downstream, an early stop) is not retried. There is
 // no delay between attempts; n = math.MaxInt retries without end (Reactor's
-// retry()). n < 0 gives ErrInvalidArgument. Reactor: Flux#retry(long)
-// (FluxRetry.java).
+// retry()). n < 0 gives ErrInvalidArgument.
 func (f Flux[T]) Retry(n int) Flux[T] {
 	if n < 0 {
 		return Error[T](invalid("Retry", "negative count"))
@@ -25,8 +24,7 @@ func (f Flux[T]) Retry(n int) Flux[T] {
 }
 
 // OnErrorReturn replaces an error signal of the upstream with v followed by
-// completion; a cancellation is not replaced. Reactor: Flux#onErrorReturn(T)
-// (FluxOnErrorReturn.java).
+// completion; a cancellation is not replaced.
 func (f Flux[T]) OnErrorReturn(v T) Flux[T] {
 	return f.OnErrorResume(func(error) Flux[T] { return Just(v) })
 }

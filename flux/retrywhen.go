@@ -70,12 +70,12 @@ func (b *jitteredBackOff) NextBackOff() time.Duration {
 func (b *jitteredBackOff) Reset() { b.k = 0 }
 
 // RetryWhen subscribes f again when it fails, as spec says: Reactor's
-// Flux#retryWhen(Retry) (FluxRetryWhen.java). The items of a failed
-// attempt have been delivered: a retry starts the sequence afresh, it does
-// not roll it back. An error of the downstream, an early stop and the end
-// of ctx are never retried. Once the attempts or the schedule run out the
-// flow fails with an error wrapping ErrRetriesExhausted and the last error
-// of the upstream; an error that Filter rejects is returned as it is.
+// Flux#retryWhen(Retry). The items of a failed attempt have been delivered:
+// a retry starts the sequence afresh, it does not roll it back. An error of
+// the downstream, an early stop and the end of ctx are never retried. Once
+// the attempts or the schedule run out the flow fails with an error
+// wrapping ErrRetriesExhausted and the last error of the upstream; an error
+// that Filter rejects is returned as it is.
 //
 // The loop is backoff.Retry (github.com/cenkalti/backoff/v5): each wait is
 // a time.Timer on the subscribing goroutine, cut short at once by the end

@@ -10,10 +10,9 @@ import (
 
 // FromObservable adapts an rxgo Observable: each subscription calls
 // obs.Observe(rxgo.WithContext(octx)), octx being derived from the
-// subscription's context, and emits the items as T and the error item as the
-// error signal. An item that is not a T ends the flow with an error wrapping
-// ErrTypeMismatch that names both types. Reactor: Flux.from(Publisher)
-// (Flux.java).
+// subscription's context, and emits the items as T and the error item as
+// the error signal. An item that is not a T ends the flow with an error
+// wrapping ErrTypeMismatch that names both types.
 //
 // The subscription reads one item at a time and reads none after the
 // downstream is done (Take satisfied, an error returned by onNext) or the

@@ -13,10 +13,10 @@ const DefaultPublishBuffer = 256
 
 // ConnectableFlux is a cold Flux made ready to be shared by the subscribers
 // of one connection to it: Reactor's ConnectableFlux, as returned by
-// Flux#publish(prefetch) (FluxPublish.java). It is a recipe: each RefCount
-// made from it has connections of its own. Reactor's connect() and
-// autoConnect(n) are not offered: a connection runs its upstream on a
-// goroutine, and RefCount gives that goroutine an owner who joins it.
+// Flux#publish(prefetch). It is a recipe: each RefCount made from it has
+// connections of its own. Reactor's connect() and autoConnect(n) are not
+// offered: a connection runs its upstream on a goroutine, and RefCount
+// gives that goroutine an owner who joins it.
 type ConnectableFlux[T any] struct {
 	source   Flux[T]
 	capacity int
@@ -34,9 +34,9 @@ func (f Flux[T]) Publish(capacity int) ConnectableFlux[T] {
 // Flux#share().
 func (f Flux[T]) Share() Flux[T] { return f.Publish(DefaultPublishBuffer).RefCount(1) }
 
-// RefCount returns a hot Flux over c: Reactor's ConnectableFlux#refCount(n)
-// (FluxRefCount.java). The subscribers gather in a connection; when the n-th
-// arrives, the upstream is subscribed, once, on a goroutine of the
+// RefCount returns a hot Flux over c: Reactor's
+// ConnectableFlux#refCount(n). The subscribers gather in a connection; when
+// the n-th arrives, the upstream is subscribed, once, on a goroutine of the
 // connection, and its items go to every subscriber present, each from the
 // item emitted after it joined (subscribers waiting for the n-th get all of
 // them) through a multicast buffer of the Publish capacity: the upstream

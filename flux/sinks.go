@@ -7,9 +7,8 @@ import (
 )
 
 // EmitResult says what became of one emission into a ManySink: Reactor's
-// Sinks.EmitResult (Sinks.java). Every Emit call returns one, so that no
-// item or signal is ever dropped silently: an item the sink refused is
-// still the caller's.
+// Sinks.EmitResult. Every Emit call returns one, so that no item or signal
+// is ever dropped silently: an item the sink refused is still the caller's.
 type EmitResult uint8
 
 const (
@@ -75,10 +74,10 @@ var sinkNames = [...]string{"UnicastSink", "MulticastSink", "ReplaySink"}
 
 // ManySink is a hot source that many goroutines push items into and whose
 // AsFlux is subscribed by one (unicast) or many (multicast, replay)
-// subscribers: Reactor's Sinks.Many (Sinks.java). It is named ManySink
-// because Sink is already the push side that Create hands its function
-// (Reactor's FluxSink), which exists only within one subscription. Make one
-// with NewUnicastSink, NewMulticastSink or NewReplaySink.
+// subscribers: Reactor's Sinks.Many. It is named ManySink because Sink is
+// already the push side that Create hands its function (Reactor's
+// FluxSink), which exists only within one subscription. Make one with
+// NewUnicastSink, NewMulticastSink or NewReplaySink.
 //
 // # Buffer and backpressure
 //

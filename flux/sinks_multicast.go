@@ -2,8 +2,7 @@ package flux
 
 // NewMulticastSink returns a sink that gives each item to every subscriber
 // present when it is emitted: Reactor's
-// Sinks.many().multicast().onBackpressureBuffer(capacity, false)
-// (SinkManyEmitterProcessor.java).
+// Sinks.many().multicast().onBackpressureBuffer(capacity, false).
 //
 // A subscriber that joins others starts at the next item emitted. Like
 // Reactor's, the sink is warm: with nobody subscribed it keeps up to

@@ -9,12 +9,11 @@ import (
 	"github.com/aggflow/aggflow/component"
 )
 
-// Just emits vs in order, then completes. Reactor: Flux.just (FluxArray.java).
+// Just emits vs in order, then completes.
 func Just[T any](vs ...T) Flux[T] { return FromSlice(vs) }
 
 // FromSlice emits the elements of s in order, then completes. The slice is
-// read at each subscription, not copied. Reactor: Flux.fromArray
-// (FluxArray.java).
+// read at each subscription, not copied.
 func FromSlice[T any](s []T) Flux[T] {
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
 		for _, v := range s {
@@ -30,8 +29,7 @@ func FromSlice[T any](s []T) Flux[T] {
 }
 
 // Range emits count consecutive ints starting at start. count < 0 gives an
-// error signal wrapping ErrInvalidArgument. Reactor: Flux.range
-// (FluxRange.java).
+// error signal wrapping ErrInvalidArgument.
 func Range(start, count int) Flux[int] {
 	if count < 0 {
 		return Error[int](invalid("Range", "negative count"))
@@ -49,12 +47,10 @@ func Range(start, count int) Flux[int] {
 	}}
 }
 
-// Empty completes at once without items; so does the zero Flux. Reactor:
-// Flux.empty (FluxEmpty.java).
+// Empty completes at once without items; so does the zero Flux.
 func Empty[T any]() Flux[T] { return Flux[T]{} }
 
-// Error fails at once with err (err nil: ErrInvalidArgument). Reactor:
-// Flux.error (FluxError.java).
+// Error fails at once with err (err nil: ErrInvalidArgument).
 func Error[T any](err error) Flux[T] {
 	if err == nil {
 		err = invalid("Error", "nil error")
@@ -62,8 +58,8 @@ func Error[T any](err error) Flux[T] {
 	return Flux[T]{subscribe: func(context.Context, func(T) error) error { return err }}
 }
 
-// Defer calls fn at each subscription and subscribes the Flux it returns.
-// A panic in fn becomes *PanicError. Reactor: Flux.defer (FluxDefer.java).
+// Defer calls fn at each subscription and subscribes the Flux it returns. A
+// panic in fn becomes *PanicError.
 func Defer[T any](fn func() Flux[T]) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("Defer", "nil function"))
@@ -196,11 +192,11 @@ func (s *sink[T]) close() error {
 }
 
 // Create runs fn at each subscription with a Sink that pushes downstream;
-// fn's return value is the terminal signal (nil: completion). fn may hand the
-// sink to other goroutines but must not return before they stopped using it:
-// Next fails after fn returned. If downstream stopped the flow, that is the
-// result whatever fn returns. A panic in fn becomes *PanicError. Reactor:
-// Flux.create (FluxCreate.java), with the blocking of Next as the
+// fn's return value is the terminal signal (nil: completion). fn may hand
+// the sink to other goroutines but must not return before they stopped
+// using it: Next fails after fn returned. If downstream stopped the flow,
+// that is the result whatever fn returns. A panic in fn becomes
+// *PanicError. Reactor: Flux.create, with the blocking of Next as the
 // backpressure strategy.
 func Create[T any](fn func(ctx context.Context, sink Sink[T]) error) Flux[T] {
 	if fn == nil {

@@ -8,10 +8,9 @@ import (
 
 // Timeout fails with an error wrapping ErrTimeout when no item arrives
 // within d: of the subscription for the first item, of the return of the
-// previous item's delivery for the next ones, and likewise for the
-// terminal signal. The time the downstream spends on an item does not
-// count. Reactor: Flux#timeout(Duration) (FluxTimeout.java). d <= 0 gives
-// ErrInvalidArgument.
+// previous item's delivery for the next ones, and likewise for the terminal
+// signal. The time the downstream spends on an item does not count. d <= 0
+// gives ErrInvalidArgument.
 //
 // The race of the timeout with an item or the upstream's end is decided
 // exactly once: an item that arrives after the timeout fired is not
