@@ -10,8 +10,8 @@ import (
 )
 
 // Flux is a cold, typed sequence of 0..N items followed by completion or an
-// error: Reactor's Flux<T>. Assembling operators starts nothing; every
-// Subscribe runs the whole chain afresh.
+// error. Assembling operators starts nothing; every Subscribe runs the
+// whole chain afresh.
 //
 // Underneath, a Flux is a push-based subscribe function: items are pushed by
 // calling an emit function, one at a time (never concurrently), and the

@@ -12,11 +12,10 @@ import (
 )
 
 // DefaultGroupBuffer is the default capacity of each group's queue in
-// GroupBy: Reactor's Queues.XS_BUFFER_SIZE.
+// GroupBy.
 const DefaultGroupBuffer = 32
 
-// DefaultStallBuffer is the default of WithStallBuffer: Reactor's
-// Queues.SMALL_BUFFER_SIZE, the prefetch of Flux#groupBy shared by its groups.
+// DefaultStallBuffer is the default of WithStallBuffer, in items.
 const DefaultStallBuffer = 256
 
 // GroupOption configures GroupBy.
@@ -110,7 +109,7 @@ func WithGroupBuffer(n int) GroupOption {
 // the discard hook (DoOnDiscard) and the groups' subscribers get the
 // error.
 //
-// Stalls (Reactor §1.9, where they hang silently): the router blocks while
+// Stalls: the router blocks while
 // the group it pushes to is full and nobody consumes it. A FlatMap with a
 // concurrency >= groups never stalls, for any key sequence. With a lower
 // concurrency, or with ConcatMap (concurrency 1), the groups after the first
@@ -118,9 +117,8 @@ func WithGroupBuffer(n int) GroupOption {
 // wait for the end of their own group, which only the upstream's end brings:
 // once a waiting group is full, nothing can move but that group's next item.
 // GroupBy then queues it beyond the group buffer, from a room of
-// WithStallBuffer items shared by the subscription (Reactor's shared
-// prefetch of 256 likewise lets ConcatMap over 4 keys in runs of 85 each
-// complete); once that room is used up it fails the flow with an error
+// WithStallBuffer items shared by the subscription (at the default of 256,
+// ConcatMap over 4 keys in runs of 85 each completes); once that room is used up it fails the flow with an error
 // wrapping ErrStalled that names the full group and the groups the inners
 // wait on, instead of hanging. The check is exact and uses
 // no timer: it reports a stall only when the router waits for room in a

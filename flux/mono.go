@@ -9,9 +9,9 @@ import (
 )
 
 // Mono is a cold sequence of at most one item followed by completion or an
-// error: Reactor's Mono<T>. As a Flux it is a recipe, run afresh by each
-// subscription; m.Flux() is the same sequence as a Flux, for every Flux
-// operator and terminal. The zero Mono is empty.
+// error. As a Flux it is a recipe, run afresh by each subscription;
+// m.Flux() is the same sequence as a Flux, for every Flux operator and
+// terminal. The zero Mono is empty.
 //
 // Mono constructors and operators are package functions prefixed Mono
 // where they change the item type (MonoMap, MonoFlatMap, MonoZip) and
@@ -162,7 +162,7 @@ func Then[T, V any](f Flux[T], next Mono[V]) Mono[V] {
 	}}}
 }
 
-// ThenReturn is Then(f, MonoJust(v)): Reactor's Mono#thenReturn.
+// ThenReturn is Then(f, MonoJust(v)).
 func ThenReturn[T, V any](f Flux[T], v V) Mono[V] { return Then(f, MonoJust(v)) }
 
 // DefaultIfEmpty emits v when m completes empty.

@@ -25,13 +25,12 @@ type RetrySpec struct {
 	// A wait of backoff.Stop ends the retries as if the attempts had run
 	// out. nil: no wait (Reactor's Retry.max).
 	BackOff func() backoff.BackOff
-	// Filter tells which errors are retried (nil: all); the others are the
-	// error signal at once. Reactor: RetrySpec#filter.
+	// Filter tells which errors are retried (nil: all); the others are
+	// the error signal at once.
 	Filter func(error) bool
 }
 
-// RetryMax retries at once, up to maxAttempts times: Reactor's
-// Retry.max(long).
+// RetryMax retries at once, up to maxAttempts times.
 func RetryMax(maxAttempts int) RetrySpec { return RetrySpec{MaxAttempts: maxAttempts} }
 
 // RetryBackoff retries up to maxAttempts times with exponential backoff, as
@@ -69,13 +68,13 @@ func (b *jitteredBackOff) NextBackOff() time.Duration {
 
 func (b *jitteredBackOff) Reset() { b.k = 0 }
 
-// RetryWhen subscribes f again when it fails, as spec says: Reactor's
-// Flux#retryWhen(Retry). The items of a failed attempt have been delivered:
-// a retry starts the sequence afresh, it does not roll it back. An error of
-// the downstream, an early stop and the end of ctx are never retried. Once
-// the attempts or the schedule run out the flow fails with an error
-// wrapping ErrRetriesExhausted and the last error of the upstream; an error
-// that Filter rejects is returned as it is.
+// RetryWhen subscribes f again when it fails, as spec says. The items of a
+// failed attempt have been delivered: a retry starts the sequence afresh,
+// it does not roll it back. An error of the downstream, an early stop and
+// the end of ctx are never retried. Once the attempts or the schedule run
+// out the flow fails with an error wrapping ErrRetriesExhausted and the
+// last error of the upstream; an error that Filter rejects is returned as
+// it is.
 //
 // The loop is backoff.Retry (github.com/cenkalti/backoff/v5): each wait is
 // a time.Timer on the subscribing goroutine, cut short at once by the end

@@ -7,8 +7,8 @@ import (
 	"github.com/aggflow/aggflow/component"
 )
 
-// DefaultPublishBuffer is the capacity Share gives its connections:
-// Reactor's Queues.SMALL_BUFFER_SIZE, the prefetch of publish() and share().
+// DefaultPublishBuffer is the capacity Share gives its connections, in
+// items.
 const DefaultPublishBuffer = 256
 
 // ConnectableFlux is a cold Flux made ready to be shared by the subscribers
@@ -25,24 +25,22 @@ type ConnectableFlux[T any] struct {
 // Publish returns f ready to be shared through a buffer of capacity items
 // per connection (each subscriber may lag by that much behind the fastest).
 // capacity < 1 makes the Flux of RefCount fail with ErrInvalidArgument.
-// Reactor: Flux#publish(prefetch).
 func (f Flux[T]) Publish(capacity int) ConnectableFlux[T] {
 	return ConnectableFlux[T]{source: f, capacity: capacity}
 }
 
-// Share is Publish(DefaultPublishBuffer).RefCount(1): Reactor's
-// Flux#share().
+// Share is Publish(DefaultPublishBuffer).RefCount(1).
 func (f Flux[T]) Share() Flux[T] { return f.Publish(DefaultPublishBuffer).RefCount(1) }
 
-// RefCount returns a hot Flux over c: Reactor's
-// ConnectableFlux#refCount(n). The subscribers gather in a connection; when
-// the n-th arrives, the upstream is subscribed, once, on a goroutine of the
-// connection, and its items go to every subscriber present, each from the
-// item emitted after it joined (subscribers waiting for the n-th get all of
-// them) through a multicast buffer of the Publish capacity: the upstream
-// waits for the slowest subscriber. The upstream's terminal signal reaches
-// every subscriber after its items; the next subscriber then opens a new
-// connection, which subscribes the upstream again once n have gathered.
+// RefCount returns a hot Flux over c. The subscribers gather in a
+// connection; when the n-th arrives, the upstream is subscribed, once, on a
+// goroutine of the connection, and its items go to every subscriber
+// present, each from the item emitted after it joined (subscribers waiting
+// for the n-th get all of them) through a multicast buffer of the Publish
+// capacity: the upstream waits for the slowest subscriber. The upstream's
+// terminal signal reaches every subscriber after its items; the next
+// subscriber then opens a new connection, which subscribes the upstream
+// again once n have gathered.
 //
 // When the last subscriber leaves early (its ctx ended, its downstream
 // failed), the upstream's context is cancelled with ErrCancelled, the items

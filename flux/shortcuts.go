@@ -115,7 +115,6 @@ func CollectMultimap[T any, K comparable, V any](f Flux[T], key func(T) K, val f
 // cmp (negative: a before b), stably: equal items keep their arrival order.
 // On an error the items gathered go to the discard hook; a panic in cmp
 // ends the flow with *PanicError. Costs O(n log n) comparisons at the end.
-// Reactor: Flux#collectSortedList(Comparator) (MonoCollectList + sort).
 func CollectSorted[T any](f Flux[T], cmp func(a, b T) int) Mono[[]T] {
 	if cmp == nil {
 		return MonoError[[]T](invalid("CollectSorted", "nil comparator"))

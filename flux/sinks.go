@@ -6,9 +6,9 @@ import (
 	"sync"
 )
 
-// EmitResult says what became of one emission into a ManySink: Reactor's
-// Sinks.EmitResult. Every Emit call returns one, so that no item or signal
-// is ever dropped silently: an item the sink refused is still the caller's.
+// EmitResult says what became of one emission into a ManySink. Every Emit
+// call returns one, so that no item or signal is ever dropped silently: an
+// item the sink refused is still the caller's.
 type EmitResult uint8
 
 const (
@@ -74,10 +74,10 @@ var sinkNames = [...]string{"UnicastSink", "MulticastSink", "ReplaySink"}
 
 // ManySink is a hot source that many goroutines push items into and whose
 // AsFlux is subscribed by one (unicast) or many (multicast, replay)
-// subscribers: Reactor's Sinks.Many. It is named ManySink because Sink is
-// already the push side that Create hands its function (Reactor's
-// FluxSink), which exists only within one subscription. Make one with
-// NewUnicastSink, NewMulticastSink or NewReplaySink.
+// subscribers. It is named ManySink because Sink is already the push side
+// that Create hands its function (Reactor's FluxSink), which exists only
+// within one subscription. Make one with NewUnicastSink, NewMulticastSink
+// or NewReplaySink.
 //
 // # Buffer and backpressure
 //
@@ -228,7 +228,6 @@ func (s *ManySink[T]) CurrentSubscriberCount() int {
 // AsFlux returns the Flux view of the sink: each Subscribe attaches one
 // subscriber (see the constructor for where it starts reading) and returns
 // after the terminal signal, or when ctx ends or the downstream fails.
-// Reactor: Sinks.Many#asFlux.
 func (s *ManySink[T]) AsFlux() Flux[T] { return Flux[T]{subscribe: s.subscribe} }
 
 // offerLocked appends v unless the sink is terminated, cancelled or full.

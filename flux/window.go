@@ -14,9 +14,9 @@ import (
 
 // Window splits f into consecutive windows of n items (the last may be
 // shorter), each a Flux opened by its first item and completed once it
-// holds n items: Reactor's Flux#window(int). No empty window is emitted. A
-// window flux is unicast, like a group of GroupBy: a second Subscribe gets
-// an error wrapping ErrUnicastGroup. n < 1 gives ErrInvalidArgument.
+// holds n items. No empty window is emitted. A window flux is unicast, like
+// a group of GroupBy: a second Subscribe gets an error wrapping
+// ErrUnicastGroup. n < 1 gives ErrInvalidArgument.
 //
 // Threading: the upstream runs on a goroutine of the subscription (the
 // router), which pushes each item into its window's queue, and the windows
