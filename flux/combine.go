@@ -114,8 +114,7 @@ func Concat[T any](fs ...Flux[T]) Flux[T] { return concat(fs, false) }
 // ConcatDelayError is Concat where the error of a source does not stop the
 // sources after it: they are subscribed in turn, and the errors are signalled
 // at the end (one as it is, several joined with errors.Join). An error of the
-// downstream, or the end of ctx, still stops at once. Reactor:
-// Flux.concatDelayError(Publisher...) (FluxConcatArray.java, delayError).
+// downstream, or the end of ctx, still stops at once.
 func ConcatDelayError[T any](fs ...Flux[T]) Flux[T] { return concat(fs, true) }
 
 func concat[T any](fs []Flux[T], delayError bool) Flux[T] {
@@ -149,14 +148,13 @@ func concat[T any](fs []Flux[T], delayError bool) Flux[T] {
 // Zip subscribes a and b at once and emits fn(x, y) for each pair of their
 // items taken in order: the first of a with the first of b, and so on. It
 // completes as soon as one source completed and no item of it is left to
-// pair, cancelling the other (Reactor: "until any of the sources
-// completes"), so it stops at the shortest; the items then left over go to
-// the discard hook with ErrCancelled. The first error, of a source, of fn
-// (a panic) or of the downstream, ends the flow at once and cancels both.
-// Each source runs on a goroutine of its own and may run up to 32 items
-// ahead of the other (see LimitRate); fn and the downstream run on the
-// subscribing goroutine. Costs two goroutines per subscription and one
-// channel send and receive per item. fn nil gives ErrInvalidArgument.
+// pair, cancelling the other, so it stops at the shortest; the items then
+// left over go to the discard hook with ErrCancelled. The first error, of a
+// source, of fn (a panic) or of the downstream, ends the flow at once and
+// cancels both. Each source runs on a goroutine of its own and may run up
+// to 32 items ahead of the other (see LimitRate); fn and the downstream run
+// on the subscribing goroutine. Costs two goroutines per subscription and
+// one channel send and receive per item. fn nil gives ErrInvalidArgument.
 func Zip[A, B, R any](a Flux[A], b Flux[B], fn func(A, B) R) Flux[R] {
 	if fn == nil {
 		return Error[R](invalid("Zip", "nil function"))

@@ -8,8 +8,7 @@ import "context"
 // (one map entry each) and is released when the subscription ends; for an
 // endless source with unbounded distinct values, prefer
 // DistinctUntilChanged or a key of bounded range. Fused: it runs on the
-// delivering goroutine. Reactor: Flux#distinct(), which also discards the
-// repeats.
+// delivering goroutine.
 func Distinct[T comparable](f Flux[T]) Flux[T] { return DistinctBy(f, identity[T]) }
 
 // DistinctBy is Distinct comparing the keys key(v) instead of the items: an

@@ -45,8 +45,7 @@ func WithGroupBuffer(n int) GroupOption {
 
 // GroupBy splits f into at most groups groups by key: keyOf(v) must be in
 // [0, groups). The first item of key k opens group k, emitted downstream as
-// a GroupedFlux; later items of k are queued for it. Reactor: Flux#groupBy,
-// with a fixed key space and bounded queues.
+// a GroupedFlux; later items of k are queued for it.
 //
 // Threading: the upstream runs on the subscriber's goroutine (the router),
 // which pushes each item into its group's queue. A FlatMap fed by GroupBy
@@ -83,9 +82,9 @@ func WithGroupBuffer(n int) GroupOption {
 // drained, and the main flux once every group opened was handed downstream;
 // an upstream error reaches every group after its queued items, then the
 // main flux. The groups not yet handed downstream when the upstream ends are
-// handed out first, whatever the end (Reactor drops them on an error).
+// handed out first, whatever the end.
 // When a group's subscriber cancels, its queued items are discarded and the
-// next item of that key opens a new group (Reactor does the same). Under
+// next item of that key opens a new group. Under
 // FlatMap, whose inners run on goroutines of their own, the router goes on
 // while an inner decides to cancel, so a group that takes n items may hold
 // more by then, and those are discarded: FlatMap(GroupBy(Range(0, 10), v%2),
@@ -93,13 +92,13 @@ func WithGroupBuffer(n int) GroupOption {
 // one thread, opens a new group for each item. Use ConcatMap (inline) when
 // every item must reach a group after such a cancel.
 //
-// Cancellation of the main flux, as in Reactor's FluxGroupBy: when its
+// Cancellation of the main flux: when its
 // downstream stops early (Take or TakeUntil satisfied), the groups already
 // handed out go on receiving their keys' items until the upstream ends or
 // they are cancelled by their subscribers, and the upstream is cancelled
 // once the last of them is; the groups opened but not handed out are
 // cancelled, and the items of keys without a group handed out are given to
-// the discard hook with ErrCancelled (Reactor drops them silently). The
+// the discard hook with ErrCancelled. The
 // subscription returns, and Take completes, only once that is over: a
 // subscription never outlives its call, whereas Reactor's take completes at
 // once and leaves the groups running. A group handed out and never
@@ -318,7 +317,7 @@ func (b *board[T]) route(v T) error {
 	_ = g.push(b.uctx, v) // an empty queue has room
 	b.mu.Lock()
 	if b.mainErr != nil {
-		// The main flux is done: no new group (Reactor ignores the item).
+		// The main flux is done: no new group.
 		reason := b.mainErr
 		b.mu.Unlock()
 		g.cancel(reasonOf(reason), false)

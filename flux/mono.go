@@ -35,8 +35,7 @@ func MonoError[T any](err error) Mono[T] { return Mono[T]{Error[T](err)} }
 
 // MonoFromFunc calls fn at each subscription, on the subscribing goroutine,
 // and emits its value or fails with its error; a panic becomes *PanicError.
-// Reactor: Mono.fromCallable, whose null result (empty) is MonoEmpty here,
-// or Filter. fn nil gives ErrInvalidArgument.
+// An empty result is MonoEmpty, or Filter. fn nil gives ErrInvalidArgument.
 func MonoFromFunc[T any](fn func() (T, error)) Mono[T] {
 	if fn == nil {
 		return MonoError[T](invalid("MonoFromFunc", "nil function"))
@@ -265,8 +264,7 @@ func (f Flux[T]) Single() Mono[T] {
 // ElementAt emits the item at index i (from 0) and cancels the rest; the
 // items before it go to the discard hook with ErrSkipped. An f with i items
 // or fewer fails with an error wrapping ErrNoSuchElement; i < 0 gives
-// ErrInvalidArgument. Reactor: Flux#elementAt(int), whose
-// IndexOutOfBoundsException is ErrNoSuchElement here.
+// ErrInvalidArgument.
 func (f Flux[T]) ElementAt(i int) Mono[T] {
 	if i < 0 {
 		return MonoError[T](invalid("ElementAt", "negative index"))

@@ -27,8 +27,7 @@ func Map[T, R any](f Flux[T], fn func(T) R) Flux[R] {
 }
 
 // Filter emits the items for which pred returns true and gives the others
-// to the discard hook (DoOnDiscard) with ErrFiltered. Reactor: Flux#filter,
-// which discards them too.
+// to the discard hook (DoOnDiscard) with ErrFiltered.
 func (f Flux[T]) Filter(pred func(T) bool) Flux[T] {
 	if pred == nil {
 		return Error[T](invalid("Filter", "nil predicate"))
@@ -217,7 +216,7 @@ func (f Flux[T]) TakeUntil(pred func(T) bool) Flux[T] {
 }
 
 // Scan emits seed, then the running accumulation fn(acc, v) after each
-// item. Reactor: Flux#scan(A, BiFunction), which also emits the seed first.
+// item.
 func Scan[T, A any](f Flux[T], seed A, fn func(A, T) A) Flux[A] {
 	if fn == nil {
 		return Error[A](invalid("Scan", "nil function"))
@@ -292,9 +291,9 @@ func Buffer[T any](f Flux[T], n int) Flux[[]T] {
 
 // ConcatMap maps each item to an inner Flux and emits the inner's items,
 // one inner at a time, in order: the next item is not pulled until the
-// current inner completed (Reactor's concatMap with prefetch 0). The inner
+// current inner completed (no prefetch). The inner
 // runs on the goroutine that delivered the item; its error ends the whole
-// flow (Reactor's IMMEDIATE error mode). Over the groups of GroupBy, the
+// flow at once. Over the groups of GroupBy, the
 // groups after the one running wait unsubscribed; one of them becoming full
 // while the inner running waits for an item of its group fails the flow
 // with ErrStalled (see GroupBy).

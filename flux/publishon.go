@@ -18,8 +18,7 @@ import (
 // The upstream runs on the subscribing goroutine and blocks while the queue is
 // full. A drain task on the worker delivers at most prefetch items per run and
 // then schedules itself again, so many PublishOn pipelines share the
-// scheduler's goroutines fairly (unlike Reactor, whose drain keeps its thread
-// while items keep coming, #3954). Subscribe returns once the drain delivered
+// scheduler's goroutines fairly. Subscribe returns once the drain delivered
 // the terminal signal, so no task of the subscription outlives it.
 //
 // Applied directly to a group flux of GroupBy, PublishOn fuses with it: the

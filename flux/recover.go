@@ -7,8 +7,8 @@ import "context"
 // every attempt are emitted, so after a failure the downstream sees the
 // items of a cold source again from its start. A cancellation (the end of
 // ctx, an error of the downstream, an early stop) is not retried. There is
-// no delay between attempts; n = math.MaxInt retries without end (Reactor's
-// retry()). n < 0 gives ErrInvalidArgument.
+// no delay between attempts; n = math.MaxInt retries without end. n < 0
+// gives ErrInvalidArgument.
 func (f Flux[T]) Retry(n int) Flux[T] {
 	if n < 0 {
 		return Error[T](invalid("Retry", "negative count"))
@@ -32,8 +32,7 @@ func (f Flux[T]) OnErrorReturn(v T) Flux[T] {
 // OnErrorMap replaces an error signal of the upstream with fn(err); a
 // cancellation is not mapped. fn returning nil keeps err (an error signal
 // cannot become a completion here: use OnErrorResume). A panic in fn is
-// joined to err. Reactor: Flux#onErrorMap(Function) (Flux.java, through
-// onErrorResume).
+// joined to err.
 func (f Flux[T]) OnErrorMap(fn func(error) error) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("OnErrorMap", "nil function"))

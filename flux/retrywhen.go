@@ -17,13 +17,13 @@ import (
 // BackOff. The zero RetrySpec retries nothing.
 type RetrySpec struct {
 	// MaxAttempts is how many times the upstream is subscribed again after
-	// it failed, in all (Reactor's maxAttempts, not reset by items). Below 0
+	// it failed, in all (not reset by items). Below 0
 	// gives ErrInvalidArgument.
 	MaxAttempts int
 	// BackOff returns the waits before each new attempt, called once per
 	// subscription (a BackOff is stateful and not safe for concurrent use).
 	// A wait of backoff.Stop ends the retries as if the attempts had run
-	// out. nil: no wait (Reactor's Retry.max).
+	// out. nil: no wait.
 	BackOff func() backoff.BackOff
 	// Filter tells which errors are retried (nil: all); the others are
 	// the error signal at once.

@@ -19,8 +19,7 @@ func (f Flux[T]) Any(pred func(T) bool) Mono[bool] { return f.matches("Any", pre
 
 // Every emits false at the first item for which pred returns false,
 // cancelling f, or true when f completes without one (true for an empty f).
-// The items are consumed by pred, not discarded. Reactor: Flux#all, named
-// Every here because All is the range iterator.
+// The items are consumed by pred, not discarded.
 func (f Flux[T]) Every(pred func(T) bool) Mono[bool] {
 	if pred == nil {
 		return MonoError[bool](invalid("Every", "nil predicate"))

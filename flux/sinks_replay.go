@@ -3,8 +3,7 @@ package flux
 // NewReplaySink returns a multicast sink that also replays: a subscriber
 // starts with the last limit items emitted (fewer if fewer were emitted),
 // then gets the live ones, then the terminal signal, even if it subscribes
-// after the sink terminated. Reactor: Sinks.many().replay().limit(limit)
-// (SinkManyReplayProcessor.java, FluxReplay.java).
+// after the sink terminated.
 //
 // Unlike Reactor's, whose slow subscribers hold on to an unbounded list of
 // items, the sink is bounded: a subscriber may lag by at most capacity

@@ -116,8 +116,7 @@ func FromChannel[T any](ch <-chan T) Flux[T] {
 }
 
 // FromSeq emits the values of seq in order; a panic in seq becomes an error
-// signal carrying *PanicError. Reactor: Flux.fromIterable / fromStream
-// (FluxIterable.java, FluxStream.java).
+// signal carrying *PanicError.
 func FromSeq[T any](seq iter.Seq[T]) Flux[T] {
 	if seq == nil {
 		return Error[T](invalid("FromSeq", "nil sequence"))
@@ -136,8 +135,7 @@ func FromSeq[T any](seq iter.Seq[T]) Flux[T] {
 	}}
 }
 
-// Sink is the push side given to Create's function. Reactor: FluxSink
-// (FluxSink.java, FluxCreate.java).
+// Sink is the push side given to Create's function.
 type Sink[T any] interface {
 	// Next delivers v downstream and returns once downstream took it, so it
 	// blocks while downstream buffers are full (backpressure). nil: v was
@@ -196,8 +194,7 @@ func (s *sink[T]) close() error {
 // the sink to other goroutines but must not return before they stopped
 // using it: Next fails after fn returned. If downstream stopped the flow,
 // that is the result whatever fn returns. A panic in fn becomes
-// *PanicError. Reactor: Flux.create, with the blocking of Next as the
-// backpressure strategy.
+// *PanicError. The blocking of Next is the backpressure.
 func Create[T any](fn func(ctx context.Context, sink Sink[T]) error) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("Create", "nil function"))

@@ -49,10 +49,9 @@ func Interval(period time.Duration) Flux[int] {
 }
 
 // Timer emits the single item 0 delay after the subscription, then
-// completes; ctx ending first ends it with its cause. Reactor:
-// Mono.delay(Duration), here a one-item Flux. The wait is a time.Timer on
-// the subscribing goroutine. delay < 0 gives ErrInvalidArgument; 0 emits at
-// once.
+// completes; ctx ending first ends it with its cause. The wait is a
+// time.Timer on the subscribing goroutine. delay < 0 gives
+// ErrInvalidArgument; 0 emits at once.
 func Timer(delay time.Duration) Flux[int] {
 	if delay < 0 {
 		return Error[int](invalid("Timer", "negative delay"))

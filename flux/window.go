@@ -37,7 +37,7 @@ import (
 // whose subscriber cancels it (Take on the window, say) is abandoned: its
 // queued items and the rest of its n items as they arrive go to the
 // discard hook (DoOnDiscard) with the subscriber's reason, and the
-// next window starts after them, as in Reactor. When the main flux's
+// next window starts after them. When the main flux's
 // downstream stops early (Take satisfied), the window open goes on until
 // it is full or abandoned, and then the upstream is cancelled; an item
 // that would open another window is discarded with ErrCancelled. When the
