@@ -35,7 +35,8 @@ func MonoError[T any](err error) Mono[T] { return Mono[T]{Error[T](err)} }
 
 // MonoFromFunc calls fn at each subscription, on the subscribing goroutine,
 // and emits its value or fails with its error; a panic becomes *PanicError.
-// An empty result is MonoEmpty, or Filter. fn nil gives ErrInvalidArgument.
+// It always emits a value: for an empty result, use MonoEmpty or Filter.
+// fn nil gives ErrInvalidArgument.
 func MonoFromFunc[T any](fn func() (T, error)) Mono[T] {
 	if fn == nil {
 		return MonoError[T](invalid("MonoFromFunc", "nil function"))
