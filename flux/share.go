@@ -12,11 +12,10 @@ import (
 const DefaultPublishBuffer = 256
 
 // ConnectableFlux is a cold Flux made ready to be shared by the subscribers
-// of one connection to it: Reactor's ConnectableFlux, as returned by
-// Flux#publish(prefetch). It is a recipe: each RefCount made from it has
-// connections of its own. Reactor's connect() and autoConnect(n) are not
-// offered: a connection runs its upstream on a goroutine, and RefCount
-// gives that goroutine an owner who joins it.
+// of one connection to it. It is a recipe: each RefCount made from it has
+// connections of its own. There is no Connect or AutoConnect: a connection
+// runs its upstream on a goroutine, and RefCount gives that goroutine an
+// owner who joins it.
 type ConnectableFlux[T any] struct {
 	source   Flux[T]
 	capacity int

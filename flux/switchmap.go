@@ -19,10 +19,10 @@ var errSwitched = fmt.Errorf("flux: SwitchMap: switched to the next inner: %w", 
 // downstream, cancels everything else and ends the flow.
 //
 // The upstream runs on a goroutine of the subscription and never waits for
-// the inners (Reactor requests it unbounded); fn runs there. The inners run
+// the inners; fn runs there. The inners run
 // one after another on the subscribing goroutine, which delivers their
 // items. An inner replaced by a newer item before its turn came is never
-// subscribed (Reactor subscribes it and cancels it at once). Costs one
+// subscribed. Costs one
 // goroutine per subscription, and per upstream item a context, a
 // mutex-guarded hand-over and, when the subscribing goroutine waits for
 // it, a wake-up. fn nil gives ErrInvalidArgument.

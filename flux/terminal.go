@@ -13,8 +13,8 @@ import (
 // once), and blocks until the flow completes (nil), fails (its error), or
 // ctx ends (the cause of ctx). An error returned by onNext, or its panic as
 // *PanicError, cancels the flow and is returned. A ctx already done still
-// subscribes f, which ends at once with its cause, as a Reactor
-// subscription disposed at once: a unicast sink's Flux is cancelled by it.
+// subscribes f, which ends at once with its cause: a unicast sink's Flux
+// is cancelled by it.
 // Every goroutine the subscription started has exited when Subscribe
 // returns.
 func (f Flux[T]) Subscribe(ctx context.Context, onNext func(T) error) error {

@@ -18,8 +18,7 @@ import (
 // timeout error, and an upstream end after it is ignored. The timeout
 // cancels the upstream's context with the timeout error as its cause and
 // the error is signalled once the upstream returned: at once for an
-// upstream that watches its context, whereas Reactor signals from the
-// timer's thread and cancels the upstream after. The timer is one
+// upstream that watches its context. The timer is one
 // time.AfterFunc per item, its goroutine joined before Timeout returns.
 func (f Flux[T]) Timeout(d time.Duration) Flux[T] {
 	if d <= 0 {
@@ -28,11 +27,10 @@ func (f Flux[T]) Timeout(d time.Duration) Flux[T] {
 	return f.timeout("Timeout", d, nil)
 }
 
-// TimeoutTo is Timeout that, instead of failing, goes on with fallback
-// once the timeout fired: fallback is subscribed after the upstream
-// returned, with no timeout of its own. Reactor: Flux#timeout(Duration,
-// Publisher). d <= 0 gives ErrInvalidArgument; the zero Flux as fallback
-// completes at the timeout.
+// TimeoutTo is Timeout that, instead of failing, goes on with fallback once
+// the timeout fired: fallback is subscribed after the upstream returned,
+// with no timeout of its own. d <= 0 gives ErrInvalidArgument; the zero
+// Flux as fallback completes at the timeout.
 func (f Flux[T]) TimeoutTo(d time.Duration, fallback Flux[T]) Flux[T] {
 	if d <= 0 {
 		return Error[T](invalid("TimeoutTo", "duration not positive"))
