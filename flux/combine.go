@@ -21,15 +21,13 @@ import (
 // arrive, interleaved; the items of each source keep their order. It
 // completes once every source completed. The first error, of a source or of
 // the downstream, ends the flow and cancels the other sources; a source's
-// error comes after the items it pushed before it (Reactor signals it at
-// once), and the items of the other sources still queued go to the discard
-// hook. Each source runs on a goroutine of its own, even a synchronous one
-// (Reactor drains a synchronous source to its end before subscribing the
-// next), pushing into a queue shared by all (32 items per source, see
-// LimitRate); items reach the downstream on the subscribing goroutine. No
-// source: Empty; one source: that source itself. Costs one goroutine per
-// source and subscription, and one channel send and receive per item (no
-// allocation).
+// error comes after the items it pushed before it, and the items of the
+// other sources still queued go to the discard hook. Each source runs on a
+// goroutine of its own, even a synchronous one, pushing into a queue shared
+// by all (32 items per source, see LimitRate); items reach the downstream
+// on the subscribing goroutine. No source: Empty; one source: that source
+// itself. Costs one goroutine per source and subscription, and one channel
+// send and receive per item (no allocation).
 func Merge[T any](fs ...Flux[T]) Flux[T] { return merge("Merge", fs, false) }
 
 // MergeDelayError is Merge where an error of a source cancels nothing: the
@@ -200,8 +198,7 @@ func Zip[A, B, R any](a Flux[A], b Flux[B], fn func(A, B) R) Flux[R] {
 // panic) or of the downstream, ends the flow at once and cancels both. A
 // latest item replaced before it took part in a combination (a's items
 // before b's first) goes to the discard hook with ErrSuperseded, and one
-// held unused when the flow ends with the flow's reason (Reactor does not
-// discard here). Sources run on goroutines of their own; fn and the
+// held unused when the flow ends with the flow's reason. Sources run on goroutines of their own; fn and the
 // downstream on the subscribing one. Costs two goroutines per subscription
 // and one channel send and receive per item. fn nil gives
 // ErrInvalidArgument.

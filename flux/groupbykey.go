@@ -28,8 +28,7 @@ func (g KeyedFlux[K, T]) resume(w *waiter)     { GroupedFlux[T]{Flux: g.Flux}.re
 // it comes again, opens a new group. An item whose key would
 // open a group beyond maxGroups is given to the discard hook and the flow
 // fails with an error wrapping ErrTooManyGroups that names the key, the
-// bound of the memory and goroutines it may cost rather than Reactor's
-// unbounded map of groups. Everything else, threading, backpressure,
+// bound of the memory and goroutines it may cost. Everything else, threading, backpressure,
 // termination, cancellation, WithGroupBuffer, WithStallBuffer and ErrStalled
 // (naming keys with %v), is GroupBy's, with maxGroups as its groups.
 //

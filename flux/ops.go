@@ -101,8 +101,7 @@ func (f Flux[T]) DoOnComplete(fn func()) Flux[T] {
 // passed, and after every goroutine of the upstream has been joined, on the
 // subscribing goroutine. Because a terminal signal travels as the return of
 // subscribe, fn runs just before the signal reaches the operators after
-// DoFinally; put DoFinally last to observe the end of the whole chain
-// (Reactor runs it after onComplete/onError reached the subscriber). A
+// DoFinally; put DoFinally last to observe the end of the whole chain. A
 // panic in fn is joined to the signal.
 func (f Flux[T]) DoFinally(fn func(Signal)) Flux[T] {
 	if fn == nil {

@@ -53,9 +53,7 @@ type continueKey[U any] struct{}
 // user function failed on an item of type U: instead of ending the flow,
 // such an operator drops the item, calls fn with the error (a *PanicError:
 // these functions fail only by panicking) and the item, and takes the next
-// item. Reactor: Flux#onErrorContinue(BiConsumer) (Flux.java,
-// OnNextFailureStrategy.java), which this follows in working upstream
-// through the subscription (its Context, here ctx) and only with the
+// item. It works upstream through the subscription's ctx, and only with the
 // operators that support it.
 //
 // Exactly these failures are resumed: a panic in the function of Map,

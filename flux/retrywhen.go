@@ -11,10 +11,9 @@ import (
 	"github.com/cenkalti/backoff/v5"
 )
 
-// RetrySpec is when and how RetryWhen subscribes again after an error:
-// Reactor's reactor.util.retry.Retry specs (RetrySpec, RetryBackoffSpec),
-// with the schedule of waits given as a github.com/cenkalti/backoff/v5
-// BackOff. The zero RetrySpec retries nothing.
+// RetrySpec is when and how RetryWhen subscribes again after an error, with
+// the schedule of waits given as a github.com/cenkalti/backoff/v5 BackOff.
+// The zero RetrySpec retries nothing.
 type RetrySpec struct {
 	// MaxAttempts is how many times the upstream is subscribed again after
 	// it failed, in all (not reset by items). Below 0
@@ -33,13 +32,12 @@ type RetrySpec struct {
 // RetryMax retries at once, up to maxAttempts times.
 func RetryMax(maxAttempts int) RetrySpec { return RetrySpec{MaxAttempts: maxAttempts} }
 
-// RetryBackoff retries up to maxAttempts times with exponential backoff, as
-// Reactor's Retry.backoff(maxAttempts, minBackoff) (RetryBackoffSpec): the
-// k-th wait is d = minBackoff*2^(k-1), uncapped, with a jitter of ±50% of d
-// drawn uniformly but never below minBackoff, so the first wait is in
-// [minBackoff, 1.5*minBackoff] and the k-th in [max(minBackoff, d/2), 1.5*d].
-// For a cap or another jitter, give a backoff.ExponentialBackOff of your own
-// as BackOff.
+// RetryBackoff retries up to maxAttempts times with exponential backoff:
+// the k-th wait is d = minBackoff*2^(k-1), uncapped, with a jitter of ±50%
+// of d drawn uniformly but never below minBackoff, so the first wait is in
+// [minBackoff, 1.5*minBackoff] and the k-th in [max(minBackoff, d/2),
+// 1.5*d]. For a cap or another jitter, give a backoff.ExponentialBackOff of
+// your own as BackOff.
 func RetryBackoff(maxAttempts int, minBackoff time.Duration) RetrySpec {
 	return RetrySpec{MaxAttempts: maxAttempts, BackOff: func() backoff.BackOff {
 		return &jitteredBackOff{min: minBackoff}

@@ -5,8 +5,7 @@ package flux
 // then gets the live ones, then the terminal signal, even if it subscribes
 // after the sink terminated.
 //
-// Unlike Reactor's, whose slow subscribers hold on to an unbounded list of
-// items, the sink is bounded: a subscriber may lag by at most capacity
+// The sink is bounded: a subscriber may lag by at most capacity
 // items (capacity >= limit, since a new subscriber starts limit items back),
 // after which TryEmitNext refuses with EmitFailOverflow and EmitNext waits
 // (or WithDropOldest drops that subscriber's oldest item). With nobody

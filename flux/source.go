@@ -81,8 +81,7 @@ func Defer[T any](fn func() Flux[T]) Flux[T] {
 // Subscribe it once to see every item; to fan one channel out to several
 // consumers, subscribe once and let FlatMap or GroupBy split it. An item
 // received is delivered, never put back: a subscription that ends leaves the
-// rest in the channel. A nil channel gives ErrInvalidArgument. Reactor has no
-// direct counterpart (Flux.from a hot source).
+// rest in the channel. A nil channel gives ErrInvalidArgument.
 func FromChannel[T any](ch <-chan T) Flux[T] {
 	if ch == nil {
 		return Error[T](invalid("FromChannel", "nil channel"))

@@ -25,7 +25,7 @@ import (
 // which also delivers the items: no goroutine. The ticks that come while
 // the downstream is still busy with an item count as one, delivered as soon
 // as it returns (the ticker's rule for slow receivers), and the values stay
-// consecutive, where Reactor fails with an overflow error; add PublishOn to
+// consecutive; add PublishOn to
 // deliver on a scheduler.
 // period <= 0 gives ErrInvalidArgument.
 func Interval(period time.Duration) Flux[int] {

@@ -54,11 +54,10 @@ func Window[T any](f Flux[T], n int) Flux[Flux[T]] {
 }
 
 // WindowTimeout is Window whose windows also complete d after their first
-// item, whichever comes first: Reactor's Flux#windowTimeout(int, Duration),
-// except that a window opens with its first item, so no empty window is
-// emitted where Reactor emits one each period without items. The timer is
-// one time.AfterFunc per window, its goroutine joined before the router
-// ends. n < 1 or d <= 0 gives ErrInvalidArgument.
+// item, whichever comes first. A window opens with its first item, so no
+// empty window is emitted. The timer is one time.AfterFunc per window, its
+// goroutine joined before the router ends. n < 1 or d <= 0 gives
+// ErrInvalidArgument.
 func WindowTimeout[T any](f Flux[T], n int, d time.Duration) Flux[Flux[T]] {
 	switch {
 	case n < 1:
