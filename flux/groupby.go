@@ -27,18 +27,17 @@ type groupOptions struct{ buffer, spare int }
 // buffers, the groups waiting unsubscribed for their turn may hold when
 // nothing else could move (default DefaultStallBuffer): GroupBy then queues
 // the item rather than fail with ErrStalled, so that ConcatMap over runs of
-// one key longer than the group buffer completes, as under Reactor's shared
-// prefetch. Room taken is not given back within the subscription. n = 0
-// fails at the first such item; n < 0 makes GroupBy fail with
-// ErrInvalidArgument. Costs one stall check per item so queued.
+// one key longer than the group buffer completes. Room taken is not given
+// back within the subscription. n = 0 fails at the first such item; n < 0
+// makes GroupBy fail with ErrInvalidArgument. Costs one stall check per
+// item so queued.
 func WithStallBuffer(n int) GroupOption {
 	return func(o *groupOptions) { o.spare = n }
 }
 
 // WithGroupBuffer sets the capacity of each group's queue (default
-// DefaultGroupBuffer); n < 1 makes GroupBy fail with ErrInvalidArgument.
-// Reactor: the prefetch of Flux#groupBy(Function, int), here a hard bound
-// per group rather than a shared request budget.
+// DefaultGroupBuffer); n < 1 makes GroupBy fail with ErrInvalidArgument. It
+// is a hard bound per group, not a shared request budget.
 func WithGroupBuffer(n int) GroupOption {
 	return func(o *groupOptions) { o.buffer = n }
 }
@@ -57,19 +56,19 @@ func WithGroupBuffer(n int) GroupOption {
 // downstream that runs a group to its end before taking the next
 // (ConcatMap) or waits for a free slot (FlatMap) does not hold up the
 // router: the groups opened meanwhile wait in GroupBy, buffering their
-// items, as in Reactor's queue of groups. That hand-off is synchronous too:
-// after handing out a group, or pushing an item, the router pulls the next
-// item only once the deliverer is idle again or some group's subscriber
-// waits for an item, so a downstream that consumes a group inline sees the
-// items exactly as if GroupBy called it directly (a group cancelled by its
-// subscriber after one item, say, gets no second one). Each group is
-// delivered on the goroutine that subscribes it, or on the worker of a
-// PublishOn applied directly to the group flux, which then drains the
-// group's queue in place (no second queue). A group flux is unicast. The
-// deliverer has exited when the subscription returns; a runtime.Goexit in
-// the downstream on it ends the flow with a *PanicError wrapping
-// schedulers.ErrGoexit. Cost: at most one goroutine per subscription, one
-// wake-up per group it hands out; per item, two atomic loads.
+// items. That hand-off is synchronous too: after handing out a group, or
+// pushing an item, the router pulls the next item only once the deliverer
+// is idle again or some group's subscriber waits for an item, so a
+// downstream that consumes a group inline sees the items exactly as if
+// GroupBy called it directly (a group cancelled by its subscriber after one
+// item, say, gets no second one). Each group is delivered on the goroutine
+// that subscribes it, or on the worker of a PublishOn applied directly to
+// the group flux, which then drains the group's queue in place (no second
+// queue). A group flux is unicast. The deliverer has exited when the
+// subscription returns; a runtime.Goexit in the downstream on it ends the
+// flow with a *PanicError wrapping schedulers.ErrGoexit. Cost: at most one
+// goroutine per subscription, one wake-up per group it hands out; per item,
+// two atomic loads.
 //
 // Backpressure: each group holds at most the group buffer (WithGroupBuffer)
 // of items, the one being delivered included; the router blocks while the
@@ -81,32 +80,29 @@ func WithGroupBuffer(n int) GroupOption {
 // Termination: upstream completion completes every group once its queue is
 // drained, and the main flux once every group opened was handed downstream;
 // an upstream error reaches every group after its queued items, then the
-// main flux. The groups not yet handed downstream when the upstream ends are
-// handed out first, whatever the end.
-// When a group's subscriber cancels, its queued items are discarded and the
-// next item of that key opens a new group. Under
-// FlatMap, whose inners run on goroutines of their own, the router goes on
-// while an inner decides to cancel, so a group that takes n items may hold
-// more by then, and those are discarded: FlatMap(GroupBy(Range(0, 10), v%2),
-// g -> g.Take(1)) delivers 0 and 1 and discards 2 to 9, where Reactor, all on
-// one thread, opens a new group for each item. Use ConcatMap (inline) when
-// every item must reach a group after such a cancel.
+// main flux. The groups not yet handed downstream when the upstream ends
+// are handed out first, whatever the end. When a group's subscriber
+// cancels, its queued items are discarded and the next item of that key
+// opens a new group. Under FlatMap, whose inners run on goroutines of their
+// own, the router goes on while an inner decides to cancel, so a group that
+// takes n items may hold more by then, and those are discarded:
+// FlatMap(GroupBy(Range(0, 10), v%2), g -> g.Take(1)) delivers 0 and 1 and
+// discards 2 to 9. Use ConcatMap (inline) when every item must reach a
+// group after such a cancel.
 //
-// Cancellation of the main flux: when its
-// downstream stops early (Take or TakeUntil satisfied), the groups already
-// handed out go on receiving their keys' items until the upstream ends or
-// they are cancelled by their subscribers, and the upstream is cancelled
-// once the last of them is; the groups opened but not handed out are
-// cancelled, and the items of keys without a group handed out are given to
-// the discard hook with ErrCancelled. The
-// subscription returns, and Take completes, only once that is over: a
-// subscription never outlives its call, whereas Reactor's take completes at
-// once and leaves the groups running. A group handed out and never
-// subscribed keeps the upstream going, and holds it once full, like any
-// unconsumed group. When the downstream fails instead (it returned another
-// error, or ctx ended), every group is cancelled at once: queued items go to
-// the discard hook (DoOnDiscard) and the groups' subscribers get the
-// error.
+// Cancellation of the main flux: when its downstream stops early (Take or
+// TakeUntil satisfied), the groups already handed out go on receiving their
+// keys' items until the upstream ends or they are cancelled by their
+// subscribers, and the upstream is cancelled once the last of them is; the
+// groups opened but not handed out are cancelled, and the items of keys
+// without a group handed out are given to the discard hook with
+// ErrCancelled. The subscription returns, and Take completes, only once
+// that is over: a subscription never outlives its call. A group handed out
+// and never subscribed keeps the upstream going, and holds it once full,
+// like any unconsumed group. When the downstream fails instead (it returned
+// another error, or ctx ended), every group is cancelled at once: queued
+// items go to the discard hook (DoOnDiscard) and the groups' subscribers
+// get the error.
 //
 // Stalls: the router blocks while
 // the group it pushes to is full and nobody consumes it. A FlatMap with a
@@ -127,7 +123,7 @@ func WithGroupBuffer(n int) GroupOption {
 // its inners is waiting for an item of its group (an inner busy with an
 // item, however slow, is not), so that only the router could release any of
 // them. It runs only on those transitions, nothing per item. Stalls it does
-// not see hang until ctx ends, as in Reactor: groups handed out and never
+// not see hang until ctx ends: groups handed out and never
 // subscribed (dropped by a Filter, kept by Collect), an asynchronous operator
 // between GroupBy and the FlatMap or ConcatMap, inners that read their group
 // through an asynchronous operator other than a PublishOn applied to the
@@ -429,8 +425,8 @@ func (b *board[T]) deliver() error {
 // (nil: it took every group). The groups not handed downstream are
 // cancelled, their items discarded. After an early stop (Take satisfied,
 // ctx alive) the groups handed out go on receiving their items and the
-// upstream is cancelled once they are all cancelled (Reactor's
-// FluxGroupBy.cancel); after an error it is cancelled at once.
+// upstream is cancelled once they are all cancelled; after an error it is
+// cancelled at once.
 func (b *board[T]) mainDone(err error) {
 	if err == nil {
 		return

@@ -24,14 +24,12 @@ type prefetchKey struct{}
 // queue, shared by its sources, n times their number. Combining operators
 // further upstream keep their default.
 //
-// Reactor's limitRate(n) is publishOn(immediate, n): it splits the
-// downstream's request into batches of n. Here there are no requests: a
-// push blocks until the downstream took the item, so a chain of synchronous
-// operators never runs ahead of its subscriber and there is nothing to
-// split. The upstream gets ahead only where a goroutine hands items over
-// through a queue, so that is what LimitRate sizes. PublishOn and GroupBy
-// take their queue sizes as arguments and ignore it; FlatMap and SwitchMap
-// have no queue.
+// There are no requests to split into batches: a push blocks until the
+// downstream took the item, so a chain of synchronous operators never runs
+// ahead of its subscriber and there is nothing to split. The upstream gets
+// ahead only where a goroutine hands items over through a queue, so that is
+// what LimitRate sizes. PublishOn and GroupBy take their queue sizes as
+// arguments and ignore it; FlatMap and SwitchMap have no queue.
 //
 // n above 65536 counts as 65536: the queues are allocated whole at
 // subscription. n < 1 gives ErrInvalidArgument. Costs one context value per subscription,
