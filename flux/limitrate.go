@@ -3,13 +3,13 @@ package flux
 import "context"
 
 // defaultPrefetch is the size of the queue per source of Merge,
-// MergeDelayError, Zip and CombineLatest: Reactor's Queues.XS_BUFFER_SIZE,
+// MergeDelayError, Zip and CombineLatest,
 // their default prefetch.
 const defaultPrefetch = 32
 
 // maxPrefetch caps the queue size LimitRate asks for: a channel's buffer is
 // allocated whole when the operator is subscribed, so LimitRate(math.MaxInt),
-// Reactor's "unbounded", must not become a make that panics or exhausts
+// an unbounded rate, must not become a make that panics or exhausts
 // memory. A smaller queue still bounds what is pulled ahead by n.
 const maxPrefetch = 1 << 16
 
