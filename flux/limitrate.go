@@ -3,8 +3,7 @@ package flux
 import "context"
 
 // defaultPrefetch is the size of the queue per source of Merge,
-// MergeDelayError, Zip and CombineLatest,
-// their default prefetch.
+// MergeDelayError, Zip and CombineLatest, their default prefetch.
 const defaultPrefetch = 32
 
 // maxPrefetch caps the queue size LimitRate asks for: a channel's buffer is
