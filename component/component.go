@@ -9,8 +9,7 @@ import (
 
 // Component is anything with the runtime lifecycle: dispatch's Dispatcher
 // and MainDispatcher, a Runtime, a broker binding's consumer, or a user's
-// own. It mirrors Wow's
-// RuntimeComponent (RuntimeComponent.kt). The contract, which Runtime relies
+// own. The contract, which Runtime relies
 // on, is the one of docs/lifecycle.md:
 //
 //   - construction starts nothing; Prepare readies the component without

@@ -1,7 +1,7 @@
 // Package component is the toolkit of aggflow's long-lived handles: the
 // lifecycle every one embeds (State, Lifecycle), the contract they keep
-// (Component, Resource), the Runtime that runs them as one unit (Wow's
-// WowRuntime), the one-call form (Run), and the one guard around user code
+// (Component, Resource), the Runtime that runs them as one unit, the
+// one-call form (Run), and the one guard around user code
 // (Call, Catch, RecoverAt, Go, Lifecycle.Call, Lifecycle.Go, Aside,
 // GuardLogger), which tells a panic (*PanicError) from a runtime.Goexit
 // (ErrGoexit).

@@ -14,8 +14,7 @@ import (
 // nothing more is admitted or handled. The physical end is Done: the
 // logical end reached and every hold given back, a hold standing for a
 // goroutine (Go) or a call into foreign code the component must wait for (a
-// source, a Prepare in progress). The lifecycle of Wow's AggregateDispatcher
-// (its lifecycleMonitor), as docs/lifecycle.md describes it.
+// source, a Prepare in progress). docs/lifecycle.md describes it whole.
 //
 // Hold it as a named field, not embedded, so that its transitions are not
 // the component's API, and call Init before sharing the component. Its zero

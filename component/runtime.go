@@ -11,8 +11,7 @@ import (
 	"time"
 )
 
-// DefaultShutdownTimeout is the Runtime's default shutdown deadline: Wow's
-// wow.shutdown-timeout default (WowProperties.kt).
+// DefaultShutdownTimeout is the Runtime's default shutdown deadline.
 const DefaultShutdownTimeout = 60 * time.Second
 
 // Resource is what a Runtime can own besides its components: something it
@@ -35,7 +34,7 @@ type runtimeOptions struct {
 
 // WithShutdownTimeout sets the one deadline that bounds a whole graceful
 // shutdown (default DefaultShutdownTimeout); it must be positive, else
-// NewRuntime returns ErrInvalidOption. Wow: WowRuntime's shutdownTimeout.
+// NewRuntime returns ErrInvalidOption.
 func WithShutdownTimeout(d time.Duration) RuntimeOption {
 	return func(o *runtimeOptions) { o.timeout = d }
 }
@@ -44,18 +43,15 @@ func WithShutdownTimeout(d time.Duration) RuntimeOption {
 // in reverse order (gracefully after a graceful stop, at once after a force
 // or a failed or timed-out graceful stop), and its Done waits for theirs.
 // The Runtime owns nothing else: components borrow what they were given. A
-// Runtime that owns an *aggregate.Supplier its components borrow is Wow's
-// CompositeEventDispatcher (CompositeEventDispatcher.kt): the children
-// borrow the supplier, which is stopped once, after every child. A nil or
+// Runtime may own an *aggregate.Supplier its components borrow: the
+// children borrow the supplier, which is stopped once, after every child. A nil or
 // repeated resource makes NewRuntime return ErrInvalidOption. Options
 // accumulate.
 func WithOwned(rs ...Resource) RuntimeOption {
 	return func(o *runtimeOptions) { o.owned = append(o.owned, rs...) }
 }
 
-// Runtime runs an ordered list of components as one unit: Wow's WowRuntime
-// (WowRuntime.kt), reduced to the lifecycle, with RuntimeComponentGroup's
-// ordering (RuntimeComponentGroup.kt). It is itself a Component, so runtimes
+// Runtime runs an ordered list of components as one unit. It is itself a Component, so runtimes
 // nest. It is one-shot: once stopped, it cannot be started again; build a new
 // one.
 //
@@ -104,7 +100,7 @@ type Runtime struct {
 // NewRuntime returns a Runtime named name over components, in the order in
 // which Prepare and Start visit them; stops visit them in reverse. It starts
 // nothing. An empty name, a nil component or one listed twice returns
-// ErrInvalidArgument (Wow S-1.14.1); an invalid option ErrInvalidOption.
+// ErrInvalidArgument; an invalid option ErrInvalidOption.
 func NewRuntime(name string, components []Component, opts ...RuntimeOption) (*Runtime, error) {
 	o := runtimeOptions{timeout: DefaultShutdownTimeout}
 	for _, opt := range opts {
@@ -192,8 +188,7 @@ func (r *Runtime) Err() error { return r.life.Err() }
 // not, in reverse order, then the owned resources, and is returned; the
 // Runtime is then stopped. A stop that begins meanwhile ends Prepare with
 // ErrStopped once the component being prepared returns: a graceful stop
-// waits for that, a force does not, and forces the components again then
-// (Wow's compensation, S-1.14.3). Wow: WowRuntime.start(), prepare phase.
+// waits for that, a force does not, and forces the components again then.
 func (r *Runtime) Prepare(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(Mark(ctx, r))
 	context.AfterFunc(r.stopCtx, func() { cancel(context.Cause(r.stopCtx)) })
@@ -203,7 +198,6 @@ func (r *Runtime) Prepare(ctx context.Context) error {
 // Start starts every component in order and stops at the first failure,
 // which it handles as Prepare does. It may be called once, from
 // StatePrepared, else ErrIllegalState; after a stop began, ErrStopped.
-// Wow: WowRuntime.start(), start phase.
 func (r *Runtime) Start() error {
 	return r.step("start", StatePrepared, StateRunning, Component.Start)
 }
@@ -288,8 +282,7 @@ func (r *Runtime) Quiesce() { r.begin(context.Background(), false) }
 // ForceStop.
 //
 // When the deadline passes, or a graceful stop failed, every component is
-// force-stopped in reverse order, then every owned resource (Wow's force
-// pass). The result joins the components' and resources' failures and, if
+// force-stopped in reverse order, then every owned resource. The result joins the components' and resources' failures and, if
 // the deadline passed, an error wrapping ErrShutdownTimeout (and ctx's error
 // when ctx ended first) that names the components and resources still
 // running. A component that ignores its ctx does not hold StopGracefully
@@ -299,8 +292,7 @@ func (r *Runtime) Quiesce() { r.begin(context.Background(), false) }
 // or later call returns it too, or ctx.Err() if its own ctx ends first (the
 // stop goes on). A ForceStop during the sequence makes it end at once, with
 // the failures seen until then. It does not wait for goroutines that a force
-// left running: Done does. Wow: WowRuntime.stopGracefully() with its global
-// deadline (S-1.14.5).
+// left running: Done does.
 //
 // A call from inside the Runtime's own work cannot wait for that work to
 // end: when ctx carries the Runtime, as the ctx given to a component's
@@ -391,7 +383,7 @@ func (r *Runtime) stop(busy <-chan struct{}) {
 		errs = append([]error{r.timedOut()}, errs...)
 	}
 	if len(errs) > 0 {
-		r.force(ErrForceStopped) // Wow's force pass after a failed or timed-out graceful pass
+		r.force(ErrForceStopped) // the force pass after a failed or timed-out graceful pass
 	}
 	r.life.Stop() // before the result, so that a caller it releases sees StateStopped; this goroutine's hold keeps finish for later
 	r.mu.Lock()
@@ -467,8 +459,7 @@ func (r *Runtime) timedOut() error {
 // begins after it; a Prepare or Start in progress returns ErrStopped. A
 // panicking ForceStop is recovered and joined into Err; the others are
 // called all the same. Idempotent; safe before Prepare and concurrently with
-// any method. Wow: WowRuntime.forceStop() (S-1.14.8; like Wow it does not
-// quiesce).
+// any method. It does not quiesce first.
 func (r *Runtime) ForceStop() {
 	if !r.life.Hold() {
 		return // Done is closed: everything is stopped

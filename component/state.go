@@ -2,9 +2,8 @@ package component
 
 import "fmt"
 
-// State is a lifecycle state. It mirrors the State enum of Wow's
-// AggregateDispatcher (AggregateDispatcher.kt): NEW -> PREPARED -> RUNNING
-// -> STOPPING -> STOPPED. States only move forward: there is no restart.
+// State is a lifecycle state: NEW -> PREPARED -> RUNNING -> STOPPING ->
+// STOPPED. States only move forward: there is no restart.
 type State int32
 
 const (
@@ -26,7 +25,7 @@ const (
 
 var stateNames = [...]string{"NEW", "PREPARED", "RUNNING", "STOPPING", "STOPPED"}
 
-// String returns the upper-case Wow name of the state ("RUNNING").
+// String returns the upper-case name of the state ("RUNNING").
 func (s State) String() string {
 	if s >= 0 && int(s) < len(stateNames) {
 		return stateNames[s]

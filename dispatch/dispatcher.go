@@ -38,9 +38,8 @@ type Handler[T any] func(ctx context.Context, exchange T) error
 
 // Dispatcher handles the exchanges of one named aggregate so that the
 // exchanges of one group are handled one at a time in arrival order, while
-// groups run concurrently on the named aggregate's scheduler. It is Wow's
-// AggregateDispatcher (AggregateDispatcher.kt) on the lanes engine: see the
-// package documentation for the path of one exchange.
+// groups run concurrently on the named aggregate's scheduler. The package
+// documentation gives the path of one exchange.
 //
 // Ordering contract: the exchanges of one group (one aggregate id always
 // falls in the same group) are handled one at a time, in the order the
@@ -71,8 +70,7 @@ type Dispatcher[T any] struct {
 // aggregate that is nil or has an empty context or aggregate name returns
 // ErrInvalidArgument naming the argument; a parallelism below 1,
 // ErrInvalidParallelism; an invalid option, ErrInvalidOption. An exchange
-// whose aggregate id is empty fails alone with ErrInvalidGroupKey. Wow:
-// AggregateDispatcher's constructor.
+// whose aggregate id is empty fails alone with ErrInvalidGroupKey.
 func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, source Source[T],
 	handler Handler[T], opts ...Option[T]) (*Dispatcher[T], error) {
 	d, err := build(name, named, source, handler, newConfig(opts), nil)
@@ -216,7 +214,7 @@ func naming(kind, name string, err error) error {
 // supplier works, so a stop meanwhile returns at once and Prepare then
 // returns an error wrapping ErrStopped. It may be called once, from
 // component.StateNew, else ErrIllegalState; a supplier's error is returned and the
-// dispatcher stays in component.StateNew. Wow: AggregateDispatcher.prepare.
+// dispatcher stays in component.StateNew.
 func (d *Dispatcher[T]) Prepare(ctx context.Context) error {
 	return d.prepare(ctx, func() (schedulers.Scheduler, error) {
 		e := d.engines[0]

@@ -1,10 +1,10 @@
 // Package dispatch handles streams of exchanges (messages addressed to an
 // aggregate) so that the exchanges of one aggregate are handled one at a
 // time, in order, while different aggregates are handled concurrently on
-// their aggregate type's scheduler. It ports the dispatcher layer of the
-// Kotlin framework Wow: AggregateDispatcher (Dispatcher) and MainDispatcher;
-// WowRuntime and CompositeEventDispatcher (a Runtime that owns, WithOwned, a
-// scheduler supplier its components borrow) are package component's. Its engine is native; the flux
+// their aggregate type's scheduler: Dispatcher for one named aggregate,
+// MainDispatcher for several behind one source. A Runtime that owns, through
+// WithOwned, the scheduler supplier its components borrow is package
+// component's. Its engine is native; the flux
 // chain GroupBy -> PublishOn -> ConcatMap has the same semantics and serves
 // as the reference the engine is tested against.
 //
@@ -51,8 +51,8 @@
 // the scheduler's parallelism at once. Dispatchers of one named aggregate
 // that take their scheduler from one SchedulerSupplier share it.
 //
-// WithKeyOrdering narrows the unit from a group to an aggregate id
-// (Confluent Parallel Consumer's KEY order): the exchanges of one id are
+// WithKeyOrdering narrows the unit from a group to an aggregate id: the
+// exchanges of one id are
 // handled one at a time in order, and ids never wait for each other, even
 // in one group. The engine is the same; each active id has a lane of its
 // own (the lane of an id gone idle is reused for the next new id), under
@@ -60,7 +60,7 @@
 // repeat, so the group order stays the default (docs/benchmarks.md has the
 // figures).
 //
-// Not promised (as in Wow's aggregate scheduler document):
+// Not promised:
 //   - goroutine affinity: a group's exchanges may run on any goroutine of the
 //     scheduler, one batch after another;
 //   - order between ids: ids in different groups interleave freely, and ids
@@ -76,8 +76,8 @@
 //
 // # Lifecycle
 //
-// Dispatcher, MainDispatcher and Runtime follow Wow's RuntimeComponent
-// (Component), on one lifecycle core: NEW -Prepare-> PREPARED -Start->
+// Dispatcher, MainDispatcher and Runtime are each a component.Component,
+// on one lifecycle core: NEW -Prepare-> PREPARED -Start->
 // RUNNING -Quiesce-> STOPPING -> STOPPED, with ForceStop from anywhere.
 // Construction starts nothing; Prepare resolves the schedulers; Start
 // subscribes the source (nothing is pulled before); Quiesce closes the intake and lets the admitted exchanges drain;
@@ -89,30 +89,30 @@
 // and Runtime are package component's (component.Lifecycle); components of
 // other modules (the broker bindings) hold the same core as a field.
 //
-// # Deviations from Wow
+// # Failures and budget
 //
 //   - A handler failure is an outcome and the dispatcher goes on (Continue);
-//     Wow's dispatcher terminates on it, which StopOnError restores (stop the
-//     intake, drain, report the failure as Err()).
-//   - StopGracefully quiesces first, then waits; Wow's stopGracefully only
-//     waits for a stop that quiesce began. Its ctx bounds the caller's wait,
-//     like Wow's stop(timeout); the draining goes on.
+//     StopOnError instead stops the intake, drains, and reports the failure
+//     as Err().
+//   - StopGracefully quiesces first, then waits. Its ctx bounds the caller's
+//     wait; the draining goes on.
 //   - A source error stops the intake like Quiesce: admitted exchanges still
-//     drain, then Err() reports it. In Wow the error cancels queued work.
+//     drain, then Err() reports it.
 //   - An exchange the source emits after the intake closed is counted and
-//     discarded with ErrStopped, where Wow's gate drops it silently; so is
-//     what a flux source's operators drop then. The first one after a
-//     graceful stop, the item the source had already taken, is handed on.
+//     discarded with ErrStopped; so is what a flux source's operators drop
+//     then. The first one after a graceful stop, the item the source had
+//     already taken, is handed on.
 //   - In a MainDispatcher, a named aggregate whose scheduler ends is
 //     retired alone; the others go on.
-//   - A key function's panic or out-of-range key fails that one exchange;
-//     in Wow it ends the pipeline.
+//   - A key function's panic or out-of-range key fails that one exchange.
 //   - Groups are not pinned to goroutines, so a blocked handler holds one
-//     goroutine and never the groups that would have shared its thread.
+//     goroutine and never another group.
 //   - One pending budget is shared by all groups (and by every named
-//     aggregate of a MainDispatcher), where Reactor's groupBy has a queue
-//     per group: a slow aggregate can absorb the budget but stalls no
-//     other group while budget is left.
+//     aggregate of a MainDispatcher): a slow aggregate can absorb the budget
+//     but stalls no other group while budget is left.
+//
+// docs/from-reactor-and-wow.md maps these names to Wow's and Reactor's and
+// lists where the behaviour deliberately differs.
 //
 // # Observing
 //

@@ -13,8 +13,9 @@ import (
 // dispatcher's and a Runtime's.
 var (
 	// ErrStopped is returned when work or a lifecycle step is refused because a
-	// stop has begun: Runtime.Start after a stop, Prepare of a composite that was
-	// force-stopped, a Mailbox push after Close, Emit once the intake shut. It
+	// stop has begun: Runtime.Prepare or Start after a stop, a dispatcher's
+	// Prepare that a stop overtook, a Mailbox push after Close, Emit once the
+	// intake shut. It
 	// is also the reason given to the discard hook and the outcome hook for an
 	// exchange a source emitted after the intake shut.
 	ErrStopped = component.ErrStopped

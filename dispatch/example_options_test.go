@@ -65,7 +65,7 @@ func ExampleNewMain() {
 }
 
 // Under StopOnError the first failure stops the intake: what was admitted
-// still drains, and the failure is the dispatcher's Err (Wow's default).
+// still drains, and the failure is the dispatcher's Err.
 // Under Continue (the default) a failure is only that exchange's outcome.
 func ExampleWithErrorPolicy() {
 	refused := errors.New("insufficient funds")

@@ -65,8 +65,8 @@ func ExampleRuntime_Run() {
 	// alice[10 20 30 40] bob[10 20 30 40] carol[10 20 30 40] STOPPED
 }
 
-// A Runtime that owns a supplier its dispatchers borrow, as Wow's
-// CompositeEventDispatcher: both dispatchers get the one scheduler of the
+// A Runtime that owns a supplier its dispatchers borrow: both dispatchers
+// get the one scheduler of the
 // Account aggregate, and the supplier is stopped once, after both.
 func ExampleWithOwned() {
 	supplier, err := aggregate.NewSchedulerSupplier("EventDispatcher")

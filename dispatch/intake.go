@@ -134,7 +134,6 @@ func getScheduler(s aggregate.SchedulerSupplier, named aggregate.NamedAggregate)
 // returns ErrIllegalState from component.StateNew, component.StateStopping and component.StateStopped (a
 // dispatcher does not restart: a Start after a stop would otherwise look
 // like a start that admitted nothing).
-// Wow: AggregateDispatcher.start.
 func (in *intake[T]) Start() error {
 	if !in.life.Hold() {
 		return in.life.Refuse("start") // stopped and done
@@ -467,8 +466,7 @@ func (in *intake[T]) emitRefused() error {
 // is handed on, not discarded: the drain waits for the source to return
 // (not after a force or a failure: nothing is handed on then); what a flux
 // source's operators drop once the intake shut (a PublishOn's queue) is
-// counted and discarded with ErrStopped. Prompt, non-blocking, idempotent. Wow:
-// AggregateDispatcher.quiesce.
+// counted and discarded with ErrStopped. Prompt, non-blocking, idempotent.
 func (in *intake[T]) Quiesce() {
 	if _, first := in.life.Quiesce(); first {
 		in.closeIntake()
@@ -598,8 +596,7 @@ func namedIDs(ids []string) string {
 // ErrForceStopped), cancels the handlers' context with cause
 // ErrForceStopped, and returns without waiting; Done says when the last
 // handler returned and every goroutine exited. Idempotent, safe before
-// Prepare and concurrently with any method. Wow:
-// AggregateDispatcher.forceStop.
+// Prepare and concurrently with any method.
 func (in *intake[T]) ForceStop() {
 	if _, first := in.life.Force(); !first {
 		return

@@ -20,9 +20,7 @@ import (
 // Emit on its own dispatcher) waits for the intake; the intake waits for
 // budget, which waits for the handler. Nothing moves again. The Mailbox breaks the cycle by never waiting; the
 // price is memory: while handlers produce follow-ups faster than they are
-// handled, the queue grows without bound (Len tells how far). Reactor has
-// the same trade-off between a bounded sink that blocks or errors and
-// Sinks.many().unicast().onBackpressureBuffer() with an unbounded queue.
+// handled, the queue grows without bound (Len tells how far).
 //
 // The zero value is an empty, open Mailbox, as NewMailbox returns. All
 // methods are safe for concurrent use. The Mailbox starts no goroutine.

@@ -13,8 +13,7 @@ import (
 // MainDispatcher routes one source carrying the exchanges of several named
 // aggregates to one set of lanes per named aggregate, each on its own
 // scheduler from one SchedulerSupplier, so that a busy aggregate type cannot
-// take the goroutines of another. It is Wow's MainDispatcher
-// (MainDispatcher.kt).
+// take the goroutines of another.
 //
 // Routing is by aggregate.Materialize(x.AggregateID()), then group =
 // x.AggregateID().Mod(groups) within that aggregate's lanes, on the
@@ -51,7 +50,7 @@ type MainDispatcher[T aggregate.IDCapable] struct {
 // starts nothing. An empty name, a nil handler or supplier, or a named
 // aggregate that is nil, has an empty context or aggregate name or is
 // listed twice returns ErrInvalidArgument naming it; other errors and the
-// exchanges with an empty aggregate id are as with New. Wow: MainDispatcher's constructor.
+// exchanges with an empty aggregate id are as with New.
 func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregate, source Source[T],
 	handler Handler[T], supplier aggregate.SchedulerSupplier, opts ...Option[T]) (*MainDispatcher[T], error) {
 	if err := checkArguments("main dispatcher", name, handler != nil, named...); err != nil {
@@ -103,8 +102,7 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 
 // Prepare takes each named aggregate's scheduler from the supplier, in
 // order, holding no lock meanwhile. It may be called once, from component.StateNew,
-// else ErrIllegalState; a supplier's error is returned. Wow:
-// MainDispatcher.prepare.
+// else ErrIllegalState; a supplier's error is returned.
 func (m *MainDispatcher[T]) Prepare(ctx context.Context) error {
 	return m.prepare(ctx, func() (schedulers.Scheduler, error) {
 		for _, e := range m.engines {

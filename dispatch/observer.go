@@ -19,10 +19,9 @@ func enumName[E ~int | ~int32](e E, typ string, names ...string) string {
 	return typ + "(" + strconv.Itoa(int(e)) + ")"
 }
 
-// Outcome is how an exchange ended. The first four mirror the outcome tag of
-// Wow's wow.operation timer (AggregateDispatcher.kt, WowMetrics.kt), with
-// panics told apart from errors; OutcomeDiscarded is an exchange dropped
-// without being handled.
+// Outcome is how an exchange ended: handled with success, an error, a panic
+// (told apart from an error) or a cancellation; OutcomeDiscarded is an
+// exchange dropped without being handled.
 type Outcome int32
 
 const (
@@ -64,7 +63,7 @@ type Stats struct {
 
 // Labels say where an event comes from: the dispatcher and the named
 // aggregate. Both have a bounded number of values, so they are safe as
-// metric labels; the aggregate id and the group never are (Wow AD-25), and
+// metric labels; the aggregate id and the group, unbounded, never are, and
 // appear only in Result, logs and spans. Labels is comparable: a map key.
 type Labels struct {
 	// Dispatcher is the dispatcher's name; for a child of a MainDispatcher,
@@ -75,8 +74,8 @@ type Labels struct {
 	Aggregate aggregate.MaterializedNamedAggregate
 }
 
-// Observer sees every exchange of a dispatcher: the metrics seam (Wow's
-// WowMetrics / wow.operation timer, reduced to an interface). Every method
+// Observer sees every exchange of a dispatcher: the metrics seam, which
+// observe/prommetrics and observe/otelmetrics implement. Every method
 // gets the Labels of the exchange's dispatcher and named aggregate and a
 // ctx: for Started and Finished the handler's (see WithContextOf), for
 // Admitted and Discarded the dispatcher's (Prepare's values). Methods are

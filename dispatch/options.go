@@ -13,9 +13,8 @@ import (
 
 // DefaultMaxPending is the default pending budget of a dispatcher, in
 // exchanges: how many may be admitted and not yet finished, across all its
-// groups (a MainDispatcher's children share one budget). It equals the bound
-// of the earlier per-group buffers at the default parallelism on two cores
-// (128 groups x 32), and the throughput benchmarks gain nothing above it.
+// groups (a MainDispatcher's children share one budget). docs/tuning.md
+// says when to change it.
 const DefaultMaxPending = 4096
 
 // Option configures New, NewKeyed and NewMain for exchanges of type T. A
@@ -69,17 +68,14 @@ func (c *config[T]) reject(format string, args ...any) {
 // are handled one at a time. It is not a number of goroutines: the
 // scheduler's parallelism bounds those. A group costs a pointer until it
 // first holds an exchange, then about 100 bytes plus a chunk of 32 slots.
-// Below 1, the constructor returns ErrInvalidParallelism. Wow:
-// AggregateDispatcher.parallelism (MessageParallelism.DEFAULT_PARALLELISM).
+// Below 1, the constructor returns ErrInvalidParallelism.
 func WithParallelism[T any](groups int) Option[T] {
 	return func(c *config[T]) { c.groups = groups }
 }
 
 // WithKeyOrdering orders by aggregate id rather than by group: the
 // exchanges of one id are handled one at a time in admission order, and ids
-// never wait for each other, even in one group (Confluent Parallel
-// Consumer's ProcessingOrder.KEY; the default is its PARTITION order at the
-// grain of a group). Each id that holds or runs exchanges has a lane of its
+// never wait for each other, even in one group. Each id that holds or runs exchanges has a lane of its
 // own, under the same pending budget; an idle id's lane is reused for the
 // next new id, so the lanes kept stay within about twice the ids active at
 // once (at most the budget plus the running handlers). The group
@@ -115,7 +111,6 @@ func WithKeyOrderingBy[T any](id func(T) string) Option[T] {
 // WithSchedulerSupplier; nil is invalid. Without either, the dispatcher owns
 // a schedulers.NewParallel("<name>-<aggregate>", schedulers.DefaultPoolSize)
 // made at Prepare with the dispatcher's logger, and disposes it at its end.
-// Wow: AggregateDispatcher.scheduler.
 func WithScheduler[T any](s schedulers.Scheduler) Option[T] {
 	return func(c *config[T]) {
 		if s == nil {
@@ -128,7 +123,7 @@ func WithScheduler[T any](s schedulers.Scheduler) Option[T] {
 // WithSchedulerSupplier makes Prepare take the scheduler from
 // s.GetOrInitialize(named aggregate). The supplier is lent: the dispatcher
 // never stops it; its owner does, after the dispatcher stopped. Exclusive
-// with WithScheduler; nil is invalid. Wow: AggregateSchedulerSupplier.
+// with WithScheduler; nil is invalid.
 func WithSchedulerSupplier[T any](s aggregate.SchedulerSupplier) Option[T] {
 	return func(c *config[T]) {
 		if s == nil {
@@ -184,8 +179,7 @@ func WithObserver[T any](obs Observer) Option[T] {
 // OutcomeDiscarded case (WithOutcomeHook), called right after the outcome
 // hooks, with the same guarantees. It may run on any goroutine,
 // concurrently with itself, and must be quick; a panic of it is recovered
-// and logged. Reactor: Flux#doOnDiscard; Wow: the TrackedExchange discard
-// hook (AggregateDispatcher.kt).
+// and logged.
 func WithDiscardHook[T any](hook func(exchange T, reason error)) Option[T] {
 	return func(c *config[T]) {
 		if hook == nil {
@@ -241,12 +235,10 @@ type ErrorPolicy int
 
 const (
 	// Continue (the default) reports a failed exchange to the logger and the
-	// observer and goes on: Wow's built-in event handlers
-	// (LogResumeErrorHandler).
+	// observer and goes on.
 	Continue ErrorPolicy = iota
 	// StopOnError makes the first failure the dispatcher's Err() and
-	// quiesces it: intake stops and admitted exchanges drain. This is Wow's
-	// AggregateDispatcher default, where a handler error ends the pipeline.
+	// quiesces it: intake stops and admitted exchanges drain.
 	StopOnError
 )
 

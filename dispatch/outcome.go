@@ -45,8 +45,7 @@ type Result[T any] struct {
 // exchange. Given more than once, every hook is called, in order, even when
 // one before it (or the Observer's Finished or Discarded) ends the goroutine
 // with runtime.Goexit. nil is invalid. Cost: timing each exchange
-// (three clock reads) and one call. Wow: the exchange's finally hooks
-// (TrackedExchange, ExchangeAck); Reactor: doOnEach with doOnDiscard.
+// (three clock reads) and one call.
 func WithOutcomeHook[T any](hook func(ctx context.Context, r Result[T])) Option[T] {
 	return func(c *config[T]) {
 		if hook == nil {
@@ -64,7 +63,7 @@ func WithOutcomeHook[T any](hook func(ctx context.Context, r Result[T])) Option[
 // cancellation (derive from ctx). It runs on the scheduler goroutine right
 // before the handler; a panic of it, or a nil result, fails the exchange as
 // a handler's panic does (OutcomePanic, a *PanicError), and the handler is
-// not called. nil is invalid. Reactor: contextWrite, per item.
+// not called. nil is invalid.
 func WithContextOf[T any](of func(ctx context.Context, exchange T) context.Context) Option[T] {
 	return func(c *config[T]) {
 		if of == nil {
@@ -82,7 +81,7 @@ type groupKeyCtx struct{}
 // state owned per group can be kept in a slice indexed by it with no
 // recomputed key. ok is false for any other context. Each group's context
 // is made once, when the group first holds an exchange: no cost per
-// exchange. Reactor: GroupedFlux#key, seen from inside the group.
+// exchange.
 func GroupOf(ctx context.Context) (group int, ok bool) {
 	group, ok = ctx.Value(groupKeyCtx{}).(int)
 	return group, ok

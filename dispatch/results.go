@@ -17,7 +17,7 @@ import (
 // exchange received, in the order the exchanges ended (within a group, the
 // group's order), completed when the dispatcher reached its end (Done). It
 // is read as a Flux, an rxgo Observable or an iter.Seq2, by one reader at a
-// time: a unicast sink of outcomes (Reactor: Sinks.many().unicast()).
+// time: a unicast sink of outcomes.
 //
 // Backpressure and its bound: a Result waits in a buffer of the size given
 // to NewResults; while the buffer is full, the goroutine that ended the

@@ -9,7 +9,6 @@ import (
 // is emitted as soon as it holds n items, or d after its first item
 // arrived, whichever comes first; at completion the partial slice, if any.
 // No empty slice is emitted. Each slice is new and owned by the receiver.
-// Reactor: Flux#bufferTimeout(int, Duration) (FluxBufferTimeout.java).
 //
 // The upstream and the full slices run on the delivering goroutine; a
 // slice cut by the timer is delivered on the timer's goroutine (one

@@ -21,23 +21,20 @@ import (
 // arrive, interleaved; the items of each source keep their order. It
 // completes once every source completed. The first error, of a source or of
 // the downstream, ends the flow and cancels the other sources; a source's
-// error comes after the items it pushed before it (Reactor signals it at
-// once), and the items of the other sources still queued go to the discard
-// hook. Each source runs on a goroutine of its own, even a synchronous one
-// (Reactor drains a synchronous source to its end before subscribing the
-// next), pushing into a queue shared by all (32 items per source, see
-// LimitRate); items reach the downstream on the subscribing goroutine. No
-// source: Empty; one source: that source itself. Costs one goroutine per
-// source and subscription, and one channel send and receive per item (no
-// allocation). Reactor: Flux.merge(Publisher...) (FluxMerge.java).
+// error comes after the items it pushed before it, and the items of the
+// other sources still queued go to the discard hook. Each source runs on a
+// goroutine of its own, even a synchronous one, pushing into a queue shared
+// by all (32 items per source, see LimitRate); items reach the downstream
+// on the subscribing goroutine. No source: Empty; one source: that source
+// itself. Costs one goroutine per source and subscription, and one channel
+// send and receive per item (no allocation).
 func Merge[T any](fs ...Flux[T]) Flux[T] { return merge("Merge", fs, false) }
 
 // MergeDelayError is Merge where an error of a source cancels nothing: the
 // other sources run to their end, and the errors are signalled after every
 // source ended and every item was delivered (one error as it is, several
 // joined with errors.Join, in the order they arrived). An error of the
-// downstream, or the end of ctx, still cancels everything at once. Reactor:
-// Flux.mergeDelayError(int, Publisher...) (FluxMerge.java).
+// downstream, or the end of ctx, still cancels everything at once.
 func MergeDelayError[T any](fs ...Flux[T]) Flux[T] { return merge("MergeDelayError", fs, true) }
 
 // mergeMsg is what a source of Merge puts in the shared queue: an item, or
@@ -109,15 +106,13 @@ func merge[T any](op string, fs []Flux[T], delayError bool) Flux[T] {
 // completed, and emits their items in that order; the first error ends the
 // flow without subscribing the rest. Everything runs on the subscribing
 // goroutine, fused: no goroutine, no allocation per item. No source: Empty;
-// one source: that source itself. Reactor: Flux.concat(Publisher...)
-// (FluxConcatArray.java).
+// one source: that source itself.
 func Concat[T any](fs ...Flux[T]) Flux[T] { return concat(fs, false) }
 
 // ConcatDelayError is Concat where the error of a source does not stop the
 // sources after it: they are subscribed in turn, and the errors are signalled
 // at the end (one as it is, several joined with errors.Join). An error of the
-// downstream, or the end of ctx, still stops at once. Reactor:
-// Flux.concatDelayError(Publisher...) (FluxConcatArray.java, delayError).
+// downstream, or the end of ctx, still stops at once.
 func ConcatDelayError[T any](fs ...Flux[T]) Flux[T] { return concat(fs, true) }
 
 func concat[T any](fs []Flux[T], delayError bool) Flux[T] {
@@ -151,15 +146,13 @@ func concat[T any](fs []Flux[T], delayError bool) Flux[T] {
 // Zip subscribes a and b at once and emits fn(x, y) for each pair of their
 // items taken in order: the first of a with the first of b, and so on. It
 // completes as soon as one source completed and no item of it is left to
-// pair, cancelling the other (Reactor: "until any of the sources
-// completes"), so it stops at the shortest; the items then left over go to
-// the discard hook with ErrCancelled. The first error, of a source, of fn (a
-// panic) or of the downstream, ends the flow at once and cancels both. Each
-// source runs on a goroutine of its own and may run up to 32 items ahead of
-// the other (see LimitRate); fn and the downstream run on the subscribing
-// goroutine. Costs two goroutines per subscription and one channel send and
-// receive per item. fn nil gives ErrInvalidArgument. Reactor:
-// Flux.zip(Publisher, Publisher, BiFunction) (FluxZip.java).
+// pair, cancelling the other, so it stops at the shortest; the items then
+// left over go to the discard hook with ErrCancelled. The first error, of a
+// source, of fn (a panic) or of the downstream, ends the flow at once and
+// cancels both. Each source runs on a goroutine of its own and may run up
+// to 32 items ahead of the other (see LimitRate); fn and the downstream run
+// on the subscribing goroutine. Costs two goroutines per subscription and
+// one channel send and receive per item. fn nil gives ErrInvalidArgument.
 func Zip[A, B, R any](a Flux[A], b Flux[B], fn func(A, B) R) Flux[R] {
 	if fn == nil {
 		return Error[R](invalid("Zip", "nil function"))
@@ -199,17 +192,16 @@ func Zip[A, B, R any](a Flux[A], b Flux[B], fn func(A, B) R) Flux[R] {
 }
 
 // CombineLatest subscribes a and b at once and, once both emitted, emits
-// fn(latest of a, latest of b) each time either emits. It completes when both
-// completed, or at once when one completed without an item (no combination
-// can ever be made). The first error, of a source, of fn (a panic) or of the
-// downstream, ends the flow at once and cancels both. A latest item replaced
-// before it took part in a combination (a's items before b's first) goes to
-// the discard hook with ErrSuperseded, and one held unused when the flow
-// ends with the flow's reason (Reactor does not discard here). Sources run on
-// goroutines of their own; fn and the downstream on the subscribing one.
-// Costs two goroutines per subscription and one channel send and receive per
-// item. fn nil gives ErrInvalidArgument. Reactor: Flux.combineLatest(
-// Publisher, Publisher, BiFunction) (FluxCombineLatest.java).
+// fn(latest of a, latest of b) each time either emits. It completes when
+// both completed, or at once when one completed without an item (no
+// combination can ever be made). The first error, of a source, of fn (a
+// panic) or of the downstream, ends the flow at once and cancels both. A
+// latest item replaced before it took part in a combination (a's items
+// before b's first) goes to the discard hook with ErrSuperseded, and one
+// held unused when the flow ends with the flow's reason. Sources run on goroutines of their own; fn and the
+// downstream on the subscribing one. Costs two goroutines per subscription
+// and one channel send and receive per item. fn nil gives
+// ErrInvalidArgument.
 func CombineLatest[A, B, R any](a Flux[A], b Flux[B], fn func(A, B) R) Flux[R] {
 	if fn == nil {
 		return Error[R](invalid("CombineLatest", "nil function"))

@@ -11,8 +11,7 @@ import (
 type discardKey[U any] struct{}
 
 // DoOnDiscard returns f with hook installed for the items of type U that
-// the operators upstream of it drop after pulling them: Reactor's
-// doOnDiscard(Class<U>, Consumer<U>) (Operators.onDiscard). U need not be
+// the operators upstream of it drop after pulling them. U need not be
 // f's item type: a hook for the source's items sees what a GroupBy or a
 // PublishOn before a Map drops. The dropping operators are Filter (the
 // items it rejects, ErrFiltered), GroupBy (group queues and the item the

@@ -8,8 +8,7 @@ import "context"
 // (one map entry each) and is released when the subscription ends; for an
 // endless source with unbounded distinct values, prefer
 // DistinctUntilChanged or a key of bounded range. Fused: it runs on the
-// delivering goroutine. Reactor: Flux#distinct() (FluxDistinct.java), which
-// also discards the repeats.
+// delivering goroutine.
 func Distinct[T comparable](f Flux[T]) Flux[T] { return DistinctBy(f, identity[T]) }
 
 // DistinctBy is Distinct comparing the keys key(v) instead of the items: an
@@ -17,7 +16,7 @@ func Distinct[T comparable](f Flux[T]) Flux[T] { return DistinctBy(f, identity[T
 // with ErrDuplicate). Only the keys are kept. A panic in key, or in hashing
 // a key of interface type that holds an unhashable value, ends the flow
 // with *PanicError, unless OnErrorContinue for T resumes it. key nil gives
-// ErrInvalidArgument. Reactor: Flux#distinct(Function) (FluxDistinct.java).
+// ErrInvalidArgument.
 func DistinctBy[T any, K comparable](f Flux[T], key func(T) K) Flux[T] {
 	if key == nil {
 		return Error[T](invalid("DistinctBy", "nil key function"))
@@ -40,8 +39,7 @@ func DistinctBy[T any, K comparable](f Flux[T], key func(T) K) Flux[T] {
 
 // DistinctUntilChanged drops each item equal to the one before it (the
 // first is always emitted), each given to the discard hook with
-// ErrDuplicate. Keeps one item; fused, no allocation per item. Reactor:
-// Flux#distinctUntilChanged() (FluxDistinctUntilChanged.java).
+// ErrDuplicate. Keeps one item; fused, no allocation per item.
 func DistinctUntilChanged[T comparable](f Flux[T]) Flux[T] {
 	return DistinctUntilChangedBy(f, identity[T])
 }
@@ -51,8 +49,7 @@ func DistinctUntilChanged[T comparable](f Flux[T]) Flux[T] {
 // with ErrDuplicate). A panic in key, or in comparing keys of interface
 // type that hold uncomparable values, ends the flow with *PanicError,
 // unless OnErrorContinue for T resumes it; the item it failed on is then
-// not compared with. key nil gives ErrInvalidArgument. Reactor:
-// Flux#distinctUntilChanged(Function) (FluxDistinctUntilChanged.java).
+// not compared with. key nil gives ErrInvalidArgument.
 func DistinctUntilChangedBy[T any, K comparable](f Flux[T], key func(T) K) Flux[T] {
 	if key == nil {
 		return Error[T](invalid("DistinctUntilChangedBy", "nil key function"))

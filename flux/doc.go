@@ -1,14 +1,13 @@
-// Package flux is a typed, cold, Reactor-style stream library: Flux[T] and
-// its operators, modelled on Project Reactor's Flux (reactor-core
-// reactor/core/publisher) and bridged to github.com/reactivex/rxgo/v2.
+// Package flux is a typed, cold stream library: Flux[T] and its operators,
+// in the terms of Project Reactor's Flux, bridged to
+// github.com/reactivex/rxgo/v2.
 //
 // # Model
 //
 // A Flux is a recipe: assembling operators starts nothing, and every
 // subscription (Subscribe, Collect, All, Observable) runs the chain afresh.
 // Items are pushed downstream one at a time; a push blocks while the
-// downstream is busy, which is the backpressure (Reactor's request(n) is
-// replaced by the blocking of emit). A subscription ends with exactly one
+// downstream is busy, which is the backpressure (there is no request(n)). A subscription ends with exactly one
 // signal: completion, an error after the items that preceded it, or
 // cancellation.
 //
@@ -54,7 +53,7 @@
 // error carrying *PanicError; the process survives.
 //
 // Three operators configure the operators upstream of them for one
-// subscription, as Reactor's subscriber Context does: DoOnDiscard,
+// subscription: DoOnDiscard,
 // OnErrorContinue and LimitRate. They carry their setting in the
 // subscription's context internally; the user passes none through a
 // context.
@@ -138,23 +137,22 @@
 //	share()                          Share
 //	StepVerifier                     testkit.Verify
 //
-// # Differences from Reactor
+// The table's rows, and where flux deliberately differs from Reactor, are
+// in docs/from-reactor-and-wow.md. In short:
 //
 // GroupBy has a fixed key space [0, groups) and bounded group queues; the
 // groups not yet handed downstream when the upstream fails are handed out,
-// with their items and the error, instead of being dropped; after an early
-// stop of the main flux (Take) the items of keys not taken go to the discard
-// hook, and the stop returns once the groups taken have ended (Reactor
-// completes the take at once and lets them run on); a GroupBy flow that can
-// never move again (more groups than FlatMap's concurrency, or ConcatMap
-// over groups, with the waiting groups full beyond WithStallBuffer) fails
-// with ErrStalled where Reactor hangs. GroupByKey bounds its live groups
-// (ErrTooManyGroups) where Reactor's map of groups grows without bound.
-// Reactor's all is Every (All is the range iterator); a Mono is a separate
-// type whose Flux method gives the Flux, and Block returns (v, ok, err).
-// SwitchMap over a synchronous upstream usually keeps only the last inner
-// (Reactor runs each synchronous inner inside onNext); use ConcatMap there. ConcatMap always has prefetch 0. PublishOn's drain yields
-// its goroutine after each batch, so pipelines sharing a scheduler are
-// served fairly. DoFinally runs just before the terminal signal reaches the
-// operators after it (a terminal signal is the return of a subscribe call).
+// with their items and the error; after an early stop of the main flux
+// (Take) the items of keys not taken go to the discard hook, and the stop
+// returns once the groups taken have ended; a GroupBy flow that can never
+// move again (more groups than FlatMap's concurrency, or ConcatMap over
+// groups, with the waiting groups full beyond WithStallBuffer) fails with
+// ErrStalled. GroupByKey bounds its live groups (ErrTooManyGroups). A Mono
+// is a separate type whose Flux method gives the Flux, and Block returns
+// (v, ok, err). SwitchMap over a synchronous upstream usually keeps only
+// the last inner; use ConcatMap there. ConcatMap always has prefetch 0.
+// PublishOn's drain yields its goroutine after each batch, so pipelines
+// sharing a scheduler are served fairly. DoFinally runs just before the
+// terminal signal reaches the operators after it (a terminal signal is the
+// return of a subscribe call).
 package flux

@@ -17,15 +17,14 @@ var (
 	// function returns a key outside [0, groups).
 	ErrGroupKeyOutOfRange = errors.New("flux: group key out of range")
 	// ErrUnicastGroup is the error signal of a group flux of GroupBy
-	// subscribed a second time: a group has exactly one subscriber (Reactor:
-	// "GroupedFlux allows only one Subscriber").
+	// subscribed a second time: a group has exactly one subscriber.
 	ErrUnicastGroup = errors.New("flux: group allows only one subscriber")
 	// ErrCancelled is the reason given to discard hooks and to group
 	// subscribers when a flow ended because its downstream cancelled (for
 	// example Take was satisfied) rather than because of an error.
 	ErrCancelled = errors.New("flux: cancelled")
 	// ErrStalled is the error signal of a GroupBy flow that can never move
-	// again (Reactor hangs silently there, §1.9): the router waits for room
+	// again, instead of hanging: the router waits for room
 	// in a full group nobody has subscribed, and the operator that would
 	// subscribe it (FlatMap at its concurrency, ConcatMap running an earlier
 	// group) only waits for items of its own groups, which are behind the
@@ -39,8 +38,7 @@ var (
 	// an item it was handed.
 	ErrNotDelivered = errors.New("flux: not delivered")
 	// ErrTimeout is wrapped by the error signal of Timeout when no item, or
-	// no terminal signal, arrived within its duration (Reactor's
-	// TimeoutException), and is the reason given to the discard hook for
+	// no terminal signal, arrived within its duration, and is the reason given to the discard hook for
 	// an item that lost the race with the timeout.
 	ErrTimeout = errors.New("flux: timeout")
 	// ErrSkipped is the reason given to the discard hook for an item an
@@ -49,11 +47,10 @@ var (
 	ErrSkipped = errors.New("flux: skipped")
 	// ErrRetriesExhausted is wrapped, with the last error of the upstream,
 	// by the error signal of RetryWhen once its attempts or its backoff
-	// schedule ran out (Reactor's Exceptions.retryExhausted).
+	// schedule ran out.
 	ErrRetriesExhausted = errors.New("flux: retries exhausted")
 	// ErrUnicastSink is wrapped by the error of a second Subscribe to the
-	// Flux of a unicast ManySink (Reactor: "UnicastProcessor allows only a
-	// single Subscriber").
+	// Flux of a unicast ManySink.
 	ErrUnicastSink = errors.New("flux: unicast sink allows only one subscriber")
 	// ErrUnicastSource is wrapped by the error of a Subscribe to a hot
 	// source (FromChannel) while another subscription of it runs: the two
@@ -80,19 +77,17 @@ func invalid(op, what string) error {
 
 var (
 	// ErrFiltered is the reason given to the discard hook for an item that
-	// Filter rejected (Reactor discards them too).
+	// Filter rejected.
 	ErrFiltered = errors.New("flux: filtered")
 )
 
 var (
 	// ErrNoSuchElement is wrapped by the error signal of Last and Single over
-	// an empty Flux and of ElementAt beyond its items (Reactor's
-	// NoSuchElementException, IndexOutOfBoundsException for elementAt).
+	// an empty Flux and of ElementAt beyond its items.
 	ErrNoSuchElement = errors.New("flux: no such element")
 	// ErrTooManyElements is wrapped by the error signal of Single over a Flux
 	// of two items or more, and is the reason given with them to the discard
-	// hook (Reactor's IndexOutOfBoundsException "Source emitted more than one
-	// item").
+	// hook.
 	ErrTooManyElements = errors.New("flux: more than one element")
 )
 

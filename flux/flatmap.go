@@ -8,18 +8,16 @@ import (
 )
 
 // FlatMap maps each item to an inner Flux and runs up to concurrency inners
-// at once, each on its own goroutine, merging their items downstream (one at
-// a time, under a mutex; items of different inners interleave in no fixed
-// order). The upstream blocks while concurrency inners run (Reactor's
-// initial request equal to the concurrency). The first error, from the
-// upstream, an inner, fn or the downstream, cancels everything else, and
-// FlatMap returns only after every inner goroutine has exited. Reactor:
-// Flux#flatMap(Function, int) (FluxFlatMap.java), without delayError.
-// concurrency < 1 gives ErrInvalidArgument. See GroupBy for the concurrency
-// needed to merge groups: below it, over groups whose inners wait for their
-// group's end, the flow fails with ErrStalled instead of hanging. The inners
-// are subscribed with a context of their own (the same deadline, values and
-// cancellation), which is how GroupBy recognises them.
+// at once, each on its own goroutine, merging their items downstream (one
+// at a time, under a mutex; items of different inners interleave in no
+// fixed order). The upstream blocks while concurrency inners run. The first
+// error, from the upstream, an inner, fn or the downstream, cancels
+// everything else, and FlatMap returns only after every inner goroutine has
+// exited. concurrency < 1 gives ErrInvalidArgument. See GroupBy for the
+// concurrency needed to merge groups: below it, over groups whose inners
+// wait for their group's end, the flow fails with ErrStalled instead of
+// hanging. The inners are subscribed with a context of their own (the same
+// deadline, values and cancellation), which is how GroupBy recognises them.
 func FlatMap[T, R any](f Flux[T], fn func(T) Flux[R], concurrency int) Flux[R] {
 	switch {
 	case fn == nil:

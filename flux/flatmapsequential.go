@@ -5,15 +5,13 @@ import "context"
 // FlatMapSequential maps each item to an inner Flux and runs up to
 // concurrency inners at once, each on a goroutine of its own, like FlatMap,
 // but emits their items in the order of the items they came from: every
-// item of the first inner, then of the second, and so on (RxJava's
-// concatMapEager). Each inner queues up to prefetch items while an earlier
-// one is being delivered, then blocks; so at most concurrency*prefetch items
-// are held, and the upstream is pulled only while fewer than concurrency
-// inners are running or waiting their turn. The first error, of the
-// upstream, an inner, fn (a panic) or the downstream, cancels everything at
-// once (Reactor's IMMEDIATE error mode): the items queued go to the discard
-// hook with it. Reactor: Flux#flatMapSequential(Function, int, int)
-// (FluxMergeSequential.java).
+// item of the first inner, then of the second, and so on. Each inner queues
+// up to prefetch items while an earlier one is being delivered, then
+// blocks; so at most concurrency*prefetch items are held, and the upstream
+// is pulled only while fewer than concurrency inners are running or waiting
+// their turn. The first error, of the upstream, an inner, fn (a panic) or
+// the downstream, cancels everything at once: the items queued go to the
+// discard hook with it.
 //
 // The upstream runs on a goroutine of the subscription, the inners on one
 // each, and the items are delivered on the subscribing goroutine; all have
@@ -85,9 +83,7 @@ func FlatMapSequential[T, R any](f Flux[T], fn func(T) Flux[R], concurrency, pre
 
 // MergeSequential subscribes every source at once and emits their items in
 // the order of the sources: FlatMapSequential over fs with a concurrency of
-// len(fs) and a prefetch of DefaultGroupBuffer (32, Reactor's
-// Queues.XS_BUFFER_SIZE). Reactor: Flux.mergeSequential
-// (FluxMergeSequential.java).
+// len(fs) and a prefetch of DefaultGroupBuffer (32).
 func MergeSequential[T any](fs ...Flux[T]) Flux[T] {
 	return FlatMapSequential(FromSlice(fs), identity[Flux[T]], max(1, len(fs)), DefaultGroupBuffer)
 }

@@ -10,8 +10,8 @@ import (
 )
 
 // Flux is a cold, typed sequence of 0..N items followed by completion or an
-// error: Reactor's Flux<T> (reactor-core Flux.java). Assembling operators
-// starts nothing; every Subscribe runs the whole chain afresh.
+// error. Assembling operators starts nothing; every Subscribe runs the
+// whole chain afresh.
 //
 // Underneath, a Flux is a push-based subscribe function: items are pushed by
 // calling an emit function, one at a time (never concurrently), and the
@@ -28,9 +28,9 @@ type Flux[T any] struct {
 	group *pipe[T]
 }
 
-// GroupedFlux is one group of GroupBy: the items whose key is Key, in arrival
-// order. Reactor: GroupedFlux<K, V> (GroupedFlux.java). Its Flux is unicast: a second Subscribe
-// gets an error wrapping ErrUnicastGroup.
+// GroupedFlux is one group of GroupBy: the items whose key is Key, in
+// arrival order. Its Flux is unicast: a second Subscribe gets an error
+// wrapping ErrUnicastGroup.
 type GroupedFlux[T any] struct {
 	Key int
 	Flux[T]
@@ -42,7 +42,6 @@ type GroupedFlux[T any] struct {
 type PanicError = component.PanicError
 
 // Signal is the kind of end a subscription met, as passed to DoFinally.
-// Reactor: SignalType.ON_COMPLETE, ON_ERROR, CANCEL (SignalType.java).
 type Signal int
 
 const (

@@ -12,11 +12,10 @@ import (
 )
 
 // DefaultGroupBuffer is the default capacity of each group's queue in
-// GroupBy: Reactor's Queues.XS_BUFFER_SIZE.
+// GroupBy.
 const DefaultGroupBuffer = 32
 
-// DefaultStallBuffer is the default of WithStallBuffer: Reactor's
-// Queues.SMALL_BUFFER_SIZE, the prefetch of Flux#groupBy shared by its groups.
+// DefaultStallBuffer is the default of WithStallBuffer, in items.
 const DefaultStallBuffer = 256
 
 // GroupOption configures GroupBy.
@@ -28,26 +27,24 @@ type groupOptions struct{ buffer, spare int }
 // buffers, the groups waiting unsubscribed for their turn may hold when
 // nothing else could move (default DefaultStallBuffer): GroupBy then queues
 // the item rather than fail with ErrStalled, so that ConcatMap over runs of
-// one key longer than the group buffer completes, as under Reactor's shared
-// prefetch. Room taken is not given back within the subscription. n = 0
-// fails at the first such item; n < 0 makes GroupBy fail with
-// ErrInvalidArgument. Costs one stall check per item so queued.
+// one key longer than the group buffer completes. Room taken is not given
+// back within the subscription. n = 0 fails at the first such item; n < 0
+// makes GroupBy fail with ErrInvalidArgument. Costs one stall check per
+// item so queued.
 func WithStallBuffer(n int) GroupOption {
 	return func(o *groupOptions) { o.spare = n }
 }
 
 // WithGroupBuffer sets the capacity of each group's queue (default
-// DefaultGroupBuffer); n < 1 makes GroupBy fail with ErrInvalidArgument.
-// Reactor: the prefetch of Flux#groupBy(Function, int), here a hard bound
-// per group rather than a shared request budget.
+// DefaultGroupBuffer); n < 1 makes GroupBy fail with ErrInvalidArgument. It
+// is a hard bound per group, not a shared request budget.
 func WithGroupBuffer(n int) GroupOption {
 	return func(o *groupOptions) { o.buffer = n }
 }
 
 // GroupBy splits f into at most groups groups by key: keyOf(v) must be in
-// [0, groups). The first item of key k opens group k, emitted downstream as a
-// GroupedFlux; later items of k are queued for it. Reactor: Flux#groupBy
-// (FluxGroupBy.java), with a fixed key space and bounded queues.
+// [0, groups). The first item of key k opens group k, emitted downstream as
+// a GroupedFlux; later items of k are queued for it.
 //
 // Threading: the upstream runs on the subscriber's goroutine (the router),
 // which pushes each item into its group's queue. A FlatMap fed by GroupBy
@@ -59,19 +56,19 @@ func WithGroupBuffer(n int) GroupOption {
 // downstream that runs a group to its end before taking the next
 // (ConcatMap) or waits for a free slot (FlatMap) does not hold up the
 // router: the groups opened meanwhile wait in GroupBy, buffering their
-// items, as in Reactor's queue of groups. That hand-off is synchronous too:
-// after handing out a group, or pushing an item, the router pulls the next
-// item only once the deliverer is idle again or some group's subscriber
-// waits for an item, so a downstream that consumes a group inline sees the
-// items exactly as if GroupBy called it directly (a group cancelled by its
-// subscriber after one item, say, gets no second one). Each group is
-// delivered on the goroutine that subscribes it, or on the worker of a
-// PublishOn applied directly to the group flux, which then drains the
-// group's queue in place (no second queue). A group flux is unicast. The
-// deliverer has exited when the subscription returns; a runtime.Goexit in
-// the downstream on it ends the flow with a *PanicError wrapping
-// schedulers.ErrGoexit. Cost: at most one goroutine per subscription, one
-// wake-up per group it hands out; per item, two atomic loads.
+// items. That hand-off is synchronous too: after handing out a group, or
+// pushing an item, the router pulls the next item only once the deliverer
+// is idle again or some group's subscriber waits for an item, so a
+// downstream that consumes a group inline sees the items exactly as if
+// GroupBy called it directly (a group cancelled by its subscriber after one
+// item, say, gets no second one). Each group is delivered on the goroutine
+// that subscribes it, or on the worker of a PublishOn applied directly to
+// the group flux, which then drains the group's queue in place (no second
+// queue). A group flux is unicast. The deliverer has exited when the
+// subscription returns; a runtime.Goexit in the downstream on it ends the
+// flow with a *PanicError wrapping schedulers.ErrGoexit. Cost: at most one
+// goroutine per subscription, one wake-up per group it hands out; per item,
+// two atomic loads.
 //
 // Backpressure: each group holds at most the group buffer (WithGroupBuffer)
 // of items, the one being delivered included; the router blocks while the
@@ -83,34 +80,31 @@ func WithGroupBuffer(n int) GroupOption {
 // Termination: upstream completion completes every group once its queue is
 // drained, and the main flux once every group opened was handed downstream;
 // an upstream error reaches every group after its queued items, then the
-// main flux. The groups not yet handed downstream when the upstream ends are
-// handed out first, whatever the end (Reactor drops them on an error).
-// When a group's subscriber cancels, its queued items are discarded and the
-// next item of that key opens a new group (Reactor does the same). Under
-// FlatMap, whose inners run on goroutines of their own, the router goes on
-// while an inner decides to cancel, so a group that takes n items may hold
-// more by then, and those are discarded: FlatMap(GroupBy(Range(0, 10), v%2),
-// g -> g.Take(1)) delivers 0 and 1 and discards 2 to 9, where Reactor, all on
-// one thread, opens a new group for each item. Use ConcatMap (inline) when
-// every item must reach a group after such a cancel.
+// main flux. The groups not yet handed downstream when the upstream ends
+// are handed out first, whatever the end. When a group's subscriber
+// cancels, its queued items are discarded and the next item of that key
+// opens a new group. Under FlatMap, whose inners run on goroutines of their
+// own, the router goes on while an inner decides to cancel, so a group that
+// takes n items may hold more by then, and those are discarded:
+// FlatMap(GroupBy(Range(0, 10), v%2), g -> g.Take(1)) delivers 0 and 1 and
+// discards 2 to 9. Use ConcatMap (inline) when every item must reach a
+// group after such a cancel.
 //
-// Cancellation of the main flux, as in Reactor's FluxGroupBy: when its
-// downstream stops early (Take or TakeUntil satisfied), the groups already
-// handed out go on receiving their keys' items until the upstream ends or
-// they are cancelled by their subscribers, and the upstream is cancelled
-// once the last of them is; the groups opened but not handed out are
-// cancelled, and the items of keys without a group handed out are given to
-// the discard hook with ErrCancelled (Reactor drops them silently). The
-// subscription returns, and Take completes, only once that is over: a
-// subscription never outlives its call, whereas Reactor's take completes at
-// once and leaves the groups running. A group handed out and never
-// subscribed keeps the upstream going, and holds it once full, like any
-// unconsumed group. When the downstream fails instead (it returned another
-// error, or ctx ended), every group is cancelled at once: queued items go to
-// the discard hook (DoOnDiscard) and the groups' subscribers get the
-// error.
+// Cancellation of the main flux: when its downstream stops early (Take or
+// TakeUntil satisfied), the groups already handed out go on receiving their
+// keys' items until the upstream ends or they are cancelled by their
+// subscribers, and the upstream is cancelled once the last of them is; the
+// groups opened but not handed out are cancelled, and the items of keys
+// without a group handed out are given to the discard hook with
+// ErrCancelled. The subscription returns, and Take completes, only once
+// that is over: a subscription never outlives its call. A group handed out
+// and never subscribed keeps the upstream going, and holds it once full,
+// like any unconsumed group. When the downstream fails instead (it returned
+// another error, or ctx ended), every group is cancelled at once: queued
+// items go to the discard hook (DoOnDiscard) and the groups' subscribers
+// get the error.
 //
-// Stalls (Reactor §1.9, where they hang silently): the router blocks while
+// Stalls: the router blocks while
 // the group it pushes to is full and nobody consumes it. A FlatMap with a
 // concurrency >= groups never stalls, for any key sequence. With a lower
 // concurrency, or with ConcatMap (concurrency 1), the groups after the first
@@ -118,9 +112,8 @@ func WithGroupBuffer(n int) GroupOption {
 // wait for the end of their own group, which only the upstream's end brings:
 // once a waiting group is full, nothing can move but that group's next item.
 // GroupBy then queues it beyond the group buffer, from a room of
-// WithStallBuffer items shared by the subscription (Reactor's shared
-// prefetch of 256 likewise lets ConcatMap over 4 keys in runs of 85 each
-// complete); once that room is used up it fails the flow with an error
+// WithStallBuffer items shared by the subscription (at the default of 256,
+// ConcatMap over 4 keys in runs of 85 each completes); once that room is used up it fails the flow with an error
 // wrapping ErrStalled that names the full group and the groups the inners
 // wait on, instead of hanging. The check is exact and uses
 // no timer: it reports a stall only when the router waits for room in a
@@ -130,7 +123,7 @@ func WithGroupBuffer(n int) GroupOption {
 // its inners is waiting for an item of its group (an inner busy with an
 // item, however slow, is not), so that only the router could release any of
 // them. It runs only on those transitions, nothing per item. Stalls it does
-// not see hang until ctx ends, as in Reactor: groups handed out and never
+// not see hang until ctx ends: groups handed out and never
 // subscribed (dropped by a Filter, kept by Collect), an asynchronous operator
 // between GroupBy and the FlatMap or ConcatMap, inners that read their group
 // through an asynchronous operator other than a PublishOn applied to the
@@ -320,7 +313,7 @@ func (b *board[T]) route(v T) error {
 	_ = g.push(b.uctx, v) // an empty queue has room
 	b.mu.Lock()
 	if b.mainErr != nil {
-		// The main flux is done: no new group (Reactor ignores the item).
+		// The main flux is done: no new group.
 		reason := b.mainErr
 		b.mu.Unlock()
 		g.cancel(reasonOf(reason), false)
@@ -432,8 +425,8 @@ func (b *board[T]) deliver() error {
 // (nil: it took every group). The groups not handed downstream are
 // cancelled, their items discarded. After an early stop (Take satisfied,
 // ctx alive) the groups handed out go on receiving their items and the
-// upstream is cancelled once they are all cancelled (Reactor's
-// FluxGroupBy.cancel); after an error it is cancelled at once.
+// upstream is cancelled once they are all cancelled; after an error it is
+// cancelled at once.
 func (b *board[T]) mainDone(err error) {
 	if err == nil {
 		return

@@ -7,7 +7,7 @@ import (
 
 // KeyedFlux is one group of GroupByKey: the items whose key is Key, in
 // arrival order. Its Flux is unicast, as GroupedFlux's: a second Subscribe
-// gets an error wrapping ErrUnicastGroup. Reactor: GroupedFlux<K, V>.
+// gets an error wrapping ErrUnicastGroup.
 type KeyedFlux[K comparable, T any] struct {
 	Key K
 	Flux[T]
@@ -20,16 +20,15 @@ func (g KeyedFlux[K, T]) resume(w *waiter)     { GroupedFlux[T]{Flux: g.Flux}.re
 
 // GroupByKey splits f into groups by any comparable key: the first item of
 // a key opens its group, emitted downstream as a KeyedFlux; later items of
-// the key are queued for it. Reactor: Flux#groupBy(Function) (FluxGroupBy.java).
+// the key are queued for it.
 //
 // At most maxGroups groups are live at once: a group is live from its first
 // item until the upstream ends or its subscriber cancels it (Take satisfied,
 // say), after which its place goes to the next new key and its own key, if
-// it comes again, opens a new group (as in Reactor). An item whose key would
+// it comes again, opens a new group. An item whose key would
 // open a group beyond maxGroups is given to the discard hook and the flow
 // fails with an error wrapping ErrTooManyGroups that names the key, the
-// bound of the memory and goroutines it may cost rather than Reactor's
-// unbounded map of groups. Everything else, threading, backpressure,
+// bound of the memory and goroutines it may cost. Everything else, threading, backpressure,
 // termination, cancellation, WithGroupBuffer, WithStallBuffer and ErrStalled
 // (naming keys with %v), is GroupBy's, with maxGroups as its groups.
 //

@@ -3,13 +3,12 @@ package flux
 import "context"
 
 // defaultPrefetch is the size of the queue per source of Merge,
-// MergeDelayError, Zip and CombineLatest: Reactor's Queues.XS_BUFFER_SIZE,
-// their default prefetch.
+// MergeDelayError, Zip and CombineLatest, their default prefetch.
 const defaultPrefetch = 32
 
 // maxPrefetch caps the queue size LimitRate asks for: a channel's buffer is
 // allocated whole when the operator is subscribed, so LimitRate(math.MaxInt),
-// Reactor's "unbounded", must not become a make that panics or exhausts
+// an unbounded rate, must not become a make that panics or exhausts
 // memory. A smaller queue still bounds what is pulled ahead by n.
 const maxPrefetch = 1 << 16
 
@@ -24,14 +23,12 @@ type prefetchKey struct{}
 // queue, shared by its sources, n times their number. Combining operators
 // further upstream keep their default.
 //
-// Reactor's limitRate(n) (Flux.java) is publishOn(immediate, n): it splits
-// the downstream's request into batches of n. Here there are no requests: a
-// push blocks until the downstream took the item, so a chain of synchronous
-// operators never runs ahead of its subscriber and there is nothing to
-// split. The upstream gets ahead only where a goroutine hands items over
-// through a queue, so that is what LimitRate sizes. PublishOn and GroupBy
-// take their queue sizes as arguments and ignore it; FlatMap and SwitchMap
-// have no queue.
+// There are no requests to split into batches: a push blocks until the
+// downstream took the item, so a chain of synchronous operators never runs
+// ahead of its subscriber and there is nothing to split. The upstream gets
+// ahead only where a goroutine hands items over through a queue, so that is
+// what LimitRate sizes. PublishOn and GroupBy take their queue sizes as
+// arguments and ignore it; FlatMap and SwitchMap have no queue.
 //
 // n above 65536 counts as 65536: the queues are allocated whole at
 // subscription. n < 1 gives ErrInvalidArgument. Costs one context value per subscription,

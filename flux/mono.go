@@ -9,9 +9,9 @@ import (
 )
 
 // Mono is a cold sequence of at most one item followed by completion or an
-// error: Reactor's Mono<T> (reactor-core Mono.java). As a Flux it is a
-// recipe, run afresh by each subscription; m.Flux() is the same sequence as
-// a Flux, for every Flux operator and terminal. The zero Mono is empty.
+// error. As a Flux it is a recipe, run afresh by each subscription;
+// m.Flux() is the same sequence as a Flux, for every Flux operator and
+// terminal. The zero Mono is empty.
 //
 // Mono constructors and operators are package functions prefixed Mono
 // where they change the item type (MonoMap, MonoFlatMap, MonoZip) and
@@ -24,21 +24,19 @@ type Mono[T any] struct{ f Flux[T] }
 // Flux returns m as a Flux of zero or one item. Free: no copy, no wrapper.
 func (m Mono[T]) Flux() Flux[T] { return m.f }
 
-// MonoJust emits v, then completes. Reactor: Mono.just (MonoJust.java).
+// MonoJust emits v, then completes.
 func MonoJust[T any](v T) Mono[T] { return Mono[T]{Just(v)} }
 
-// MonoEmpty completes without an item; so does the zero Mono. Reactor:
-// Mono.empty (MonoEmpty.java).
+// MonoEmpty completes without an item; so does the zero Mono.
 func MonoEmpty[T any]() Mono[T] { return Mono[T]{} }
 
-// MonoError fails at once with err (nil: ErrInvalidArgument). Reactor:
-// Mono.error (MonoError.java).
+// MonoError fails at once with err (nil: ErrInvalidArgument).
 func MonoError[T any](err error) Mono[T] { return Mono[T]{Error[T](err)} }
 
 // MonoFromFunc calls fn at each subscription, on the subscribing goroutine,
 // and emits its value or fails with its error; a panic becomes *PanicError.
-// Reactor: Mono.fromCallable (MonoCallable.java), whose null result (empty)
-// is MonoEmpty here, or Filter. fn nil gives ErrInvalidArgument.
+// It always emits a value: for an empty result, use MonoEmpty or Filter.
+// fn nil gives ErrInvalidArgument.
 func MonoFromFunc[T any](fn func() (T, error)) Mono[T] {
 	if fn == nil {
 		return MonoError[T](invalid("MonoFromFunc", "nil function"))
@@ -61,12 +59,11 @@ func callFunc[T any](fn func() (T, error)) (v T, err error) {
 }
 
 // MonoMap emits fn(v) for the item v; a panic in fn ends the flow with
-// *PanicError. Fused. Reactor: Mono#map (MonoMap.java).
+// *PanicError. Fused.
 func MonoMap[T, R any](m Mono[T], fn func(T) R) Mono[R] { return Mono[R]{Map(m.f, fn)} }
 
 // MonoFlatMap subscribes the Mono fn returns for the item, on the same
-// goroutine, and emits its item and its end. Reactor: Mono#flatMap
-// (MonoFlatMap.java).
+// goroutine, and emits its item and its end.
 func MonoFlatMap[T, R any](m Mono[T], fn func(T) Mono[R]) Mono[R] {
 	if fn == nil {
 		return MonoError[R](invalid("MonoFlatMap", "nil function"))
@@ -75,8 +72,7 @@ func MonoFlatMap[T, R any](m Mono[T], fn func(T) Mono[R]) Mono[R] {
 }
 
 // MonoFlatMapMany subscribes the Flux fn returns for the item, on the same
-// goroutine, and emits its items and its end. Reactor: Mono#flatMapMany
-// (MonoFlatMapMany.java).
+// goroutine, and emits its items and its end.
 func MonoFlatMapMany[T, R any](m Mono[T], fn func(T) Flux[R]) Flux[R] { return ConcatMap(m.f, fn) }
 
 // errZipEmpty ends the other side of a MonoZip once one side completed
@@ -88,10 +84,8 @@ var errZipEmpty = newStop()
 // error of either, or either completing empty, cancels the other and ends
 // the Mono with that error, or empty; the value of the other side, if it
 // had one, goes to the discard hook with the error (ErrCancelled for an
-// empty side). The goroutine has exited when the
-// subscription returns. A panic in fn ends it with *PanicError. Reactor:
-// Mono.zip(Mono, Mono, BiFunction) (MonoZip.java). fn nil gives
-// ErrInvalidArgument.
+// empty side). The goroutine has exited when the subscription returns. A
+// panic in fn ends it with *PanicError. fn nil gives ErrInvalidArgument.
 func MonoZip[A, B, R any](a Mono[A], b Mono[B], fn func(A, B) R) Mono[R] {
 	if fn == nil {
 		return MonoError[R](invalid("MonoZip", "nil function"))
@@ -158,8 +152,7 @@ func MonoZip[A, B, R any](a Mono[A], b Mono[B], fn func(A, B) R) Mono[R] {
 // Then ignores the items of f and, once f completed, subscribes next and
 // emits its item and end; f's error is the Mono's. The ignored items go to
 // the discard hook with ErrSkipped. Fused: next runs on the goroutine f
-// completed on. Reactor: Flux#then(Mono) / Mono#then(Mono)
-// (MonoIgnoreThen.java).
+// completed on.
 func Then[T, V any](f Flux[T], next Mono[V]) Mono[V] {
 	return Mono[V]{Flux[V]{subscribe: func(ctx context.Context, emit func(V) error) error {
 		if err := f.IgnoreElements().f.run(ctx, func(T) error { return nil }); err != nil {
@@ -169,35 +162,30 @@ func Then[T, V any](f Flux[T], next Mono[V]) Mono[V] {
 	}}}
 }
 
-// ThenReturn is Then(f, MonoJust(v)): Reactor's Mono#thenReturn.
+// ThenReturn is Then(f, MonoJust(v)).
 func ThenReturn[T, V any](f Flux[T], v V) Mono[V] { return Then(f, MonoJust(v)) }
 
-// DefaultIfEmpty emits v when m completes empty. Reactor:
-// Mono#defaultIfEmpty (MonoDefaultIfEmpty.java).
+// DefaultIfEmpty emits v when m completes empty.
 func (m Mono[T]) DefaultIfEmpty(v T) Mono[T] { return Mono[T]{m.f.DefaultIfEmpty(v)} }
 
-// SwitchIfEmpty subscribes other when m completes empty. Reactor:
-// Mono#switchIfEmpty (MonoSwitchIfEmpty.java).
+// SwitchIfEmpty subscribes other when m completes empty.
 func (m Mono[T]) SwitchIfEmpty(other Mono[T]) Mono[T] { return Mono[T]{m.f.SwitchIfEmpty(other.f)} }
 
 // Filter keeps the item if pred returns true, and otherwise gives it to the
-// discard hook with ErrFiltered and completes empty. Reactor: Mono#filter
-// (MonoFilter.java).
+// discard hook with ErrFiltered and completes empty.
 func (m Mono[T]) Filter(pred func(T) bool) Mono[T] { return Mono[T]{m.f.Filter(pred)} }
 
 // Timeout fails with an error wrapping ErrTimeout when neither the item nor
 // the end arrived within d of the subscription (Flux's Timeout; every Mono
-// ends with its item). Reactor: Mono#timeout(Duration) (MonoTimeout.java).
+// ends with its item).
 func (m Mono[T]) Timeout(d time.Duration) Mono[T] { return Mono[T]{m.f.Timeout(d)} }
 
 // Retry subscribes m again, up to n times, when it fails (Flux's Retry).
-// Reactor: Mono#retry(long) (MonoRetry.java).
 func (m Mono[T]) Retry(n int) Mono[T] { return Mono[T]{m.f.Retry(n)} }
 
 // Block subscribes m and waits for its end: (v, true, nil) for an item,
 // (zero, false, nil) for an empty Mono, or the error, the cause of ctx
 // included. The subscription's goroutines have exited when it returns.
-// Reactor: Mono#block / blockOptional (BlockingMonoSubscriber.java).
 func (m Mono[T]) Block(ctx context.Context) (v T, ok bool, err error) {
 	err = m.f.run(ctx, func(x T) error {
 		v, ok = x, true
@@ -211,12 +199,11 @@ func (m Mono[T]) Block(ctx context.Context) (v T, ok bool, err error) {
 }
 
 // Next emits the first item of f and cancels the rest; empty if f is.
-// Reactor: Flux#next (MonoNext.java).
 func (f Flux[T]) Next() Mono[T] { return Mono[T]{f.Take(1)} }
 
 // Last emits the last item of f once it completed; the items it replaced go
 // to the discard hook with ErrSuperseded. An empty f fails with an error
-// wrapping ErrNoSuchElement. Reactor: Flux#last (MonoTakeLastOne.java).
+// wrapping ErrNoSuchElement.
 func (f Flux[T]) Last() Mono[T] {
 	return Mono[T]{Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
 		discard := discarder[T](ctx)
@@ -244,8 +231,7 @@ func (f Flux[T]) Last() Mono[T] {
 
 // Single emits the only item of f. An empty f fails with an error wrapping
 // ErrNoSuchElement; a second item cancels f and fails with one wrapping
-// ErrTooManyElements, both items going to the discard hook with that
-// error. Reactor: Flux#single (MonoSingle.java).
+// ErrTooManyElements, both items going to the discard hook with that error.
 func (f Flux[T]) Single() Mono[T] {
 	return Mono[T]{Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
 		discard := discarder[T](ctx)
@@ -279,8 +265,7 @@ func (f Flux[T]) Single() Mono[T] {
 // ElementAt emits the item at index i (from 0) and cancels the rest; the
 // items before it go to the discard hook with ErrSkipped. An f with i items
 // or fewer fails with an error wrapping ErrNoSuchElement; i < 0 gives
-// ErrInvalidArgument. Reactor: Flux#elementAt(int) (MonoElementAt.java),
-// whose IndexOutOfBoundsException is ErrNoSuchElement here.
+// ErrInvalidArgument.
 func (f Flux[T]) ElementAt(i int) Mono[T] {
 	if i < 0 {
 		return MonoError[T](invalid("ElementAt", "negative index"))
@@ -309,17 +294,15 @@ func (f Flux[T]) ElementAt(i int) Mono[T] {
 	}}}
 }
 
-// Count emits the number of items of f once it completed. Reactor:
-// Flux#count (MonoCount.java).
+// Count emits the number of items of f once it completed.
 func (f Flux[T]) Count() Mono[int] {
 	return Mono[int]{Reduce(f, 0, func(n int, _ T) int { return n + 1 })}
 }
 
 // CollectList emits the items of f in a new slice once it completed (an
 // empty, non-nil slice for none); on an error the items gathered go to the
-// discard hook. Collect(ctx, f) is its blocking form. Reactor:
-// Flux#collectList (MonoCollectList.java). A package function, as Buffer:
-// a method of Flux[T] cannot return a Mono of []T.
+// discard hook. Collect(ctx, f) is its blocking form. A package function,
+// as Buffer: a method of Flux[T] cannot return a Mono of []T.
 func CollectList[T any](f Flux[T]) Mono[[]T] {
 	return gather(f, func() []T { return []T{} }, func(s []T, v T) ([]T, error) { return append(s, v), nil },
 		func(ctx context.Context, s []T, err error) {
@@ -330,9 +313,8 @@ func CollectList[T any](f Flux[T]) Mono[[]T] {
 		})
 }
 
-// IgnoreElements completes, or fails, as f does, without its items, which go
-// to the discard hook with ErrSkipped. Fused. Reactor: Flux#ignoreElements
-// (MonoIgnoreElements.java).
+// IgnoreElements completes, or fails, as f does, without its items, which
+// go to the discard hook with ErrSkipped. Fused.
 func (f Flux[T]) IgnoreElements() Mono[T] {
 	return Mono[T]{Flux[T]{subscribe: func(ctx context.Context, _ func(T) error) error {
 		discard := discarder[T](ctx)

@@ -9,7 +9,7 @@ import (
 // the item, start no goroutine and allocate nothing per item.
 
 // Map emits fn(v) for each item v. A panic in fn ends the flow with
-// *PanicError. Reactor: Flux#map (FluxMap.java).
+// *PanicError.
 func Map[T, R any](f Flux[T], fn func(T) R) Flux[R] {
 	if fn == nil {
 		return Error[R](invalid("Map", "nil function"))
@@ -27,8 +27,7 @@ func Map[T, R any](f Flux[T], fn func(T) R) Flux[R] {
 }
 
 // Filter emits the items for which pred returns true and gives the others
-// to the discard hook (DoOnDiscard) with ErrFiltered. Reactor: Flux#filter
-// (FluxFilter.java), which discards them too.
+// to the discard hook (DoOnDiscard) with ErrFiltered.
 func (f Flux[T]) Filter(pred func(T) bool) Flux[T] {
 	if pred == nil {
 		return Error[T](invalid("Filter", "nil predicate"))
@@ -49,8 +48,7 @@ func (f Flux[T]) Filter(pred func(T) bool) Flux[T] {
 	}}
 }
 
-// DoOnNext calls fn with each item before passing it on. Reactor:
-// Flux#doOnNext (FluxPeek.java).
+// DoOnNext calls fn with each item before passing it on.
 func (f Flux[T]) DoOnNext(fn func(T)) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("DoOnNext", "nil function"))
@@ -68,8 +66,7 @@ func (f Flux[T]) DoOnNext(fn func(T)) Flux[T] {
 
 // DoOnError calls fn with the error signal of the upstream (not with a
 // cancellation coming from downstream or from ctx) before passing it on. A
-// panic in fn is joined to the error. Reactor: Flux#doOnError
-// (FluxPeek.java).
+// panic in fn is joined to the error.
 func (f Flux[T]) DoOnError(fn func(error)) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("DoOnError", "nil function"))
@@ -84,8 +81,7 @@ func (f Flux[T]) DoOnError(fn func(error)) Flux[T] {
 }
 
 // DoOnComplete calls fn when the upstream completes, before passing the
-// completion on; a panic in fn turns it into an error signal. Reactor:
-// Flux#doOnComplete (FluxPeek.java).
+// completion on; a panic in fn turns it into an error signal.
 func (f Flux[T]) DoOnComplete(fn func()) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("DoOnComplete", "nil function"))
@@ -100,14 +96,13 @@ func (f Flux[T]) DoOnComplete(fn func()) Flux[T] {
 }
 
 // DoFinally calls fn exactly once per subscription with the kind of end:
-// SignalComplete, SignalError, or SignalCancel (downstream stopped the flow or
-// ctx ended). It runs after the last item and the cancellation have passed,
-// and after every goroutine of the upstream has been joined, on the
+// SignalComplete, SignalError, or SignalCancel (downstream stopped the flow
+// or ctx ended). It runs after the last item and the cancellation have
+// passed, and after every goroutine of the upstream has been joined, on the
 // subscribing goroutine. Because a terminal signal travels as the return of
 // subscribe, fn runs just before the signal reaches the operators after
-// DoFinally; put DoFinally last to observe the end of the whole chain
-// (Reactor runs it after onComplete/onError reached the subscriber). A panic
-// in fn is joined to the signal. Reactor: Flux#doFinally (FluxDoFinally.java).
+// DoFinally; put DoFinally last to observe the end of the whole chain. A
+// panic in fn is joined to the signal.
 func (f Flux[T]) DoFinally(fn func(Signal)) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("DoFinally", "nil function"))
@@ -119,8 +114,7 @@ func (f Flux[T]) DoFinally(fn func(Signal)) Flux[T] {
 }
 
 // OnErrorResume replaces an error signal of the upstream by the Flux fn
-// returns for it (a cancellation is not resumed). Reactor:
-// Flux#onErrorResume (FluxOnErrorResume.java).
+// returns for it (a cancellation is not resumed).
 func (f Flux[T]) OnErrorResume(fn func(error) Flux[T]) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("OnErrorResume", "nil function"))
@@ -140,7 +134,6 @@ func (f Flux[T]) OnErrorResume(fn func(error) Flux[T]) Flux[T] {
 
 // Take emits the first n items, then completes and cancels the upstream.
 // Take(0) completes without subscribing; n < 0 gives ErrInvalidArgument.
-// Reactor: Flux#take(long) (FluxTake.java).
 func (f Flux[T]) Take(n int) Flux[T] {
 	if n < 0 {
 		return Error[T](invalid("Take", "negative count"))
@@ -171,7 +164,7 @@ func (f Flux[T]) Take(n int) Flux[T] {
 }
 
 // Skip drops the first n items and emits the rest; n < 0 gives
-// ErrInvalidArgument. Reactor: Flux#skip(long) (FluxSkip.java).
+// ErrInvalidArgument.
 func (f Flux[T]) Skip(n int) Flux[T] {
 	if n < 0 {
 		return Error[T](invalid("Skip", "negative count"))
@@ -189,9 +182,8 @@ func (f Flux[T]) Skip(n int) Flux[T] {
 }
 
 // TakeUntil emits items up to and including the first one for which pred
-// returns true, then completes and cancels the upstream. If pred panics, the
-// item is still emitted before the error. Reactor: Flux#takeUntil
-// (FluxTakeUntil.java).
+// returns true, then completes and cancels the upstream. If pred panics,
+// the item is still emitted before the error.
 func (f Flux[T]) TakeUntil(pred func(T) bool) Flux[T] {
 	if pred == nil {
 		return Error[T](invalid("TakeUntil", "nil predicate"))
@@ -222,9 +214,8 @@ func (f Flux[T]) TakeUntil(pred func(T) bool) Flux[T] {
 	}}
 }
 
-// Scan emits seed, then the running accumulation fn(acc, v) after each item.
-// Reactor: Flux#scan(A, BiFunction) (FluxScanSeed.java), which also emits
-// the seed first.
+// Scan emits seed, then the running accumulation fn(acc, v) after each
+// item.
 func Scan[T, A any](f Flux[T], seed A, fn func(A, T) A) Flux[A] {
 	if fn == nil {
 		return Error[A](invalid("Scan", "nil function"))
@@ -246,8 +237,7 @@ func Scan[T, A any](f Flux[T], seed A, fn func(A, T) A) Flux[A] {
 }
 
 // Reduce folds the items with fn starting from seed and emits the result
-// once the upstream completes (seed for an empty upstream). Reactor:
-// Flux#reduce(A, BiFunction) (MonoReduceSeed.java).
+// once the upstream completes (seed for an empty upstream).
 func Reduce[T, A any](f Flux[T], seed A, fn func(A, T) A) Flux[A] {
 	if fn == nil {
 		return Error[A](invalid("Reduce", "nil function"))
@@ -268,8 +258,7 @@ func Reduce[T, A any](f Flux[T], seed A, fn func(A, T) A) Flux[A] {
 // Buffer emits the items in slices of n (the last one may be shorter; none
 // if it would be empty). Each slice is new and owned by the receiver. On an
 // error or cancellation the partial slice is passed to the discard hook
-// (DoOnDiscard). n < 1 gives ErrInvalidArgument. Reactor:
-// Flux#buffer(int) (FluxBuffer.java).
+// (DoOnDiscard). n < 1 gives ErrInvalidArgument.
 func Buffer[T any](f Flux[T], n int) Flux[[]T] {
 	if n < 1 {
 		return Error[[]T](invalid("Buffer", "size below 1"))
@@ -301,13 +290,12 @@ func Buffer[T any](f Flux[T], n int) Flux[[]T] {
 
 // ConcatMap maps each item to an inner Flux and emits the inner's items,
 // one inner at a time, in order: the next item is not pulled until the
-// current inner completed (Reactor's concatMap with prefetch 0). The inner
+// current inner completed (no prefetch). The inner
 // runs on the goroutine that delivered the item; its error ends the whole
-// flow (Reactor's IMMEDIATE error mode). Over the groups of GroupBy, the
+// flow at once. Over the groups of GroupBy, the
 // groups after the one running wait unsubscribed; one of them becoming full
-// while the inner running waits for an item of its group fails the flow with
-// ErrStalled (see GroupBy). Reactor: Flux#concatMap
-// (FluxConcatMapNoPrefetch.java).
+// while the inner running waits for an item of its group fails the flow
+// with ErrStalled (see GroupBy).
 func ConcatMap[T, R any](f Flux[T], fn func(T) Flux[R]) Flux[R] {
 	if fn == nil {
 		return Error[R](invalid("ConcatMap", "nil function"))

@@ -10,16 +10,14 @@ import (
 )
 
 // PublishOn delivers the items and the terminal signal on one Worker of s
-// (created per subscription, disposed at its end), in upstream order, through
-// a queue of prefetch items: Reactor's Flux#publishOn(Scheduler, int)
-// (FluxPublishOn.java) with delayError, so an upstream error arrives after the
+// (created per subscription, disposed at its end), in upstream order,
+// through a queue of prefetch items; an upstream error arrives after the
 // queued items.
 //
 // The upstream runs on the subscribing goroutine and blocks while the queue is
 // full. A drain task on the worker delivers at most prefetch items per run and
 // then schedules itself again, so many PublishOn pipelines share the
-// scheduler's goroutines fairly (unlike Reactor, whose drain keeps its thread
-// while items keep coming, #3954). Subscribe returns once the drain delivered
+// scheduler's goroutines fairly. Subscribe returns once the drain delivered
 // the terminal signal, so no task of the subscription outlives it.
 //
 // Applied directly to a group flux of GroupBy, PublishOn fuses with it: the
@@ -33,8 +31,7 @@ import (
 // stages on one scheduler (directly or through synchronous operators) can
 // take every goroutine of it with drains waiting for a later stage whose
 // drain then has none to run on: PublishOn(s, 4).PublishOn(s, 1) on a pool
-// of one hangs. Reactor's publishOn never blocks a worker (its requests
-// bound what the earlier stage sends); here, give each stage a scheduler of
+// of one hangs. Give each stage a scheduler of
 // its own, or more goroutines than stages that may wait at once.
 //
 // If the worker rejects (the scheduler is disposed) or the scheduler
@@ -105,7 +102,7 @@ func (f Flux[T]) PublishOn(s schedulers.Scheduler, prefetch int) Flux[T] {
 }
 
 // drain is PublishOn's task: it moves items from q to emit on the worker.
-// The pipe's idle flag, guarded by its mutex, plays the part of Reactor's WIP
+// The pipe's idle flag, guarded by its mutex, is a work-in-progress
 // counter: a producer that finds the drain idle schedules it, and the drain
 // runs until it finds q empty (and goes idle) or used up its batch (and
 // schedules itself again). So at most one drain task is pending or running.
@@ -221,10 +218,8 @@ func (d *drain[T]) terminated(s schedulers.Scheduler) {
 
 // SubscribeOn runs the subscription of f (the source and every operator up
 // to the next asynchronous boundary) inside one task on s; the subscriber
-// waits for it. Rejection, or the scheduler terminating before the task ran,
-// gives an error wrapping schedulers.ErrRejected. Reactor: Flux#subscribeOn
-// (FluxSubscribeOn.java), with requestOnSeparateThread false: there are no
-// requests to move.
+// waits for it. Rejection, or the scheduler terminating before the task
+// ran, gives an error wrapping schedulers.ErrRejected.
 func (f Flux[T]) SubscribeOn(s schedulers.Scheduler) Flux[T] {
 	if s == nil {
 		return Error[T](invalid("SubscribeOn", "nil scheduler"))

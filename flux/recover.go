@@ -7,9 +7,8 @@ import "context"
 // every attempt are emitted, so after a failure the downstream sees the
 // items of a cold source again from its start. A cancellation (the end of
 // ctx, an error of the downstream, an early stop) is not retried. There is
-// no delay between attempts; n = math.MaxInt retries without end (Reactor's
-// retry()). n < 0 gives ErrInvalidArgument. Reactor: Flux#retry(long)
-// (FluxRetry.java).
+// no delay between attempts; n = math.MaxInt retries without end. n < 0
+// gives ErrInvalidArgument.
 func (f Flux[T]) Retry(n int) Flux[T] {
 	if n < 0 {
 		return Error[T](invalid("Retry", "negative count"))
@@ -25,8 +24,7 @@ func (f Flux[T]) Retry(n int) Flux[T] {
 }
 
 // OnErrorReturn replaces an error signal of the upstream with v followed by
-// completion; a cancellation is not replaced. Reactor: Flux#onErrorReturn(T)
-// (FluxOnErrorReturn.java).
+// completion; a cancellation is not replaced.
 func (f Flux[T]) OnErrorReturn(v T) Flux[T] {
 	return f.OnErrorResume(func(error) Flux[T] { return Just(v) })
 }
@@ -34,8 +32,7 @@ func (f Flux[T]) OnErrorReturn(v T) Flux[T] {
 // OnErrorMap replaces an error signal of the upstream with fn(err); a
 // cancellation is not mapped. fn returning nil keeps err (an error signal
 // cannot become a completion here: use OnErrorResume). A panic in fn is
-// joined to err. Reactor: Flux#onErrorMap(Function) (Flux.java, through
-// onErrorResume).
+// joined to err.
 func (f Flux[T]) OnErrorMap(fn func(error) error) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("OnErrorMap", "nil function"))
@@ -56,9 +53,7 @@ type continueKey[U any] struct{}
 // user function failed on an item of type U: instead of ending the flow,
 // such an operator drops the item, calls fn with the error (a *PanicError:
 // these functions fail only by panicking) and the item, and takes the next
-// item. Reactor: Flux#onErrorContinue(BiConsumer) (Flux.java,
-// OnNextFailureStrategy.java), which this follows in working upstream
-// through the subscription (its Context, here ctx) and only with the
+// item. It works upstream through the subscription's ctx, and only with the
 // operators that support it.
 //
 // Exactly these failures are resumed: a panic in the function of Map,

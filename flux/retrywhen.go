@@ -11,36 +11,33 @@ import (
 	"github.com/cenkalti/backoff/v5"
 )
 
-// RetrySpec is when and how RetryWhen subscribes again after an error:
-// Reactor's reactor.util.retry.Retry specs (RetrySpec, RetryBackoffSpec),
-// with the schedule of waits given as a github.com/cenkalti/backoff/v5
-// BackOff. The zero RetrySpec retries nothing.
+// RetrySpec is when and how RetryWhen subscribes again after an error, with
+// the schedule of waits given as a github.com/cenkalti/backoff/v5 BackOff.
+// The zero RetrySpec retries nothing.
 type RetrySpec struct {
 	// MaxAttempts is how many times the upstream is subscribed again after
-	// it failed, in all (Reactor's maxAttempts, not reset by items). Below 0
+	// it failed, in all (not reset by items). Below 0
 	// gives ErrInvalidArgument.
 	MaxAttempts int
 	// BackOff returns the waits before each new attempt, called once per
 	// subscription (a BackOff is stateful and not safe for concurrent use).
 	// A wait of backoff.Stop ends the retries as if the attempts had run
-	// out. nil: no wait (Reactor's Retry.max).
+	// out. nil: no wait.
 	BackOff func() backoff.BackOff
-	// Filter tells which errors are retried (nil: all); the others are the
-	// error signal at once. Reactor: RetrySpec#filter.
+	// Filter tells which errors are retried (nil: all); the others are
+	// the error signal at once.
 	Filter func(error) bool
 }
 
-// RetryMax retries at once, up to maxAttempts times: Reactor's
-// Retry.max(long).
+// RetryMax retries at once, up to maxAttempts times.
 func RetryMax(maxAttempts int) RetrySpec { return RetrySpec{MaxAttempts: maxAttempts} }
 
-// RetryBackoff retries up to maxAttempts times with exponential backoff, as
-// Reactor's Retry.backoff(maxAttempts, minBackoff) (RetryBackoffSpec): the
-// k-th wait is d = minBackoff*2^(k-1), uncapped, with a jitter of ±50% of d
-// drawn uniformly but never below minBackoff, so the first wait is in
-// [minBackoff, 1.5*minBackoff] and the k-th in [max(minBackoff, d/2), 1.5*d].
-// For a cap or another jitter, give a backoff.ExponentialBackOff of your own
-// as BackOff.
+// RetryBackoff retries up to maxAttempts times with exponential backoff:
+// the k-th wait is d = minBackoff*2^(k-1), uncapped, with a jitter of ±50%
+// of d drawn uniformly but never below minBackoff, so the first wait is in
+// [minBackoff, 1.5*minBackoff] and the k-th in [max(minBackoff, d/2),
+// 1.5*d]. For a cap or another jitter, give a backoff.ExponentialBackOff of
+// your own as BackOff.
 func RetryBackoff(maxAttempts int, minBackoff time.Duration) RetrySpec {
 	return RetrySpec{MaxAttempts: maxAttempts, BackOff: func() backoff.BackOff {
 		return &jitteredBackOff{min: minBackoff}
@@ -69,13 +66,13 @@ func (b *jitteredBackOff) NextBackOff() time.Duration {
 
 func (b *jitteredBackOff) Reset() { b.k = 0 }
 
-// RetryWhen subscribes f again when it fails, as spec says: Reactor's
-// Flux#retryWhen(Retry) (FluxRetryWhen.java). The items of a failed
-// attempt have been delivered: a retry starts the sequence afresh, it does
-// not roll it back. An error of the downstream, an early stop and the end
-// of ctx are never retried. Once the attempts or the schedule run out the
-// flow fails with an error wrapping ErrRetriesExhausted and the last error
-// of the upstream; an error that Filter rejects is returned as it is.
+// RetryWhen subscribes f again when it fails, as spec says. The items of a
+// failed attempt have been delivered: a retry starts the sequence afresh,
+// it does not roll it back. An error of the downstream, an early stop and
+// the end of ctx are never retried. Once the attempts or the schedule run
+// out the flow fails with an error wrapping ErrRetriesExhausted and the
+// last error of the upstream; an error that Filter rejects is returned as
+// it is.
 //
 // The loop is backoff.Retry (github.com/cenkalti/backoff/v5): each wait is
 // a time.Timer on the subscribing goroutine, cut short at once by the end

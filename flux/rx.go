@@ -10,10 +10,9 @@ import (
 
 // FromObservable adapts an rxgo Observable: each subscription calls
 // obs.Observe(rxgo.WithContext(octx)), octx being derived from the
-// subscription's context, and emits the items as T and the error item as the
-// error signal. An item that is not a T ends the flow with an error wrapping
-// ErrTypeMismatch that names both types. Reactor: Flux.from(Publisher)
-// (Flux.java).
+// subscription's context, and emits the items as T and the error item as
+// the error signal. An item that is not a T ends the flow with an error
+// wrapping ErrTypeMismatch that names both types.
 //
 // The subscription reads one item at a time and reads none after the
 // downstream is done (Take satisfied, an error returned by onNext) or the
@@ -58,8 +57,7 @@ func FromObservable[T any](obs rxgo.Observable) Flux[T] {
 // is observed: items as rxgo.Of(v), the error signal as rxgo.Error(err). The
 // subscription is bounded by ctx and by the context rxgo passes to the
 // producer (the observer's rxgo.WithContext); an observer that stops reading
-// must cancel one of them so the subscription can end. Reactor needs no
-// counterpart: a Flux is itself a Publisher.
+// must cancel one of them so the subscription can end.
 func (f Flux[T]) Observable(ctx context.Context) rxgo.Observable {
 	return rxgo.Defer([]rxgo.Producer{func(pctx context.Context, next chan<- rxgo.Item) {
 		sctx, cancel := context.WithCancelCause(pctx)

@@ -11,10 +11,8 @@ import (
 // Sample emits, at the end of each period d, the latest item that arrived
 // within it, if any; at completion the item not yet sampled, then the
 // completion. An item replaced by a later one within the same period is
-// given to the discard hook (DoOnDiscard) with ErrSkipped, and the
-// one held when the flow fails or is cancelled with the reason. Reactor:
-// Flux#sample(Duration) (FluxSample.java), whose periods are those of
-// Flux.interval(d).
+// given to the discard hook (DoOnDiscard) with ErrSkipped, and the one held
+// when the flow fails or is cancelled with the reason.
 //
 // The periods are a time.Ticker waited on by one goroutine of the
 // subscription, which also delivers the samples; it is joined before

@@ -7,16 +7,15 @@ import (
 	"github.com/aggflow/aggflow/component"
 )
 
-// DefaultPublishBuffer is the capacity Share gives its connections:
-// Reactor's Queues.SMALL_BUFFER_SIZE, the prefetch of publish() and share().
+// DefaultPublishBuffer is the capacity Share gives its connections, in
+// items.
 const DefaultPublishBuffer = 256
 
 // ConnectableFlux is a cold Flux made ready to be shared by the subscribers
-// of one connection to it: Reactor's ConnectableFlux, as returned by
-// Flux#publish(prefetch) (FluxPublish.java). It is a recipe: each RefCount
-// made from it has connections of its own. Reactor's connect() and
-// autoConnect(n) are not offered: a connection runs its upstream on a
-// goroutine, and RefCount gives that goroutine an owner who joins it.
+// of one connection to it. It is a recipe: each RefCount made from it has
+// connections of its own. There is no Connect or AutoConnect: a connection
+// runs its upstream on a goroutine, and RefCount gives that goroutine an
+// owner who joins it.
 type ConnectableFlux[T any] struct {
 	source   Flux[T]
 	capacity int
@@ -25,24 +24,22 @@ type ConnectableFlux[T any] struct {
 // Publish returns f ready to be shared through a buffer of capacity items
 // per connection (each subscriber may lag by that much behind the fastest).
 // capacity < 1 makes the Flux of RefCount fail with ErrInvalidArgument.
-// Reactor: Flux#publish(prefetch).
 func (f Flux[T]) Publish(capacity int) ConnectableFlux[T] {
 	return ConnectableFlux[T]{source: f, capacity: capacity}
 }
 
-// Share is Publish(DefaultPublishBuffer).RefCount(1): Reactor's
-// Flux#share().
+// Share is Publish(DefaultPublishBuffer).RefCount(1).
 func (f Flux[T]) Share() Flux[T] { return f.Publish(DefaultPublishBuffer).RefCount(1) }
 
-// RefCount returns a hot Flux over c: Reactor's ConnectableFlux#refCount(n)
-// (FluxRefCount.java). The subscribers gather in a connection; when the n-th
-// arrives, the upstream is subscribed, once, on a goroutine of the
-// connection, and its items go to every subscriber present, each from the
-// item emitted after it joined (subscribers waiting for the n-th get all of
-// them) through a multicast buffer of the Publish capacity: the upstream
-// waits for the slowest subscriber. The upstream's terminal signal reaches
-// every subscriber after its items; the next subscriber then opens a new
-// connection, which subscribes the upstream again once n have gathered.
+// RefCount returns a hot Flux over c. The subscribers gather in a
+// connection; when the n-th arrives, the upstream is subscribed, once, on a
+// goroutine of the connection, and its items go to every subscriber
+// present, each from the item emitted after it joined (subscribers waiting
+// for the n-th get all of them) through a multicast buffer of the Publish
+// capacity: the upstream waits for the slowest subscriber. The upstream's
+// terminal signal reaches every subscriber after its items; the next
+// subscriber then opens a new connection, which subscribes the upstream
+// again once n have gathered.
 //
 // When the last subscriber leaves early (its ctx ended, its downstream
 // failed), the upstream's context is cancelled with ErrCancelled, the items

@@ -7,20 +7,19 @@ import (
 
 // HasElements emits true once f emitted an item, cancelling f, or false
 // when f completes empty; the item pulled goes to the discard hook with
-// ErrSkipped. Reactor: Flux#hasElements (MonoHasElements.java).
+// ErrSkipped.
 func (f Flux[T]) HasElements() Mono[bool] {
 	return f.matches("HasElements", func(T) bool { return true }, true, true)
 }
 
 // Any emits true at the first item for which pred returns true, cancelling
 // f, or false when f completes without one. The items are consumed by pred,
-// not discarded. Reactor: Flux#any (MonoAny.java).
+// not discarded.
 func (f Flux[T]) Any(pred func(T) bool) Mono[bool] { return f.matches("Any", pred, true, false) }
 
 // Every emits false at the first item for which pred returns false,
-// cancelling f, or true when f completes without one (true for an empty
-// f). The items are consumed by pred, not discarded. Reactor: Flux#all
-// (MonoAll.java), named Every here because All is the range iterator.
+// cancelling f, or true when f completes without one (true for an empty f).
+// The items are consumed by pred, not discarded.
 func (f Flux[T]) Every(pred func(T) bool) Mono[bool] {
 	if pred == nil {
 		return MonoError[bool](invalid("Every", "nil predicate"))
@@ -59,11 +58,10 @@ func (f Flux[T]) matches(op string, hit func(T) bool, found, discard bool) Mono[
 	}}}
 }
 
-// CollectMap emits, once f completed, a new map of key(v) to val(v) for
-// its items; a later item of a key replaces the earlier one. On an error
-// the values gathered go to the discard hook. Panics in key or val end the
-// flow with *PanicError. Reactor: Flux#collectMap(Function, Function)
-// (MonoCollect.java).
+// CollectMap emits, once f completed, a new map of key(v) to val(v) for its
+// items; a later item of a key replaces the earlier one. On an error the
+// values gathered go to the discard hook. Panics in key or val end the flow
+// with *PanicError.
 func CollectMap[T any, K comparable, V any](f Flux[T], key func(T) K, val func(T) V) Mono[map[K]V] {
 	if key == nil || val == nil {
 		return MonoError[map[K]V](invalid("CollectMap", "nil function"))
@@ -87,8 +85,7 @@ func CollectMap[T any, K comparable, V any](f Flux[T], key func(T) K, val func(T
 
 // CollectMultimap emits, once f completed, a new map of key(v) to the
 // val(v) of every item of that key, in arrival order. On an error the
-// values gathered go to the discard hook. Reactor:
-// Flux#collectMultimap(Function, Function) (MonoCollect.java).
+// values gathered go to the discard hook.
 func CollectMultimap[T any, K comparable, V any](f Flux[T], key func(T) K, val func(T) V) Mono[map[K][]V] {
 	if key == nil || val == nil {
 		return MonoError[map[K][]V](invalid("CollectMultimap", "nil function"))
@@ -117,7 +114,6 @@ func CollectMultimap[T any, K comparable, V any](f Flux[T], key func(T) K, val f
 // cmp (negative: a before b), stably: equal items keep their arrival order.
 // On an error the items gathered go to the discard hook; a panic in cmp
 // ends the flow with *PanicError. Costs O(n log n) comparisons at the end.
-// Reactor: Flux#collectSortedList(Comparator) (MonoCollectList + sort).
 func CollectSorted[T any](f Flux[T], cmp func(a, b T) int) Mono[[]T] {
 	if cmp == nil {
 		return MonoError[[]T](invalid("CollectSorted", "nil comparator"))

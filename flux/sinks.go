@@ -6,10 +6,9 @@ import (
 	"sync"
 )
 
-// EmitResult says what became of one emission into a ManySink: Reactor's
-// Sinks.EmitResult (Sinks.java). Every Emit call returns one, so that no
-// item or signal is ever dropped silently: an item the sink refused is
-// still the caller's.
+// EmitResult says what became of one emission into a ManySink. Every Emit
+// call returns one, so that no item or signal is ever dropped silently: an
+// item the sink refused is still the caller's.
 type EmitResult uint8
 
 const (
@@ -58,7 +57,7 @@ type sinkOptions struct{ dropOldest bool }
 // before an item is emitted, each subscriber that lags by the capacity
 // skips its oldest queued item, which goes to that subscriber's discard
 // hook with reason ErrSinkOverflow; the other subscribers lose nothing.
-// Reactor: BufferOverflowStrategy.DROP_OLDEST, per subscriber. With nobody
+// With nobody
 // subscribed there is no hook to give an item to, so a full buffer still
 // refuses (EmitFailZeroSubscriber).
 func WithDropOldest() SinkOption { return func(o *sinkOptions) { o.dropOldest = true } }
@@ -75,10 +74,10 @@ var sinkNames = [...]string{"UnicastSink", "MulticastSink", "ReplaySink"}
 
 // ManySink is a hot source that many goroutines push items into and whose
 // AsFlux is subscribed by one (unicast) or many (multicast, replay)
-// subscribers: Reactor's Sinks.Many (Sinks.java). It is named ManySink
-// because Sink is already the push side that Create hands its function
-// (Reactor's FluxSink), which exists only within one subscription. Make one
-// with NewUnicastSink, NewMulticastSink or NewReplaySink.
+// subscribers. It is named ManySink because Sink is already the push side
+// that Create hands its function, which exists only
+// within one subscription. Make one with NewUnicastSink, NewMulticastSink
+// or NewReplaySink.
 //
 // # Buffer and backpressure
 //
@@ -89,8 +88,8 @@ var sinkNames = [...]string{"UnicastSink", "MulticastSink", "ReplaySink"}
 // EmitFailOverflow (TryEmitNext), waits for the slowest subscriber
 // (EmitNext), or drops that subscriber's oldest item (WithDropOldest). A
 // waiting EmitNext is woken once the slowest subscriber lags by at most half
-// the capacity, so that emitter and subscribers hand over in batches (as
-// Reactor replenishes demand in batches); TryEmitNext takes any free slot.
+// the capacity, so that emitter and subscribers hand over in batches;
+// TryEmitNext takes any free slot.
 // An item that every subscriber has taken, and that the replay window does
 // not keep, frees its slot at once.
 //
@@ -100,8 +99,8 @@ var sinkNames = [...]string{"UnicastSink", "MulticastSink", "ReplaySink"}
 // serially and in emission order, followed by the terminal signal once it
 // has taken every item queued for it; the sink starts no goroutine. A
 // subscriber leaves when its ctx ends (Subscribe returns the cause) or its
-// downstream returns an error. Unlike Reactor's multicast sink, an error
-// signal does not cut ahead of the queued items.
+// downstream returns an error. An error signal does not cut ahead of the
+// queued items.
 //
 // # Concurrency and costs
 //
@@ -229,7 +228,6 @@ func (s *ManySink[T]) CurrentSubscriberCount() int {
 // AsFlux returns the Flux view of the sink: each Subscribe attaches one
 // subscriber (see the constructor for where it starts reading) and returns
 // after the terminal signal, or when ctx ends or the downstream fails.
-// Reactor: Sinks.Many#asFlux.
 func (s *ManySink[T]) AsFlux() Flux[T] { return Flux[T]{subscribe: s.subscribe} }
 
 // offerLocked appends v unless the sink is terminated, cancelled or full.

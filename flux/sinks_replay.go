@@ -3,11 +3,9 @@ package flux
 // NewReplaySink returns a multicast sink that also replays: a subscriber
 // starts with the last limit items emitted (fewer if fewer were emitted),
 // then gets the live ones, then the terminal signal, even if it subscribes
-// after the sink terminated. Reactor: Sinks.many().replay().limit(limit)
-// (SinkManyReplayProcessor.java, FluxReplay.java).
+// after the sink terminated.
 //
-// Unlike Reactor's, whose slow subscribers hold on to an unbounded list of
-// items, the sink is bounded: a subscriber may lag by at most capacity
+// The sink is bounded: a subscriber may lag by at most capacity
 // items (capacity >= limit, since a new subscriber starts limit items back),
 // after which TryEmitNext refuses with EmitFailOverflow and EmitNext waits
 // (or WithDropOldest drops that subscriber's oldest item). With nobody

@@ -1,8 +1,7 @@
 package flux
 
-// NewUnicastSink returns a sink for exactly one subscriber: Reactor's
-// Sinks.many().unicast().onBackpressureBuffer(queue) with a bounded queue of
-// capacity items (SinkManyUnicast.java).
+// NewUnicastSink returns a sink for exactly one subscriber, with a bounded
+// queue of capacity items.
 //
 // Items emitted before the subscriber arrives are buffered, up to capacity;
 // then TryEmitNext refuses with EmitFailZeroSubscriber and EmitNext waits.

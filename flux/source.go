@@ -14,12 +14,11 @@ import (
 // another runs.
 var errChannelSubscribed = fmt.Errorf("flux: FromChannel: a subscription already reads the channel: %w", ErrUnicastSource)
 
-// Just emits vs in order, then completes. Reactor: Flux.just (FluxArray.java).
+// Just emits vs in order, then completes.
 func Just[T any](vs ...T) Flux[T] { return FromSlice(vs) }
 
 // FromSlice emits the elements of s in order, then completes. The slice is
-// read at each subscription, not copied. Reactor: Flux.fromArray
-// (FluxArray.java).
+// read at each subscription, not copied.
 func FromSlice[T any](s []T) Flux[T] {
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
 		for _, v := range s {
@@ -35,8 +34,7 @@ func FromSlice[T any](s []T) Flux[T] {
 }
 
 // Range emits count consecutive ints starting at start. count < 0 gives an
-// error signal wrapping ErrInvalidArgument. Reactor: Flux.range
-// (FluxRange.java).
+// error signal wrapping ErrInvalidArgument.
 func Range(start, count int) Flux[int] {
 	if count < 0 {
 		return Error[int](invalid("Range", "negative count"))
@@ -54,12 +52,10 @@ func Range(start, count int) Flux[int] {
 	}}
 }
 
-// Empty completes at once without items; so does the zero Flux. Reactor:
-// Flux.empty (FluxEmpty.java).
+// Empty completes at once without items; so does the zero Flux.
 func Empty[T any]() Flux[T] { return Flux[T]{} }
 
-// Error fails at once with err (err nil: ErrInvalidArgument). Reactor:
-// Flux.error (FluxError.java).
+// Error fails at once with err (err nil: ErrInvalidArgument).
 func Error[T any](err error) Flux[T] {
 	if err == nil {
 		err = invalid("Error", "nil error")
@@ -67,8 +63,8 @@ func Error[T any](err error) Flux[T] {
 	return Flux[T]{subscribe: func(context.Context, func(T) error) error { return err }}
 }
 
-// Defer calls fn at each subscription and subscribes the Flux it returns.
-// A panic in fn becomes *PanicError. Reactor: Flux.defer (FluxDefer.java).
+// Defer calls fn at each subscription and subscribes the Flux it returns. A
+// panic in fn becomes *PanicError.
 func Defer[T any](fn func() Flux[T]) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("Defer", "nil function"))
@@ -92,8 +88,7 @@ func Defer[T any](fn func() Flux[T]) Flux[T] {
 // subscribe once and let FlatMap, GroupBy or Share split it. An item
 // received is delivered, never put back: a subscription that ends leaves the
 // rest in the channel. A nil channel gives ErrInvalidArgument. Costs one
-// atomic swap per subscription. Reactor has no direct counterpart (Flux.from
-// a hot source).
+// atomic swap per subscription.
 func FromChannel[T any](ch <-chan T) Flux[T] {
 	if ch == nil {
 		return Error[T](invalid("FromChannel", "nil channel"))
@@ -132,8 +127,7 @@ func FromChannel[T any](ch <-chan T) Flux[T] {
 }
 
 // FromSeq emits the values of seq in order; a panic in seq becomes an error
-// signal carrying *PanicError. Reactor: Flux.fromIterable / fromStream
-// (FluxIterable.java, FluxStream.java).
+// signal carrying *PanicError.
 func FromSeq[T any](seq iter.Seq[T]) Flux[T] {
 	if seq == nil {
 		return Error[T](invalid("FromSeq", "nil sequence"))
@@ -152,8 +146,7 @@ func FromSeq[T any](seq iter.Seq[T]) Flux[T] {
 	}}
 }
 
-// Sink is the push side given to Create's function. Reactor: FluxSink
-// (FluxSink.java, FluxCreate.java).
+// Sink is the push side given to Create's function.
 type Sink[T any] interface {
 	// Next delivers v downstream and returns once downstream took it, so it
 	// blocks while downstream buffers are full (backpressure). nil: v was
@@ -208,12 +201,11 @@ func (s *sink[T]) close() error {
 }
 
 // Create runs fn at each subscription with a Sink that pushes downstream;
-// fn's return value is the terminal signal (nil: completion). fn may hand the
-// sink to other goroutines but must not return before they stopped using it:
-// Next fails after fn returned. If downstream stopped the flow, that is the
-// result whatever fn returns. A panic in fn becomes *PanicError. Reactor:
-// Flux.create (FluxCreate.java), with the blocking of Next as the
-// backpressure strategy.
+// fn's return value is the terminal signal (nil: completion). fn may hand
+// the sink to other goroutines but must not return before they stopped
+// using it: Next fails after fn returned. If downstream stopped the flow,
+// that is the result whatever fn returns. A panic in fn becomes
+// *PanicError. The blocking of Next is the backpressure.
 func Create[T any](fn func(ctx context.Context, sink Sink[T]) error) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("Create", "nil function"))

@@ -11,19 +11,18 @@ import (
 var errSwitched = fmt.Errorf("flux: SwitchMap: switched to the next inner: %w", ErrSuperseded)
 
 // SwitchMap maps each item to an inner Flux and emits the items of the
-// latest inner only: an item arriving cancels the current inner, whose items
-// pushed after that go to the discard hook with an error wrapping
+// latest inner only: an item arriving cancels the current inner, whose
+// items pushed after that go to the discard hook with an error wrapping
 // ErrSuperseded, and the next inner is subscribed once the cancelled one
-// returned. It completes when the upstream and the last inner completed; the
-// first error, of the upstream, an inner, fn (a panic) or the downstream,
-// cancels everything else and ends the flow. Reactor: Flux#switchMap
-// (FluxSwitchMapNoPrefetch.java).
+// returned. It completes when the upstream and the last inner completed;
+// the first error, of the upstream, an inner, fn (a panic) or the
+// downstream, cancels everything else and ends the flow.
 //
 // The upstream runs on a goroutine of the subscription and never waits for
-// the inners (Reactor requests it unbounded); fn runs there. The inners run
+// the inners; fn runs there. The inners run
 // one after another on the subscribing goroutine, which delivers their
 // items. An inner replaced by a newer item before its turn came is never
-// subscribed (Reactor subscribes it and cancels it at once). Costs one
+// subscribed. Costs one
 // goroutine per subscription, and per upstream item a context, a
 // mutex-guarded hand-over and, when the subscribing goroutine waits for
 // it, a wake-up. fn nil gives ErrInvalidArgument.

@@ -19,13 +19,13 @@ import (
 
 // Interval emits 0, 1, 2, ... one every period, the first period after the
 // subscription, until the downstream stops or ctx ends (it never
-// completes). Reactor: Flux.interval(Duration) (FluxInterval.java).
+// completes).
 //
 // The ticks come from a time.Ticker waited on by the subscribing goroutine,
 // which also delivers the items: no goroutine. The ticks that come while
 // the downstream is still busy with an item count as one, delivered as soon
 // as it returns (the ticker's rule for slow receivers), and the values stay
-// consecutive, where Reactor fails with an overflow error; add PublishOn to
+// consecutive; add PublishOn to
 // deliver on a scheduler.
 // period <= 0 gives ErrInvalidArgument.
 func Interval(period time.Duration) Flux[int] {
@@ -49,8 +49,7 @@ func Interval(period time.Duration) Flux[int] {
 }
 
 // Timer emits the single item 0 delay after the subscription, then
-// completes; ctx ending first ends it with its cause. Reactor:
-// Mono.delay(Duration) (MonoDelay.java), here a one-item Flux. The wait is a
+// completes; ctx ending first ends it with its cause. The wait is a
 // time.Timer on the subscribing goroutine. delay < 0 gives
 // ErrInvalidArgument; 0 emits at once.
 func Timer(delay time.Duration) Flux[int] {
@@ -68,8 +67,7 @@ func Timer(delay time.Duration) Flux[int] {
 // DelayElements delivers each item d after it arrived, one at a time: the
 // upstream is not asked for the next item until the delayed one was
 // delivered, so items are at least d apart. Completion and errors are not
-// delayed. Reactor: Flux#delayElements(Duration), a delayUntil of
-// Mono.delay(d) for each item (Flux.java).
+// delayed.
 //
 // The wait runs on the goroutine that delivers the item, on one time.Timer
 // reused for every item: no goroutine, no allocation per item. An item

@@ -8,10 +8,9 @@ import (
 
 // Timeout fails with an error wrapping ErrTimeout when no item arrives
 // within d: of the subscription for the first item, of the return of the
-// previous item's delivery for the next ones, and likewise for the
-// terminal signal. The time the downstream spends on an item does not
-// count. Reactor: Flux#timeout(Duration) (FluxTimeout.java). d <= 0 gives
-// ErrInvalidArgument.
+// previous item's delivery for the next ones, and likewise for the terminal
+// signal. The time the downstream spends on an item does not count. d <= 0
+// gives ErrInvalidArgument.
 //
 // The race of the timeout with an item or the upstream's end is decided
 // exactly once: an item that arrives after the timeout fired is not
@@ -19,8 +18,7 @@ import (
 // timeout error, and an upstream end after it is ignored. The timeout
 // cancels the upstream's context with the timeout error as its cause and
 // the error is signalled once the upstream returned: at once for an
-// upstream that watches its context, whereas Reactor signals from the
-// timer's thread and cancels the upstream after. The timer is one
+// upstream that watches its context. The timer is one
 // time.AfterFunc per item, its goroutine joined before Timeout returns.
 func (f Flux[T]) Timeout(d time.Duration) Flux[T] {
 	if d <= 0 {
@@ -29,11 +27,10 @@ func (f Flux[T]) Timeout(d time.Duration) Flux[T] {
 	return f.timeout("Timeout", d, nil)
 }
 
-// TimeoutTo is Timeout that, instead of failing, goes on with fallback
-// once the timeout fired: fallback is subscribed after the upstream
-// returned, with no timeout of its own. Reactor: Flux#timeout(Duration,
-// Publisher). d <= 0 gives ErrInvalidArgument; the zero Flux as fallback
-// completes at the timeout.
+// TimeoutTo is Timeout that, instead of failing, goes on with fallback once
+// the timeout fired: fallback is subscribed after the upstream returned,
+// with no timeout of its own. d <= 0 gives ErrInvalidArgument; the zero
+// Flux as fallback completes at the timeout.
 func (f Flux[T]) TimeoutTo(d time.Duration, fallback Flux[T]) Flux[T] {
 	if d <= 0 {
 		return Error[T](invalid("TimeoutTo", "duration not positive"))

@@ -10,12 +10,11 @@ import (
 // resource, subscribes body(r), and calls cleanup(r) exactly once when that
 // subscription ends, whatever the end (completion, error, cancellation, a
 // panic of body or of the flow, a runtime.Goexit), after its last item and
-// before the end reaches the operators after Using (Reactor's eager
-// cleanup). An error of resource is the error signal, with no cleanup (there
-// is no resource); panics of resource and body become *PanicError (body's
-// after cleanup); a panic in cleanup is joined to the end's error. Runs on
-// the subscribing goroutine. Any function nil gives ErrInvalidArgument.
-// Reactor: Flux.using(Callable, Function, Consumer) (FluxUsing.java).
+// before the end reaches the operators after Using (eager cleanup). An
+// error of resource is the error signal, with no cleanup (there is no
+// resource); panics of resource and body become *PanicError (body's after
+// cleanup); a panic in cleanup is joined to the end's error. Runs on the
+// subscribing goroutine. Any function nil gives ErrInvalidArgument.
 func Using[R, T any](resource func() (R, error), body func(R) Flux[T], cleanup func(R)) Flux[T] {
 	switch {
 	case resource == nil:

@@ -14,10 +14,9 @@ import (
 
 // Window splits f into consecutive windows of n items (the last may be
 // shorter), each a Flux opened by its first item and completed once it
-// holds n items: Reactor's Flux#window(int) (FluxWindow.java). No empty
-// window is emitted. A window flux is unicast, like a group of GroupBy: a
-// second Subscribe gets an error wrapping ErrUnicastGroup. n < 1 gives
-// ErrInvalidArgument.
+// holds n items. No empty window is emitted. A window flux is unicast, like
+// a group of GroupBy: a second Subscribe gets an error wrapping
+// ErrUnicastGroup. n < 1 gives ErrInvalidArgument.
 //
 // Threading: the upstream runs on a goroutine of the subscription (the
 // router), which pushes each item into its window's queue, and the windows
@@ -38,7 +37,7 @@ import (
 // whose subscriber cancels it (Take on the window, say) is abandoned: its
 // queued items and the rest of its n items as they arrive go to the
 // discard hook (DoOnDiscard) with the subscriber's reason, and the
-// next window starts after them, as in Reactor. When the main flux's
+// next window starts after them. When the main flux's
 // downstream stops early (Take satisfied), the window open goes on until
 // it is full or abandoned, and then the upstream is cancelled; an item
 // that would open another window is discarded with ErrCancelled. When the
@@ -55,11 +54,10 @@ func Window[T any](f Flux[T], n int) Flux[Flux[T]] {
 }
 
 // WindowTimeout is Window whose windows also complete d after their first
-// item, whichever comes first: Reactor's Flux#windowTimeout(int, Duration)
-// (FluxWindowTimeout.java), except that a window opens with its first item,
-// so no empty window is emitted where Reactor emits one each period
-// without items. The timer is one time.AfterFunc per window, its goroutine
-// joined before the router ends. n < 1 or d <= 0 gives ErrInvalidArgument.
+// item, whichever comes first. A window opens with its first item, so no
+// empty window is emitted. The timer is one time.AfterFunc per window, its
+// goroutine joined before the router ends. n < 1 or d <= 0 gives
+// ErrInvalidArgument.
 func WindowTimeout[T any](f Flux[T], n int, d time.Duration) Flux[Flux[T]] {
 	switch {
 	case n < 1:

@@ -10,10 +10,8 @@
 // previous one. A middleware is part of that call. Retry's attempts and the
 // backoff waits between them all happen before the call returns, so the
 // exchange k+1 of a group starts after the last attempt of k, however many
-// there were. No reordering buffer and no per-group state are needed; this
-// is Reactor's concatMap(x -> handle(x).retryWhen(backoff)) within a group,
-// the retry of one inner, never a resubscription of the group (a Reactor
-// group is unicast: retry on it fails, reactor-core #3554).
+// there were. No reordering buffer and no per-group state are needed: it
+// retries one exchange's handling, never resubscribes the group.
 //
 // # What it costs
 //

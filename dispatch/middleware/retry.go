@@ -12,8 +12,8 @@ import (
 )
 
 // Retry returns a middleware that calls the handler again, after a backoff
-// wait, while it fails with a retryable error: Reactor's retryWhen with
-// Retry.backoff, run inside one handler call with backoff.Retry
+// wait, while it fails with a retryable error, inside one handler call
+// with backoff.Retry
 // (github.com/cenkalti/backoff/v5). All attempts of an exchange and the
 // waits between them happen before the handler call returns, so the next
 // exchange of the group starts only after the last attempt of this one: the

@@ -187,7 +187,7 @@
 // Per owned partition: two goroutines of the consumer (fetching and
 // acknowledging) and two of the partition.Dispatcher, one pull request per
 // fetch batch, one cumulative acknowledgement each time the prefix moves
-// (measured: about one per 100 to 200 exchanges at full speed), and the
+// (far fewer than one per exchange at full speed: docs/benchmarks.md), and the
 // messages delivered and not yet acknowledged, held for their
 // acknowledgement: at most the bound above the prefix (WithMaxHeld: each
 // pull asks for no more than its room, and none is made while it is

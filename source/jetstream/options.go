@@ -36,9 +36,7 @@ type Subscription struct {
 // WithRejected). ID returns an exchange's aggregate id, which picks its
 // group inside the partition (partition.GroupKey). Both are called from the
 // partition's fetching goroutine, one message at a time, so a slow decoder
-// slows its partition.
-// The counterpart of kafka.Codec; ID is Wow's AggregateIdCapable.aggregateId,
-// reduced to the id.
+// slows its partition. The counterpart of kafka.Codec.
 type Codec[T any] struct {
 	Decode func(key string, msg natsjs.Msg) (T, error)
 	ID     func(T) string

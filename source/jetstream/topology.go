@@ -56,8 +56,8 @@ func (t Topology) Subjects() []string {
 }
 
 // PartitionOf returns the partition of aggregate id: aggregate.GroupKey(id,
-// N), the hash aggflow groups by in one process (Java's String.hashCode), so
-// a producer in another language computes it too. Inside a partition the
+// N), the hash aggflow groups by in one process (aggregate.HashCode, which
+// its doc specifies), so a producer in another language computes it too. Inside a partition the
 // consumer groups by partition.GroupKey, independent of this one.
 func (t Topology) PartitionOf(id string) int32 {
 	return int32(aggregate.GroupKey(id, t.Partitions))

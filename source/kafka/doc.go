@@ -8,7 +8,7 @@
 // # Assignment
 //
 // The key of a record is its aggregate's id; the producer partitions by it
-// (franz-go's and Java's default murmur2), so one aggregate lives in one
+// (Kafka's default partitioner, murmur2 of the key), so one aggregate lives in one
 // partition. Each partition the group assigns becomes an intake of a
 // partition.Dispatcher starting at the group's committed offset: its own
 // lanes, grouped by partition.GroupKey(Codec.ID(x), groups), all on the one
@@ -88,8 +88,7 @@
 // Two rules pause a partition (kgo's PauseFetchPartitions, that partition
 // only), each resumed at half its limit. WithMaxHeld bounds what a
 // partition holds above its committed offset, every record finished or not
-// and their bytes (partition.WithMaxHeld: Decaton's max pending records,
-// per partition), so a stuck record keeps at most the bound plus one polled
+// and their bytes (partition.WithMaxHeld, per partition), so a stuck record keeps at most the bound plus one polled
 // batch after it. WithMaxPending is the budget of the whole Consumer, its
 // unfinished records only: a partition whose pending records reach its
 // share (the budget over the partitions owned) is paused too, so the poll

@@ -56,11 +56,11 @@ type config[T any] struct {
 	failing        *failing[T] // WithFailurePolicy's, nil without
 }
 
-// DefaultMaxPending is a Consumer's default budget, in records: 8,192 per
-// partition for 8 partitions, near Decaton's 10,000 per partition. A
+// DefaultMaxPending is a Consumer's default budget, in records: 65,536,
+// 8,192 per partition for 8 partitions. A
 // partition's fetch buffer dropped by a pause is fetched and decoded again,
 // so a budget much smaller than what the handlers drain in a fetch's round
-// trip pauses often and costs throughput (measured in docs/benchmarks.md).
+// trip pauses often and costs throughput (docs/tuning.md says how to size it).
 const DefaultMaxPending = 64 * 1024
 
 func defaults[T any]() config[T] {

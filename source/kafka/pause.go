@@ -4,8 +4,7 @@ package kafka
 // pending records reached its share of the budget (the budget over the
 // partitions owned), so that the poll loop never waits on one partition
 // while the others have room, or its bound above the committed offset was
-// reached (WithMaxHeld: every record held, finished or not, as Decaton's
-// max pending records counts them). It resumes those whose pending records
+// reached (WithMaxHeld: every record held, finished or not). It resumes those whose pending records
 // fell to half their share and whose bound freed (Intake.Room). It runs
 // after every polled batch and on every progress; pauseMu makes the last
 // decision the one in force, and is held only across the client's Pause

@@ -117,7 +117,7 @@ func (c *Cluster) CreateTopic(ctx context.Context, topic string, partitions int3
 
 // Produce writes records synchronously, each to the topic it names (or
 // topic when it names none), partitioned by franz-go's default partitioner
-// (murmur2 of the key, as Kafka's Java client).
+// (murmur2 of the key, Kafka's default).
 func (c *Cluster) Produce(ctx context.Context, topic string, records ...*kgo.Record) error {
 	return c.withClient(func(cl *kgo.Client) error {
 		if err := cl.ProduceSync(ctx, records...).FirstErr(); err != nil {
