@@ -7,18 +7,18 @@ import (
 )
 
 // BufferOverflow is what OnBackpressureBuffer does with an item that finds
-// its buffer full. Reactor: BufferOverflowStrategy.
+// its buffer full.
 type BufferOverflow int
 
 const (
 	// OverflowError discards the item and fails the flow with an error
 	// wrapping ErrOverflow once the buffered items were delivered; the
-	// upstream is cancelled. Reactor's default (ERROR).
+	// upstream is cancelled.
 	OverflowError BufferOverflow = iota
 	// OverflowDropOldest discards the oldest buffered item and buffers the
-	// new one (DROP_OLDEST).
+	// new one.
 	OverflowDropOldest
-	// OverflowDropLatest discards the new item (DROP_LATEST).
+	// OverflowDropLatest discards the new item.
 	OverflowDropLatest
 )
 
@@ -36,9 +36,7 @@ const (
 // Use it where a producer must not be slowed by its consumer (a Create
 // that reads a socket, a ticker): everywhere else the blocking emit is the
 // backpressure. Memory: up to about 2n items; per item a mutex hand-off.
-// n < 1 or an unknown overflow gives ErrInvalidArgument. Reactor:
-// Flux#onBackpressureBuffer(int, Consumer, BufferOverflowStrategy)
-// (FluxOnBackpressureBufferStrategy.java, FluxOnBackpressureBuffer.java).
+// n < 1 or an unknown overflow gives ErrInvalidArgument.
 func (f Flux[T]) OnBackpressureBuffer(n int, overflow BufferOverflow) Flux[T] {
 	const op = "OnBackpressureBuffer"
 	switch {
@@ -54,8 +52,7 @@ func (f Flux[T]) OnBackpressureBuffer(n int, overflow BufferOverflow) Flux[T] {
 // the downstream only if the downstream is waiting for one; an item that
 // arrives while the downstream still handles the previous one goes to the
 // discard hook with ErrOverflow. Goroutine and stop rules: as
-// OnBackpressureBuffer. Reactor: Flux#onBackpressureDrop
-// (FluxOnBackpressureDrop.java), where "waiting" is an outstanding request.
+// OnBackpressureBuffer.
 func (f Flux[T]) OnBackpressureDrop() Flux[T] {
 	return f.backpressure("OnBackpressureDrop", 0, OverflowDropLatest)
 }
@@ -63,8 +60,7 @@ func (f Flux[T]) OnBackpressureDrop() Flux[T] {
 // OnBackpressureLatest runs f on a goroutine of its own and keeps only the
 // latest item not yet taken by the downstream: an item replaced by a newer
 // one before the downstream took it goes to the discard hook with
-// ErrOverflow. Goroutine and stop rules: as OnBackpressureBuffer. Reactor:
-// Flux#onBackpressureLatest (FluxOnBackpressureLatest.java).
+// ErrOverflow. Goroutine and stop rules: as OnBackpressureBuffer.
 func (f Flux[T]) OnBackpressureLatest() Flux[T] {
 	return f.backpressure("OnBackpressureLatest", 1, OverflowDropOldest)
 }

@@ -2,13 +2,13 @@ package flux
 
 import "context"
 
-// SignalNext is the kind of an Event carrying an item (Reactor:
-// SignalType.ON_NEXT). DoFinally never sees it.
+// SignalNext is the kind of an Event carrying an item. DoFinally never
+// sees it.
 const SignalNext = SignalCancel + 1
 
 // Event is one signal of a flow as DoOnEach sees it: an item (Kind
 // SignalNext, Value set), the error signal (SignalError, Err set) or the
-// completion (SignalComplete). Reactor: Signal<T> (Signal.java).
+// completion (SignalComplete).
 type Event[T any] struct {
 	Kind  Signal
 	Value T     // the item, for SignalNext
@@ -17,8 +17,8 @@ type Event[T any] struct {
 
 // DoOnSubscribe calls fn on the subscribing goroutine each time f is
 // subscribed, before f is. A panic in fn ends the flow with *PanicError and
-// f is not subscribed. Reactor: Flux#doOnSubscribe (FluxPeek.java), where fn
-// gets the Subscription; here there is nothing to request or cancel with.
+// f is not subscribed. fn gets nothing: there is no subscription to
+// request or cancel with.
 func (f Flux[T]) DoOnSubscribe(fn func()) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("DoOnSubscribe", "nil function"))
@@ -35,9 +35,7 @@ func (f Flux[T]) DoOnSubscribe(fn func()) Flux[T] {
 // DoFinally's SignalCancel: the downstream returned an error or stopped
 // early, or ctx ended), after the upstream has returned, on the subscribing
 // goroutine. A panic in fn is joined to the cancellation; an early stop
-// upstream of it (Take) still completes, so such a panic is lost, as Reactor
-// drops it (Operators.onErrorDropped). Reactor: Flux#doOnCancel
-// (FluxPeek.java).
+// upstream of it (Take) still completes, so such a panic is lost.
 func (f Flux[T]) DoOnCancel(fn func()) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("DoOnCancel", "nil function"))
@@ -53,8 +51,7 @@ func (f Flux[T]) DoOnCancel(fn func()) Flux[T] {
 
 // DoOnTerminate calls fn when the upstream completes or fails (not on a
 // cancellation), before the signal passes on. A panic in fn turns a
-// completion into an error signal and is joined to an error. Reactor:
-// Flux#doOnTerminate (FluxPeek.java).
+// completion into an error signal and is joined to an error.
 func (f Flux[T]) DoOnTerminate(fn func()) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("DoOnTerminate", "nil function"))
@@ -63,12 +60,10 @@ func (f Flux[T]) DoOnTerminate(fn func()) Flux[T] {
 }
 
 // DoAfterTerminate calls fn when the upstream completes or fails (not on a
-// cancellation). Reactor runs it after the signal reached the subscriber;
-// here a terminal signal travels as the return of subscribe, so, as with
-// DoFinally, fn runs just before the operators after it see the signal:
-// put it last to run after the whole chain. A panic in fn is joined to the
-// signal (Reactor drops it to Hooks.onErrorDropped: the subscriber already
-// has its signal). Reactor: Flux#doAfterTerminate (FluxPeek.java).
+// cancellation). A terminal signal travels as the return of subscribe, so,
+// as with DoFinally, fn runs just before the operators after it see the
+// signal: put it last to run after the whole chain. A panic in fn is joined
+// to the signal.
 func (f Flux[T]) DoAfterTerminate(fn func()) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("DoAfterTerminate", "nil function"))
@@ -89,10 +84,10 @@ func (f Flux[T]) onTerminate(fn func()) Flux[T] {
 // DoOnEach calls fn with an Event for each item (before passing it on), for
 // the error signal and for the completion; a cancellation is no signal of
 // the upstream and is not seen. A panic in fn on an item cancels the
-// upstream and fn then sees that panic as the error signal, as in Reactor; a
+// upstream and fn then sees that panic as the error signal; a
 // panic on the error signal is joined to it, one on the completion turns it
 // into an error signal. fn runs on the goroutine that delivers the item, so
-// never concurrently with itself. Reactor: Flux#doOnEach (FluxDoOnEach.java).
+// never concurrently with itself.
 func (f Flux[T]) DoOnEach(fn func(Event[T])) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("DoOnEach", "nil function"))
