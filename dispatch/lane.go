@@ -568,16 +568,6 @@ func (e *engine[T]) dropped(x T, admitted int64, group int, reason error) {
 	e.f.discarded.Add(1)
 }
 
-// running returns the groups whose lanes a consumer runs now: the groups of
-// handlers still running (or about to), for stop errors.
-func (e *engine[T]) running() []int {
-	var gs []int
-	for _, l := range e.runningLanes() {
-		gs = append(gs, l.group)
-	}
-	return gs
-}
-
 // runningLanes returns the lanes a consumer runs now, by group.
 func (e *engine[T]) runningLanes() []*lane[T] {
 	var ls []*lane[T]

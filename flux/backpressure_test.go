@@ -165,7 +165,7 @@ func TestOnBackpressureAccountsForEveryItem(t *testing.T) {
 // buffered values were handled.
 func TestOnBackpressureVirtualTime(t *testing.T) {
 	work := 10250 * time.Microsecond
-	run := func(t *testing.T, f flux.Flux[int]) ([]int, []int, error, time.Duration) {
+	run := func(t *testing.T, f flux.Flux[int]) ([]int, []int, time.Duration, error) {
 		var d discards
 		var got []int
 		start := time.Now()
@@ -175,11 +175,11 @@ func TestOnBackpressureVirtualTime(t *testing.T) {
 			return nil
 		})
 		items, _ := d.got()
-		return got, items, err, time.Since(start)
+		return got, items, time.Since(start), err
 	}
 	t.Run("interval alone", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			got, discarded, err, _ := run(t, flux.Interval(time.Millisecond).Take(4))
+			got, discarded, _, err := run(t, flux.Interval(time.Millisecond).Take(4))
 			require.NoError(t, err)
 			require.Equal(t, []int{0, 1, 2, 3}, got)
 			require.Empty(t, discarded)
@@ -187,7 +187,7 @@ func TestOnBackpressureVirtualTime(t *testing.T) {
 	})
 	t.Run("latest", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			got, discarded, err, _ := run(t, flux.Interval(time.Millisecond).OnBackpressureLatest().Take(4))
+			got, discarded, _, err := run(t, flux.Interval(time.Millisecond).OnBackpressureLatest().Take(4))
 			require.NoError(t, err)
 			require.Equal(t, []int{0, 10, 20, 30}, got)
 			var want []int
@@ -203,7 +203,7 @@ func TestOnBackpressureVirtualTime(t *testing.T) {
 	})
 	t.Run("buffer overflow error", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			got, discarded, err, took := run(t, flux.Interval(time.Millisecond).OnBackpressureBuffer(3, flux.OverflowError))
+			got, discarded, took, err := run(t, flux.Interval(time.Millisecond).OnBackpressureBuffer(3, flux.OverflowError))
 			require.ErrorIs(t, err, flux.ErrOverflow)
 			require.ErrorContains(t, err, "OnBackpressureBuffer")
 			require.Equal(t, []int{0, 1, 2, 3}, got)

@@ -75,7 +75,8 @@ func (c *Consumer[T]) barrier() {
 		wake()
 	}
 	c.pollMu.Lock()
-	c.pollMu.Unlock() // nothing to hold: the poll in progress took its owners
+	//lint:ignore SA2001 the lock is a barrier: it waits for the poll in progress, which took its owners, and holds nothing
+	c.pollMu.Unlock()
 	c.mu.Lock()
 	c.assigning--
 	c.mu.Unlock()
