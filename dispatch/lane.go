@@ -48,13 +48,13 @@ type lane[T any] struct {
 
 	// cur is the exchange whose handler runs, for stop errors to name its
 	// aggregate id (engines with ids only): set by the consumer before the
-	// handler, cleared after it; runningID pins it (&pin) while it copies
-	// the exchange, and the consumer waits for the unpin before it pops.
+	// handler, cleared after it; runningID pins it (the engine's pin) while
+	// it copies the exchange, and the consumer waits for the unpin before it
+	// pops.
 	// On a cache line of its own: the consumer writes it per exchange, the
 	// producer reads state and the fields above per push.
 	_   [64]byte
 	cur atomic.Pointer[item[T]]
-	pin item[T]
 }
 
 // track marks it as the exchange whose handler runs. Consumer only.
@@ -70,7 +70,7 @@ func (l *lane[T]) track(it *item[T]) {
 func (l *lane[T]) untrack() {
 	for {
 		p := l.cur.Load()
-		if p == nil || p != &l.pin && l.cur.CompareAndSwap(p, nil) {
+		if p == nil || p != &l.e.pin && l.cur.CompareAndSwap(p, nil) {
 			return
 		}
 		runtime.Gosched() // pinned for the copy of one exchange
@@ -81,7 +81,7 @@ func (l *lane[T]) untrack() {
 // l, if one is tracked and no other caller reads it now.
 func (e *engine[T]) runningID(l *lane[T]) (string, bool) {
 	p := l.cur.Load()
-	if p == nil || p == &l.pin || !l.cur.CompareAndSwap(p, &l.pin) {
+	if p == nil || p == &e.pin || !l.cur.CompareAndSwap(p, &e.pin) {
 		return "", false
 	}
 	x := p.x
@@ -102,6 +102,7 @@ type engine[T any] struct {
 
 	handler   Handler[T]
 	idOf      func(T) aggregate.ID // nil when exchanges are keyed by a function
+	pin       item[T]              // what a lane's cur holds while runningID copies its exchange: a marker, one per engine
 	contextOf func(context.Context, T) context.Context
 	labels    Labels
 	obs       Observer // nil when none
