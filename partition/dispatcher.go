@@ -409,12 +409,10 @@ func (d *Dispatcher[T]) Close(ctx context.Context) ([]Settled, error) {
 	d.mu.Unlock()
 	ps := d.Owned()
 	settled := make([]Settled, len(ps))
-	errs := make([]error, len(ps))
-	var wg sync.WaitGroup
-	for i, p := range ps {
-		wg.Go(func() { settled[i], errs[i] = d.Revoke(ctx, p) })
-	}
-	wg.Wait()
+	errs := component.GoEach(len(ps), func(i int) (err error) {
+		settled[i], err = d.Revoke(ctx, ps[i])
+		return err
+	})
 	return settled, errors.Join(errs...)
 }
 

@@ -487,14 +487,12 @@ func (c *Consumer[T]) supervise(started <-chan struct{}) {
 	}
 	clear(c.parts)
 	c.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, pt := range parts {
-		wg.Go(func() {
-			_, err := pt.release(c.drainCtx)
-			c.record(err)
-		})
-	}
-	wg.Wait() // then the end waits for the Revokes, handoffs and losses still running
+	for _, err := range component.GoEach(len(parts), func(i int) error {
+		_, err := parts[i].release(c.drainCtx)
+		return err
+	}) {
+		c.record(err)
+	} // then the end waits for the Revokes, handoffs and losses still running
 }
 
 // goHeld runs f on a goroutine of its own, under the guard, and gives back
