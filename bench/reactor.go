@@ -92,23 +92,18 @@ func (rb *Reactor) Close() error {
 func (rb *Reactor) Run(ctx context.Context, c Cell, n int) Result {
 	res := Result{Impl: "reactor", Cell: c, N: n, AllocsPerEx: -1, Goroutines: -1}
 	w := rb.WarmUp.withDefaults()
-	args := []string{"-Xmx4g", "-cp", rb.classpath(), "ReactorBench", "plain",
+	out, err := rb.java(ctx, "ReactorBench", "plain",
 		strconv.Itoa(c.K), strconv.Itoa(c.P), c.Handler.reactorName(), strconv.Itoa(n), "2",
-		"0", strconv.Itoa(w.Max + w.Timed)}
-	out, err := exec.CommandContext(ctx, "java", args...).Output()
+		"0", strconv.Itoa(w.Max+w.Timed))
 	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			err = fmt.Errorf("%w: %s", err, ee.Stderr)
-		}
-		res.Err = "bench: reactor: " + err.Error()
-		return res
-	}
-	if err := ParseReactorLine(string(out), &res); err != nil {
 		res.Err = err.Error()
 		return res
 	}
-	passes, err := ParseReactorPasses(string(out))
+	if err := ParseReactorLine(out, &res); err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	passes, err := ParseReactorPasses(out)
 	if err == nil && len(passes) != w.Max+w.Timed {
 		err = fmt.Errorf("bench: reactor: %d passes, want %d", len(passes), w.Max+w.Timed)
 	}
@@ -133,34 +128,48 @@ func (rb *Reactor) Run(ctx context.Context, c Cell, n int) Result {
 func (rb *Reactor) RunLatency(ctx context.Context, c Cell, ln int, rate float64) Result {
 	res := Result{Impl: "reactor", Cell: c, N: ln, Rate: rate, AllocsPerEx: -1, Goroutines: -1}
 	w := rb.WarmUp.withDefaults()
-	args := []string{"-Xmx4g", "-cp", rb.classpath(), "ReactorLatency",
+	out, err := rb.java(ctx, "ReactorLatency",
 		strconv.Itoa(c.K), strconv.Itoa(c.P), c.Handler.reactorName(), strconv.Itoa(ln), "2",
-		strconv.Itoa(w.Min), strconv.FormatFloat(rate, 'f', 0, 64)}
-	out, err := exec.CommandContext(ctx, "java", args...).Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			err = fmt.Errorf("%w: %s", err, ee.Stderr)
-		}
-		res.Err = "bench: reactor: " + err.Error()
-		return res
+		strconv.Itoa(w.Min), strconv.FormatFloat(rate, 'f', 0, 64))
+	if err == nil {
+		err = ParseReactorLatency(out, &res)
 	}
-	if err := ParseReactorLatency(string(out), &res); err != nil {
+	if err != nil {
 		res.Err = err.Error()
 	}
 	return res
 }
 
-// ParseReactorLatency reads ReactorLatency's output line (key=value
-// fields) into res: the wait quantiles (p50_ns, p90_ns, p99_ns, p999_ns),
-// the achieved rate and peak_rss_kb.
-func ParseReactorLatency(line string, res *Result) error {
+// java runs the compiled class main with args in a JVM of 4 GiB of heap and
+// returns what it printed; the error carries its standard error.
+func (rb *Reactor) java(ctx context.Context, main string, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, "java", append([]string{"-Xmx4g", "-cp", rb.classpath(), main}, args...)...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%w: %s", err, ee.Stderr)
+		}
+		return "", fmt.Errorf("bench: reactor: %w", err)
+	}
+	return string(out), nil
+}
+
+// reactorFields splits a harness's output line into its key=value fields.
+func reactorFields(line string) map[string]string {
 	fields := map[string]string{}
 	for _, f := range strings.Fields(line) {
 		if k, v, ok := strings.Cut(f, "="); ok {
 			fields[k] = v
 		}
 	}
+	return fields
+}
+
+// ParseReactorLatency reads ReactorLatency's output line (key=value
+// fields) into res: the wait quantiles (p50_ns, p90_ns, p99_ns, p999_ns),
+// the achieved rate and peak_rss_kb.
+func ParseReactorLatency(line string, res *Result) error {
+	fields := reactorFields(line)
 	var l Latency
 	var rss int64
 	var err error
@@ -183,12 +192,7 @@ func ParseReactorLatency(line string, res *Result) error {
 // ParseReactorLine reads ReactorBench's output line (key=value fields) into
 // res: ns_per_ex and peak_rss_kb.
 func ParseReactorLine(line string, res *Result) error {
-	fields := map[string]string{}
-	for _, f := range strings.Fields(line) {
-		if k, v, ok := strings.Cut(f, "="); ok {
-			fields[k] = v
-		}
-	}
+	fields := reactorFields(line)
 	ns, err1 := strconv.ParseFloat(fields["ns_per_ex"], 64)
 	rss, err2 := strconv.ParseInt(fields["peak_rss_kb"], 10, 64)
 	if err1 != nil || err2 != nil {
