@@ -121,17 +121,9 @@ func ctxDone(ctx context.Context) error {
 	}
 }
 
-// goexitError is the error that ends a flow whose downstream called
-// runtime.Goexit (t.FailNow in a handler under test, for instance) on a
-// goroutine or task of ours: a *PanicError wrapping ErrGoexit, as the
-// schedulers report it.
-func goexitError(op string) error {
-	return fmt.Errorf("flux: %s: %w", op, component.NewPanicError(component.ErrGoexit))
-}
-
 // exitedAs names op in the error of a runtime.Goexit that component's
-// guard reported (a *PanicError of ErrGoexit), as goexitError does; other
-// errors stay as they are.
+// guard reported (a *PanicError of ErrGoexit: a downstream's t.FailNow on a
+// goroutine or task of ours, for instance); other errors stay as they are.
 func exitedAs(op string, err error) error {
 	if isGoexit(err) {
 		return fmt.Errorf("flux: %s: %w", op, err)
