@@ -75,7 +75,7 @@ func OnErrorContinue[T, U any](f Flux[T], fn func(err error, v U)) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("OnErrorContinue", "nil function"))
 	}
-	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+	return Flux[T]{sync: f.synchronous(), subscribe: func(ctx context.Context, emit func(T) error) error {
 		return f.run(context.WithValue(ctx, continueKey[U]{}, fn), emit)
 	}}
 }

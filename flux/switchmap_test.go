@@ -75,7 +75,9 @@ func TestSwitchMapDiscardsSuperseded(t *testing.T) {
 			if v == 1 {
 				return flux.Just(10).DoOnNext(l.pull)
 			}
-			return flux.Just(1, 2, 3).DoOnNext(func(v int) {
+			// Behind Defer, the inner is not known to be synchronous, so the
+			// next item switches away from it.
+			return flux.Defer(func() flux.Flux[int] { return flux.Just(1, 2, 3) }).DoOnNext(func(v int) {
 				l.pull(v)
 				if v == 2 {
 					close(atTwo)
