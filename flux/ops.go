@@ -116,13 +116,24 @@ func (f Flux[T]) DoFinally(fn func(Signal)) Flux[T] {
 // OnErrorResume replaces an error signal of the upstream by the Flux fn
 // returns for it (a cancellation is not resumed).
 func (f Flux[T]) OnErrorResume(fn func(error) Flux[T]) Flux[T] {
+	return f.resumeIf("OnErrorResume", nil, fn)
+}
+
+// resumeIf is OnErrorResume for the errors pred accepts (nil: all), op
+// naming the operator in the errors of its arguments.
+func (f Flux[T]) resumeIf(op string, pred func(error) bool, fn func(error) Flux[T]) Flux[T] {
 	if fn == nil {
-		return Error[T](invalid("OnErrorResume", "nil function"))
+		return Error[T](invalid(op, "nil function"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
 		sig, err := f.observe(ctx, emit)
 		if sig != SignalError {
 			return err
+		}
+		if pred != nil {
+			if ok, perr := call1(pred, err); perr != nil || !ok {
+				return errorsJoin(err, perr)
+			}
 		}
 		next, perr := call1(fn, err)
 		if perr != nil {

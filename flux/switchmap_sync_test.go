@@ -170,4 +170,3 @@ func emitted(vs ...int) flux.Flux[int] {
 		return nil
 	})
 }
-
