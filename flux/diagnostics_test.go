@@ -26,8 +26,8 @@ type recorder struct {
 }
 
 func (r *recorder) Enabled(_ context.Context, l slog.Level) bool { return l >= r.level }
-func (r *recorder) WithAttrs([]slog.Attr) slog.Handler             { return r }
-func (r *recorder) WithGroup(string) slog.Handler                  { return r }
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler           { return r }
+func (r *recorder) WithGroup(string) slog.Handler                { return r }
 func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
 	if r.boom {
 		panic("handler")
@@ -71,7 +71,9 @@ func TestLog(t *testing.T) {
 			want: []string{"DEBUG onSubscribe", "DEBUG onNext value=1", "DEBUG cancel cause=" + flux.ErrCancelled.Error()}},
 		{name: "empty", build: func(l *slog.Logger) flux.Flux[int] { return flux.Empty[int]().Log(l, "") },
 			want: []string{"DEBUG onSubscribe", "DEBUG onComplete"}},
-		{name: "level option", build: func(l *slog.Logger) flux.Flux[int] { return flux.Just(7).Log(l, "test", flux.WithLogLevel(slog.LevelWarn)) },
+		{name: "level option", build: func(l *slog.Logger) flux.Flux[int] {
+			return flux.Just(7).Log(l, "test", flux.WithLogLevel(slog.LevelWarn))
+		},
 			level: slog.LevelWarn, want: []string{"WARN onSubscribe", "WARN onNext value=7", "WARN onComplete"}},
 		{name: "disabled level records nothing", build: func(l *slog.Logger) flux.Flux[int] { return flux.Just(7).Log(l, "test") },
 			level: slog.LevelWarn},
