@@ -14,6 +14,22 @@ import (
 
 var errOtherKind = errors.New("other kind")
 
+// requireEnds checks a flow's end: err wraps each of errs and, if pe, a
+// *PanicError; neither: the flow completed.
+func requireEnds(t *testing.T, err error, errs []error, pe bool) {
+	t.Helper()
+	if len(errs) == 0 && !pe {
+		require.NoError(t, err)
+	}
+	for _, target := range errs {
+		require.ErrorIs(t, err, target)
+	}
+	if pe {
+		var p *flux.PanicError
+		require.ErrorAs(t, err, &p)
+	}
+}
+
 // Reactor's cases of onErrorResume with a predicate and of onErrorComplete
 // (FluxOnErrorResumeTest, FluxOnErrorReturnTest's onErrorComplete cases),
 // translated.
@@ -59,16 +75,7 @@ func TestOnErrorResumeIfAndComplete(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := flux.Collect(t.Context(), c.f)
 			require.Equal(t, c.want, nilIfEmpty(got))
-			if len(c.errs) == 0 && !c.pe {
-				require.NoError(t, err)
-			}
-			for _, target := range c.errs {
-				require.ErrorIs(t, err, target)
-			}
-			if c.pe {
-				var pe *flux.PanicError
-				require.ErrorAs(t, err, &pe)
-			}
+			requireEnds(t, err, c.errs, c.pe)
 		})
 	}
 }
@@ -117,16 +124,7 @@ func TestRetryFixedDelayAndFilter(t *testing.T) {
 				timed, err := subscribeTimed(t.Context(), 0, src.flux().RetryWhen(c.spec), nil)
 				require.Equal(t, c.want, values(timed))
 				require.Equal(t, c.attempts, src.attempts)
-				if len(c.errs) == 0 && !c.pe {
-					require.NoError(t, err)
-				}
-				for _, target := range c.errs {
-					require.ErrorIs(t, err, target)
-				}
-				if c.pe {
-					var pe *flux.PanicError
-					require.ErrorAs(t, err, &pe)
-				}
+				requireEnds(t, err, c.errs, c.pe)
 			})
 		})
 	}
