@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"math"
@@ -42,8 +43,15 @@ func (rb *Reactor) classpath() string {
 		filepath.Join(rb.Dir, "reactive-streams.jar")}, string(os.PathListSeparator))
 }
 
-// Compile compiles ReactorBench.java into a fresh temporary directory, which
-// Close removes. It fails when java or javac is missing.
+// reactorLatencySource is the paced-source harness of the latency runs
+// (RunLatency), compiled with ReactorBench against the same jars.
+//
+//go:embed reactorlatency/ReactorLatency.java
+var reactorLatencySource []byte
+
+// Compile compiles ReactorBench.java, and the latency harness, into a fresh
+// temporary directory, which Close removes. It fails when java or javac is
+// missing.
 func (rb *Reactor) Compile(ctx context.Context) error {
 	for _, tool := range []string{"javac", "java"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -55,8 +63,12 @@ func (rb *Reactor) Compile(ctx context.Context) error {
 		return err
 	}
 	rb.classes = dir
+	latency := filepath.Join(dir, "ReactorLatency.java")
+	if err := os.WriteFile(latency, reactorLatencySource, 0o644); err != nil {
+		return err
+	}
 	out, err := exec.CommandContext(ctx, "javac", "-nowarn", "-cp", rb.classpath(), "-d", dir,
-		filepath.Join(rb.Dir, "ReactorBench.java")).CombinedOutput()
+		filepath.Join(rb.Dir, "ReactorBench.java"), latency).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("bench: reactor: javac: %w: %s", err, out)
 	}
@@ -80,23 +92,18 @@ func (rb *Reactor) Close() error {
 func (rb *Reactor) Run(ctx context.Context, c Cell, n int) Result {
 	res := Result{Impl: "reactor", Cell: c, N: n, AllocsPerEx: -1, Goroutines: -1}
 	w := rb.WarmUp.withDefaults()
-	args := []string{"-Xmx4g", "-cp", rb.classpath(), "ReactorBench", "plain",
+	out, err := rb.java(ctx, "ReactorBench", "plain",
 		strconv.Itoa(c.K), strconv.Itoa(c.P), c.Handler.reactorName(), strconv.Itoa(n), "2",
-		"0", strconv.Itoa(w.Max + w.Timed)}
-	out, err := exec.CommandContext(ctx, "java", args...).Output()
+		"0", strconv.Itoa(w.Max+w.Timed))
 	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			err = fmt.Errorf("%w: %s", err, ee.Stderr)
-		}
-		res.Err = "bench: reactor: " + err.Error()
-		return res
-	}
-	if err := ParseReactorLine(string(out), &res); err != nil {
 		res.Err = err.Error()
 		return res
 	}
-	passes, err := ParseReactorPasses(string(out))
+	if err := ParseReactorLine(out, &res); err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	passes, err := ParseReactorPasses(out)
 	if err == nil && len(passes) != w.Max+w.Timed {
 		err = fmt.Errorf("bench: reactor: %d passes, want %d", len(passes), w.Max+w.Timed)
 	}
@@ -112,15 +119,80 @@ func (rb *Reactor) Run(ctx context.Context, c Cell, n int) Result {
 	return res
 }
 
-// ParseReactorLine reads ReactorBench's output line (key=value fields) into
-// res: ns_per_ex and peak_rss_kb.
-func ParseReactorLine(line string, res *Result) error {
+// RunLatency runs, in one JVM, WarmUp.Min unpaced passes over the first ln
+// exchanges of c's stream (the JIT's warm-up), then one pass whose source is
+// paced at rate exchanges per second, the waits from send to handler start
+// recorded as Measure records them: res.Latency. The source slows down when
+// the pipeline pushes back, as the Go producer does; Latency.Achieved says
+// how far. 2 scheduler threads, the plain shape, as Run.
+func (rb *Reactor) RunLatency(ctx context.Context, c Cell, ln int, rate float64) Result {
+	res := Result{Impl: "reactor", Cell: c, N: ln, Rate: rate, AllocsPerEx: -1, Goroutines: -1}
+	w := rb.WarmUp.withDefaults()
+	out, err := rb.java(ctx, "ReactorLatency",
+		strconv.Itoa(c.K), strconv.Itoa(c.P), c.Handler.reactorName(), strconv.Itoa(ln), "2",
+		strconv.Itoa(w.Min), strconv.FormatFloat(rate, 'f', 0, 64))
+	if err == nil {
+		err = ParseReactorLatency(out, &res)
+	}
+	if err != nil {
+		res.Err = err.Error()
+	}
+	return res
+}
+
+// java runs the compiled class main with args in a JVM of 4 GiB of heap and
+// returns what it printed; the error carries its standard error.
+func (rb *Reactor) java(ctx context.Context, main string, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, "java", append([]string{"-Xmx4g", "-cp", rb.classpath(), main}, args...)...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%w: %s", err, ee.Stderr)
+		}
+		return "", fmt.Errorf("bench: reactor: %w", err)
+	}
+	return string(out), nil
+}
+
+// reactorFields splits a harness's output line into its key=value fields.
+func reactorFields(line string) map[string]string {
 	fields := map[string]string{}
 	for _, f := range strings.Fields(line) {
 		if k, v, ok := strings.Cut(f, "="); ok {
 			fields[k] = v
 		}
 	}
+	return fields
+}
+
+// ParseReactorLatency reads ReactorLatency's output line (key=value
+// fields) into res: the wait quantiles (p50_ns, p90_ns, p99_ns, p999_ns),
+// the achieved rate and peak_rss_kb.
+func ParseReactorLatency(line string, res *Result) error {
+	fields := reactorFields(line)
+	var l Latency
+	var rss int64
+	var err error
+	for _, f := range []struct {
+		key string
+		v   *float64
+	}{{"p50_ns", &l.P50}, {"p90_ns", &l.P90}, {"p99_ns", &l.P99}, {"p999_ns", &l.P999}, {"achieved", &l.Achieved}} {
+		var e error
+		*f.v, e = strconv.ParseFloat(fields[f.key], 64)
+		err = errors.Join(err, e)
+	}
+	rss, e := strconv.ParseInt(fields["peak_rss_kb"], 10, 64)
+	if err = errors.Join(err, e); err != nil {
+		return fmt.Errorf("bench: reactor: cannot read the wait quantiles, achieved and peak_rss_kb from %q", strings.TrimSpace(line))
+	}
+	res.Latency, res.RSSKB, res.Handled = &l, rss, int64(res.N)
+	return nil
+}
+
+// ParseReactorLine reads ReactorBench's output line (key=value fields) into
+// res: ns_per_ex and peak_rss_kb.
+func ParseReactorLine(line string, res *Result) error {
+	fields := reactorFields(line)
 	ns, err1 := strconv.ParseFloat(fields["ns_per_ex"], 64)
 	rss, err2 := strconv.ParseInt(fields["peak_rss_kb"], 10, 64)
 	if err1 != nil || err2 != nil {

@@ -1,6 +1,8 @@
 package bench_test
 
 import (
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -67,5 +69,54 @@ func TestReportListsReactorWarmUps(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+func TestParseReactorLatency(t *testing.T) {
+	line := "impl=reactor keys=1024 groups=128 handler=noop n=300000 threads=2 rate=500000 achieved=382850 p50_ns=191354 p90_ns=1143111 p99_ns=8184094 p999_ns=13063143 peak_rss_kb=121340\n"
+	res := bench.Result{N: 300000}
+	if err := bench.ParseReactorLatency(line, &res); err != nil {
+		t.Fatal(err)
+	}
+	want := bench.Latency{P50: 191354, P90: 1143111, P99: 8184094, P999: 13063143, Achieved: 382850}
+	if res.Latency == nil || *res.Latency != want || res.RSSKB != 121340 || res.Handled != 300000 {
+		t.Fatalf("parsed %+v, latency %+v; want %+v", res, res.Latency, want)
+	}
+	if err := bench.ParseReactorLatency("impl=reactor p50_ns=1 p90_ns=2", &res); err == nil {
+		t.Fatal("no error for a line without every quantile")
+	}
+}
+
+// The latency harness compiles with ReactorBench and measures a short paced
+// run, where a JDK and the baseline are found (AGGFLOW_REACTOR_DIR, else
+// ReactorDirs).
+func TestReactorRunLatency(t *testing.T) {
+	dirs := bench.ReactorDirs
+	if d := os.Getenv("AGGFLOW_REACTOR_DIR"); d != "" {
+		dirs = []string{d}
+	}
+	dir, ok := bench.FindReactorDir(dirs...)
+	if !ok {
+		t.Skipf("no ReactorBench.java in %v", dirs)
+	}
+	if _, err := exec.LookPath("javac"); err != nil {
+		t.Skip("no javac")
+	}
+	rb := &bench.Reactor{Dir: dir, WarmUp: bench.WarmUp{Min: 1}}
+	if err := rb.Compile(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer rb.Close()
+	c := bench.Cell{K: 16, P: 128, Handler: bench.Noop}
+	res := rb.RunLatency(t.Context(), c, 20000, 200000)
+	if res.Err != "" {
+		t.Fatal(res.Err)
+	}
+	l := res.Latency
+	if !(0 <= l.P50 && l.P50 <= l.P90 && l.P90 <= l.P99 && l.P99 <= l.P999) || l.Achieved <= 0 || l.Achieved > 300000 {
+		t.Fatalf("latency %+v for 20,000 exchanges offered at 200,000/s", *l)
+	}
+	if res.Handled != 20000 || res.RSSKB <= 0 || res.Rate != 200000 {
+		t.Fatalf("result %+v", res)
 	}
 }

@@ -25,7 +25,8 @@ type Meta struct {
 // cell (throughput runs) or one load (latency runs).
 type summary struct {
 	ns, allocs, goroutines, rssKB float64
-	p50, p90, p99, rate, achieved float64
+	p50, p90, p99, p999           float64
+	rate, achieved                float64
 	runs, failed                  int
 }
 
@@ -36,7 +37,7 @@ type sumKey struct {
 }
 
 func summarize(results []Result) map[sumKey]*summary {
-	type acc struct{ ns, allocs, gor, rss, p50, p90, p99, rate, ach []float64 }
+	type acc struct{ ns, allocs, gor, rss, p50, p90, p99, p999, rate, ach []float64 }
 	accs := map[sumKey]*acc{}
 	out := map[sumKey]*summary{}
 	for _, r := range results {
@@ -55,14 +56,15 @@ func summarize(results []Result) map[sumKey]*summary {
 		a.gor = append(a.gor, float64(r.Goroutines))
 		a.rss = append(a.rss, float64(r.RSSKB))
 		if l := r.Latency; l != nil {
-			a.p50, a.p90, a.p99 = append(a.p50, l.P50), append(a.p90, l.P90), append(a.p99, l.P99)
+			a.p50, a.p90, a.p99, a.p999 = append(a.p50, l.P50), append(a.p90, l.P90), append(a.p99, l.P99), append(a.p999, l.P999)
 			a.rate, a.ach = append(a.rate, r.Rate), append(a.ach, l.Achieved)
 		}
 	}
 	for k, a := range accs {
 		s := out[k]
 		s.ns, s.allocs, s.goroutines, s.rssKB = median(a.ns), median(a.allocs), median(a.gor), median(a.rss)
-		s.p50, s.p90, s.p99, s.rate, s.achieved = median(a.p50), median(a.p90), median(a.p99), median(a.rate), median(a.ach)
+		s.p50, s.p90, s.p99, s.p999 = median(a.p50), median(a.p90), median(a.p99), median(a.p999)
+		s.rate, s.achieved = median(a.rate), median(a.ach)
 	}
 	return out
 }
@@ -175,39 +177,7 @@ func WriteMarkdown(w io.Writer, m Meta, results []Result, charts []string) error
 	table("Peak RSS, MiB", "VmHWM of the run's own process, the pre-generated workload (ids and draws) and a warm-up pass of a tenth of the stream included; Reactor's is the JVM's (-Xmx4g).",
 		func(s, _ *summary) string { return fmt.Sprintf("%.0f", s.rssKB/1024) })
 	if len(loads) > 0 {
-		latImpls := slices.DeleteFunc(slices.Clone(impls), func(im string) bool { return im != "aggflow" && im != "sharded" })
-		b.WriteString("## Latency: send to handler start, µs (p50 / p90 / p99)\n\n")
-		b.WriteString("A paced producer offers a smooth rate, a fraction (load) of aggflow's saturation rate measured above in the same cell; " +
-			"each exchange carries its send time and the handler records its wait. A rate below the offered one means the producer fell behind (the implementation pushed back).\n\n")
-		b.WriteString("| handler | ids | groups | load | offered/s |")
-		for _, im := range latImpls {
-			fmt.Fprintf(&b, " %s | %s achieved/s |", im, im)
-		}
-		b.WriteString("\n|---|---:|---:|---:|---:|" + strings.Repeat("---:|---:|", len(latImpls)) + "\n")
-		for _, c := range cells {
-			for _, load := range loads {
-				var rate float64
-				for _, im := range latImpls {
-					if s := sums[sumKey{im, c, load}]; s != nil && s.runs > 0 {
-						rate = s.rate
-					}
-				}
-				if rate == 0 {
-					continue
-				}
-				fmt.Fprintf(&b, "| %s | %d | %d | %.0f%% | %.0f |", c.Handler, c.K, c.P, 100*load, rate)
-				for _, im := range latImpls {
-					s := sums[sumKey{im, c, load}]
-					if s == nil || s.runs == 0 {
-						b.WriteString(" failed | |")
-						continue
-					}
-					fmt.Fprintf(&b, " %s / %s / %s | %.0f |", us(s.p50), us(s.p90), us(s.p99), s.achieved)
-				}
-				b.WriteString("\n")
-			}
-		}
-		b.WriteString("\n")
+		writeLatency(&b, sums, cells, impls, loads)
 	}
 	b.WriteString("## Implementations\n\n")
 	for _, im := range impls {
@@ -226,6 +196,61 @@ func WriteMarkdown(w io.Writer, m Meta, results []Result, charts []string) error
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeLatency writes the latency table: per cell and load, the offered
+// rate, each latency implementation's wait quantiles and achieved rate, and
+// aggflow's p99 over sharded's.
+func writeLatency(b *strings.Builder, sums map[sumKey]*summary, cells []Cell, impls []string, loads []float64) {
+	latImpls := slices.DeleteFunc(slices.Clone(LatencyImpls), func(im string) bool { return !slices.Contains(impls, im) })
+	b.WriteString("## Latency: send to handler start, µs (p50 / p90 / p99 / p99.9)\n\n")
+	b.WriteString("A paced producer offers a smooth rate, a fraction (load) of aggflow's saturation rate measured above in the same cell, the same rate to each implementation; " +
+		"each exchange carries its send time and the handler records its wait. A rate below the offered one means the producer fell behind (the implementation pushed back). " +
+		"Reactor's source is Flux.generate, paced the same way, after unpaced warm-up passes of the JIT. " +
+		"The last column is aggflow's p99 over sharded's (at most 1: aggflow's tail is no longer).\n\n")
+	b.WriteString("| handler | ids | groups | load | offered/s |")
+	for _, im := range latImpls {
+		fmt.Fprintf(b, " %s | %s achieved/s |", im, im)
+	}
+	b.WriteString(" aggflow p99 / sharded p99 |\n|---|---:|---:|---:|---:|" + strings.Repeat("---:|---:|", len(latImpls)) + "---:|\n")
+	ok := func(im string, c Cell, load float64) *summary {
+		if s := sums[sumKey{im, c, load}]; s != nil && s.runs > 0 {
+			return s
+		}
+		return nil
+	}
+	for _, c := range cells {
+		for _, load := range loads {
+			var rate float64
+			for _, im := range latImpls {
+				if s := ok(im, c, load); s != nil {
+					rate = s.rate
+				}
+			}
+			if rate == 0 {
+				continue
+			}
+			fmt.Fprintf(b, "| %s | %d | %d | %.0f%% | %.0f |", c.Handler, c.K, c.P, 100*load, rate)
+			for _, im := range latImpls {
+				s := ok(im, c, load)
+				switch {
+				case s == nil && sums[sumKey{im, c, load}] != nil:
+					b.WriteString(" failed | |")
+					continue
+				case s == nil: // not run
+					b.WriteString(" | |")
+					continue
+				}
+				fmt.Fprintf(b, " %s / %s / %s / %s | %.0f |", us(s.p50), us(s.p90), us(s.p99), us(s.p999), s.achieved)
+			}
+			if a, sh := ok("aggflow", c, load), ok("sharded", c, load); a != nil && sh != nil && sh.p99 > 0 {
+				fmt.Fprintf(b, " %.2f |\n", a.p99/sh.p99)
+			} else {
+				b.WriteString(" |\n")
+			}
+		}
+	}
+	b.WriteString("\n")
 }
 
 // writeWarmUps lists, per cell, the warm-up passes Reactor took in each

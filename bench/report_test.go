@@ -20,8 +20,14 @@ func TestReport(t *testing.T) {
 				bench.Result{Impl: "reactor", Cell: c, N: 10, Rep: rep + 1, NsPerEx: ns * 2, AllocsPerEx: -1, Goroutines: -1, RSSKB: 102400, Handled: 10})
 		}
 		results = append(results,
-			bench.Result{Impl: "aggflow", Cell: c, N: 10, Rep: 1, Load: 0.5, Rate: 1250000, Latency: &bench.Latency{P50: 1500, P90: 25000, P99: 120000, Achieved: 1249000}},
-			bench.Result{Impl: "sharded", Cell: c, N: 10, Rep: 1, Load: 0.5, Rate: 1250000, Err: "bench: boom"})
+			bench.Result{Impl: "aggflow", Cell: c, N: 10, Rep: 1, Load: 0.5, Rate: 1250000, Latency: &bench.Latency{P50: 1500, P90: 25000, P99: 120000, P999: 300000, Achieved: 1249000}})
+		if k == 1 {
+			results = append(results, bench.Result{Impl: "sharded", Cell: c, N: 10, Rep: 1, Load: 0.5, Rate: 1250000, Err: "bench: boom"})
+			continue
+		}
+		results = append(results,
+			bench.Result{Impl: "sharded", Cell: c, N: 10, Rep: 1, Load: 0.5, Rate: 1250000, Latency: &bench.Latency{P50: 1000, P90: 2000, P99: 60000, P999: 90000, Achieved: 1250000}},
+			bench.Result{Impl: "reactor", Cell: c, N: 10, Rep: 1, Load: 0.5, Rate: 1250000, AllocsPerEx: -1, Goroutines: -1, Latency: &bench.Latency{P50: 200000, P90: 900000, P99: 8000000, P999: 12000000, Achieved: 1000000}})
 	}
 	dir := t.TempDir()
 	charts, err := bench.WriteCharts(dir, results)
@@ -44,7 +50,10 @@ func TestReport(t *testing.T) {
 		"| noop | 1024 | 128 | 200 (0.50x) | 400 (1.00x) | 800 (2.00x) |", // medians of the three
 		"| noop | 1 | 128 | 0.000 | 0.100 | n/a |",                        // sharded, aggflow, reactor
 		"| noop | 1 | 128 | 10 | 20 | 100 |",                              // MiB
-		"| noop | 1 | 128 | 50% | 1250000 | failed | | 1.5 / 25 / 120 | 1249000 |",
+		// sharded failed, aggflow, reactor not run; no ratio without sharded
+		"| noop | 1 | 128 | 50% | 1250000 | failed | | 1.5 / 25 / 120 / 300 | 1249000 | | | |",
+		// every quantile, achieved, and aggflow's p99 over sharded's
+		"| noop | 1024 | 128 | 50% | 1250000 | 1.0 / 2.0 / 60 / 90 | 1250000 | 1.5 / 25 / 120 / 300 | 1249000 | 200 / 900 / 8000 / 12000 | 1000000 | 2.00 |",
 		"![ns per exchange by number of ids](streaming-noop-p128.png)",
 		"sharded noop/k1/p128 rep 1: bench: boom",
 	} {

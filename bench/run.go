@@ -171,15 +171,15 @@ func (r *Run) Verify(handled int64) error {
 
 // Latency is the distribution of the waits from send to handler start.
 type Latency struct {
-	P50, P90, P99 float64 // ns
-	Achieved      float64 // exchanges per second the producer managed
+	P50, P90, P99, P999 float64 // ns
+	Achieved            float64 // exchanges per second the producer managed
 }
 
 func (r *Run) latency() Latency {
 	w := slices.Clone(r.waits)
 	slices.Sort(w)
 	q := func(p float64) float64 { return float64(w[min(len(w)-1, int(p*float64(len(w))))]) }
-	l := Latency{P50: q(0.50), P90: q(0.90), P99: q(0.99)}
+	l := Latency{P50: q(0.50), P90: q(0.90), P99: q(0.99), P999: q(0.999)}
 	if s := r.sent.Load(); s > 0 {
 		l.Achieved = float64(r.N) / (float64(s) / 1e9)
 	}

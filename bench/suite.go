@@ -46,9 +46,13 @@ func RunChild(spec ChildSpec) Result {
 	return res
 }
 
+// LatencyImpls are the implementations given latency runs, in run order,
+// when the suite runs them.
+var LatencyImpls = []string{"sharded", "aggflow", "reactor"}
+
 // Suite runs a grid of cells over implementations, each run in its own
 // process, repetitions interleaved: for each cell, A B C ... A B C ..., then
-// the latency runs of aggflow and sharded, interleaved the same way.
+// the latency runs of LatencyImpls, interleaved the same way.
 type Suite struct {
 	Cells []Cell
 	Impls []string // names; "reactor" runs ReactorBench
@@ -59,8 +63,9 @@ type Suite struct {
 	Reps      int
 	Verify    bool
 	// Loads are the fractions of aggflow's measured saturation rate (in the
-	// same cell, this run) at which aggflow and sharded get a paced producer
-	// and their waits are recorded; none: no latency runs.
+	// same cell, this run) at which LatencyImpls get a paced producer, the
+	// same rate for each, and their waits are recorded; none: no latency
+	// runs.
 	Loads []float64
 	// LatencySeconds bounds a latency run: it offers at most rate x
 	// LatencySeconds exchanges (and at most N, at least 1,000).
@@ -125,11 +130,22 @@ func (s *Suite) Run(ctx context.Context) ([]Result, error) {
 			for _, load := range s.Loads {
 				rate := load * 1e9 / sat
 				ln := min(n, max(1000, int(rate*s.LatencySeconds)))
-				for _, impl := range []string{"aggflow", "sharded"} {
+				for _, impl := range LatencyImpls {
 					if !slices.Contains(s.Impls, impl) {
 						continue
 					}
-					res := s.child(ctx, ChildSpec{Impl: impl, Cell: c, N: ln, Warmup: ln / 10, Verify: s.Verify, Rate: rate, Load: load, Rep: rep})
+					var res Result
+					if impl == "reactor" {
+						if s.Reactor == nil {
+							continue
+						}
+						rctx, cancel := context.WithTimeout(ctx, s.ChildTimeout)
+						res = s.Reactor.RunLatency(rctx, c, ln, rate)
+						cancel()
+						res.Rep, res.Load = rep, load
+					} else {
+						res = s.child(ctx, ChildSpec{Impl: impl, Cell: c, N: ln, Warmup: ln / 10, Verify: s.Verify, Rate: rate, Load: load, Rep: rep})
+					}
 					s.log(res)
 					all = append(all, res)
 					if err := ctx.Err(); err != nil {
@@ -172,8 +188,8 @@ func (s *Suite) log(r Result) {
 	case r.Err != "":
 		what = "FAILED: " + r.Err
 	case r.Latency != nil:
-		what = fmt.Sprintf("load %.0f%% (%.0f/s offered, %.0f/s achieved): wait p50 %.1f µs, p90 %.1f µs, p99 %.1f µs",
-			100*r.Load, r.Rate, r.Latency.Achieved, r.Latency.P50/1e3, r.Latency.P90/1e3, r.Latency.P99/1e3)
+		what = fmt.Sprintf("load %.0f%% (%.0f/s offered, %.0f/s achieved): wait p50 %.1f µs, p90 %.1f µs, p99 %.1f µs, p99.9 %.1f µs",
+			100*r.Load, r.Rate, r.Latency.Achieved, r.Latency.P50/1e3, r.Latency.P90/1e3, r.Latency.P99/1e3, r.Latency.P999/1e3)
 	default:
 		what = fmt.Sprintf("%.1f ns/exchange, %.3f allocs/exchange, %d goroutines, %.1f MiB peak RSS",
 			r.NsPerEx, r.AllocsPerEx, r.Goroutines, float64(r.RSSKB)/1024)
