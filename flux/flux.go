@@ -26,7 +26,18 @@ type Flux[T any] struct {
 	// group is set on the group fluxes of GroupBy so that PublishOn can drain
 	// the group's queue directly instead of copying into its own.
 	group *pipe[T]
+	// sync is set on the fluxes whose subscribe pushes every item on the
+	// calling goroutine and waits for nothing but emit: FromSlice, Range,
+	// Error, and the operators in synchronous() below over such a flux.
+	// SwitchMap runs them inline.
+	sync bool
 }
+
+// synchronous reports whether f is known to push all its items on the
+// subscribing goroutine, waiting for nothing but emit: the zero Flux, Just,
+// FromSlice, Range and Error, and Map, Filter, DoOnNext, Take, Skip,
+// DoOnDiscard and OnErrorContinue over such a flux.
+func (f Flux[T]) synchronous() bool { return f.subscribe == nil || f.sync }
 
 // GroupedFlux is one group of GroupBy: the items whose key is Key, in
 // arrival order. Its Flux is unicast: a second Subscribe gets an error
