@@ -96,7 +96,9 @@ func (w *waits) Reset() {}
 // virtual time: the companion waits 1s, 2s, then 3s; RepeatFixedDelay; the
 // end of ctx during a wait.
 func TestRepeatWhenTimed(t *testing.T) {
-	growing := func() backoff.BackOff { return &waits{ds: []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}} }
+	growing := func() backoff.BackOff {
+		return &waits{ds: []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}}
+	}
 	synctest.Test(t, func(t *testing.T) {
 		var i atomic.Int64
 		counter := flux.MonoFromFunc(func() (int, error) { return int(i.Add(1)), nil }).Flux()
