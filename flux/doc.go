@@ -137,6 +137,32 @@
 //	share()                          Share
 //	StepVerifier                     testkit.Verify
 //
+// More shortcuts (Reactor -> flux: deviation; Reactor cases translated):
+//
+//	startWith(T...) / concatWith     StartWith(vs...) / ConcatWith: as Concat; 2
+//	mergeWith                        MergeWith: as Merge; 2
+//	zip(a, b, c[, d], combinator)    Zip3 / Zip4: nested Zips; 10
+//	zip(Iterable, combinator)        ZipN([]Flux[T]) Flux[[]T]: one type; 5
+//	takeWhile / skipWhile            TakeWhile / SkipWhile: the stopping item and
+//	                                 the skipped ones discarded; 12
+//	takeLast(n) / skipLast(n)        TakeLast / SkipLast: the dropped items
+//	                                 discarded; 12
+//	repeat(n) / repeat(n, supplier)  Repeat(n) / RepeatWhen(RepeatSpec{OnlyIf});
+//	                                 no repeat() (Repeat(math.MaxInt)); 16
+//	repeatWhen(RepeatSpec)           RepeatWhen(RepeatSpec), RepeatTimes,
+//	                                 RepeatFixedDelay: a backoff/v5 BackOff, no
+//	                                 companion Flux; 4
+//	replay(n) / autoConnect(n)       Replay(n) / AutoConnect(n): bounded lag; the
+//	                                 last subscriber to leave a running upstream
+//	                                 cancels it; 6
+//	cache(n)                         Cache(n): no unbounded cache(); 4
+//	sampleTimeout(v -> delay(d))     Debounce(d): the superseded items discarded; 5
+//	buffer(Duration)                 BufferDuration(d): no empty slice; 1
+//	bufferUntil(p[, cutBefore])      BufferUntil(f, p, cutBefore); 7
+//	bufferWhile(p)                   BufferWhile(f, p); the ending item discarded; 6
+//	elapsed() / timestamp()          Elapsed / Timestamp: ElapsedValue,
+//	                                 TimestampedValue, by time.Now; 2
+//
 // The table's rows, and where flux deliberately differs from Reactor, are
 // in docs/from-reactor-and-wow.md. In short:
 //
