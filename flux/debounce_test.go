@@ -104,11 +104,10 @@ func TestBufferDuration(t *testing.T) {
 func TestElapsedTimestamp(t *testing.T) {
 	leakFree(t)
 	synctest.Test(t, func(t *testing.T) {
-		start := time.Now().Round(0)
 		got, err := flux.Collect(t.Context(), flux.Elapsed(flux.Just("test").DelayElements(2*time.Second)))
 		require.NoError(t, err)
 		require.Equal(t, []flux.ElapsedValue[string]{{Elapsed: 2 * time.Second, Value: "test"}}, got)
-		start = time.Now().Round(0)
+		start := time.Now().Round(0)
 		got2, err := flux.Collect(t.Context(), flux.Timestamp(flux.Just("test").DelayElements(2*time.Second)))
 		require.NoError(t, err)
 		require.Equal(t, []flux.TimestampedValue[string]{{Time: start.Add(2 * time.Second), Value: "test"}}, stripMono(got2))
