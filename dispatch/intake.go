@@ -48,10 +48,21 @@ type intake[T any] struct {
 func (in *intake[T]) init(kind, name string, source Source[T], cfg *config[T], engines []*engine[T], report *engine[T]) {
 	in.source, in.engines, in.report, in.timeout, in.ends = source, engines, report, cfg.stopTimeout, cfg.ends
 	in.f = newFlow(cfg.maxPending, in.life.Stop)
+	in.f.queued = in.queued
 	for _, e := range in.all() {
 		e.f, e.onFail, e.onRetire = in.f, in.fail, in.retire
 	}
 	in.life.Init(kind, name, errIllegal, in.end)
+}
+
+// queued is the flow's count of the exchanges published into the lanes of
+// every engine.
+func (in *intake[T]) queued() int64 {
+	var n int64
+	for _, e := range in.engines {
+		n += e.queued()
+	}
+	return n
 }
 
 // all returns the engines and the reporting one, each once.
@@ -221,9 +232,9 @@ func (in *intake[T]) runSource() error {
 // graceful stop is handed on (handOn).
 func (in *intake[T]) emit(x T) (err error) {
 	f := in.f
-	f.received.Add(1)
-	afterStop := f.shut.Load()
+	afterStop := f.shut.Load() // no fence before the count: the drain waits for the source (see flow)
 	if afterStop && !in.handOn() {
+		f.aside.Add(1)
 		in.report.dropped(x, 0, -1, in.refusal())
 		f.check()
 		return errIntakeClosed
@@ -243,6 +254,7 @@ func (in *intake[T]) emit(x T) (err error) {
 		n, err := in.credits(afterStop)
 		if err != nil {
 			stage = settled
+			f.aside.Add(1)
 			in.report.dropped(x, 0, -1, in.refusal())
 			f.check()
 			return err
@@ -250,7 +262,7 @@ func (in *intake[T]) emit(x T) (err error) {
 		in.credit = n
 	}
 	e.admitted()
-	l, late, kick := e.enqueue(g, id, &x)
+	l, late, kick := e.enqueue(g, id, &x) // counts x: its publication
 	stage = settled
 	in.credit--
 	if late != nil {
@@ -297,7 +309,7 @@ func (in *intake[T]) credits(late bool) (int64, error) {
 // it shut, else with the flux's reason.
 func (in *intake[T]) sourceDropped(x T, reason error) {
 	f := in.f
-	f.received.Add(1)
+	f.aside.Add(1)
 	if f.shut.Load() {
 		reason = in.refusal()
 	}
@@ -333,6 +345,7 @@ func (in *intake[T]) unwound(stage *intakeStage, x *T, err *error, p **PanicErro
 	}
 	defer in.f.check()       // a stop may have come since the gate
 	defer in.f.failed.Add(1) // after the report, even when it panics or exits too
+	in.f.aside.Add(1)
 	in.report.failure(in.report.ctx, *x, 0, -1, OutcomePanic, 0,
 		fmt.Errorf("dispatch: %s %q: intake: %w", in.life.Kind(), in.Name(), component.NewPanicError(component.ErrGoexit)))
 }
@@ -349,9 +362,15 @@ func (in *intake[T]) keyPanicked(p *PanicError) error {
 // the bound holds; they go back when the source returns.
 const creditBatch = 32
 
-// unrouted accounts for an exchange that has no lane: an unknown aggregate
-// is discarded, an invalid key fails.
+// unrouted counts and accounts for an exchange that has no lane: an unknown
+// aggregate is discarded, an invalid key fails.
 func (in *intake[T]) unrouted(x T, err error) {
+	in.f.aside.Add(1)
+	in.accountUnrouted(x, err)
+}
+
+// accountUnrouted is unrouted for an exchange already counted.
+func (in *intake[T]) accountUnrouted(x T, err error) {
 	defer in.f.check() // a stop may have come since the gate
 	if errors.Is(err, ErrUnknownAggregate) {
 		in.report.dropped(x, 0, -1, err)
@@ -413,9 +432,8 @@ func (in *intake[T]) Emit(ctx context.Context, x T) (err error) {
 	e.admitted()
 	stage = settled
 	in.emitMu.Lock() // held only for the queue write: no user code under it
-	f.received.Add(1)
+	l, late, kick := e.enqueue(g, id, &x) // counts x: its publication
 	f.emitting.Add(-1)
-	l, late, kick := e.enqueue(g, id, &x)
 	in.emitMu.Unlock()
 	if late != nil {
 		e.schedule(late)
@@ -429,10 +447,10 @@ func (in *intake[T]) Emit(ctx context.Context, x T) (err error) {
 // emitUnrouted counts and accounts for an exchange Emit could not route.
 func (in *intake[T]) emitUnrouted(x T, err error) {
 	f := in.f
-	f.received.Add(1)
+	f.aside.Add(1)
 	f.emitting.Add(-1)
 	f.budget.release(1)
-	in.unrouted(x, err)
+	in.accountUnrouted(x, err)
 }
 
 // emitUnwound, deferred by Emit, is unwound's counterpart: a panic of the
@@ -464,7 +482,8 @@ func (in *intake[T]) emitRefused() error {
 // dispatcher stops. The first exchange the source emits after it (the item
 // it had taken, from a user's channel say, before it saw its context end)
 // is handed on, not discarded: the drain waits for the source to return
-// (not after a force or a failure: nothing is handed on then); what a flux
+// (after a force or a failure too, though nothing is handed on then: the
+// source's context is cancelled and its emits are refused); what a flux
 // source's operators drop once the intake shut (a PublishOn's queue) is
 // counted and discarded with ErrStopped. Prompt, non-blocking, idempotent.
 func (in *intake[T]) Quiesce() {
@@ -490,11 +509,9 @@ func (in *intake[T]) fail(err error) {
 	in.stopFailing()
 }
 
-// stopFailing stops the intake after a failure: nothing is handed on, and
-// the drain does not wait for the source.
+// stopFailing stops the intake after a failure: nothing is handed on.
 func (in *intake[T]) stopFailing() {
 	in.failing.Store(true)
-	in.f.waitSource.Store(false)
 	in.Quiesce()
 	in.f.check() // the shut may have come before
 }

@@ -569,6 +569,27 @@ func (e *engine[T]) dropped(x T, admitted int64, group int, reason error) {
 	e.f.discarded.Add(1)
 }
 
+// queued returns how many exchanges were published into e's lanes so far.
+// A lane is in e's set before its first publication, and keeps its count
+// when WithKeyOrdering gives it to another id, so the sum only grows.
+func (e *engine[T]) queued() int64 {
+	var n uint64
+	if e.keys != nil {
+		e.keyMu.Lock()
+		for _, l := range e.keys {
+			n += l.q.Pushed()
+		}
+		e.keyMu.Unlock()
+		return int64(n)
+	}
+	for i := range e.lanes {
+		if l := e.lanes[i].Load(); l != nil {
+			n += l.q.Pushed()
+		}
+	}
+	return int64(n)
+}
+
 // runningLanes returns the lanes a consumer runs now, by group.
 func (e *engine[T]) runningLanes() []*lane[T] {
 	var ls []*lane[T]

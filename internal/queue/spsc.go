@@ -149,6 +149,10 @@ func (q *SPSC[T]) Trim() {
 // costs one atomic load.
 func (q *SPSC[T]) Len() int { return int(q.pushed.Load() - q.popped) }
 
+// Pushed returns how many items were published so far: safe from any
+// goroutine, one atomic load.
+func (q *SPSC[T]) Pushed() uint64 { return q.pushed.Load() }
+
 // Mark returns how many items were popped so far. Consumer only: a consumer
 // about to give up its role takes a mark first, and may ask Since after.
 func (q *SPSC[T]) Mark() uint64 { return q.popped }
