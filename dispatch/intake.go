@@ -431,7 +431,7 @@ func (in *intake[T]) Emit(ctx context.Context, x T) (err error) {
 	stage = admitting
 	e.admitted()
 	stage = settled
-	in.emitMu.Lock() // held only for the queue write: no user code under it
+	in.emitMu.Lock()                      // held only for the queue write: no user code under it
 	l, late, kick := e.enqueue(g, id, &x) // counts x: its publication
 	f.emitting.Add(-1)
 	in.emitMu.Unlock()
