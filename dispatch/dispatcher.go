@@ -80,15 +80,24 @@ func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, sou
 	e := d.engines[0]
 	e.idOf = func(x T) aggregate.ID { return x.AggregateID() }
 	groups := len(e.lanes)
-	d.route = func(x T) (*engine[T], int, string, error) { // no call in between: the per-exchange path
-		id := x.AggregateID().ID
-		if id == "" {
-			return e, 0, "", errEmptyID(name)
-		}
-		return e, aggregate.GroupKey(id, groups), id, nil
+	d.route = func(x T) (*engine[T], int, string, error) { // Emit's
+		g, id, err := routeByID(name, x, groups)
+		return e, g, id, err
 	}
+	d.emitFn = func(x T) error { return emitByID(&d.intake, e, x) } // the source's: the route inline
 	d.keyFn = "AggregateID"
 	return d, nil
+}
+
+// routeByID returns x's group among groups and its aggregate id, or
+// ErrInvalidGroupKey for an empty id. AggregateID is user code: its panic
+// is the caller's.
+func routeByID[T aggregate.IDCapable](name string, x T, groups int) (int, string, error) {
+	id := x.AggregateID().ID
+	if id == "" {
+		return 0, "", errEmptyID(name)
+	}
+	return aggregate.GroupKey(id, groups), id, nil
 }
 
 // NewKeyed is New for exchanges routed by key, which gives each its group

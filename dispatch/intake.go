@@ -28,6 +28,7 @@ type intake[T any] struct {
 	report  *engine[T]                                              // reports what fails or is refused before a lane
 	route   func(T) (e *engine[T], group int, id string, err error) // runs user code: its panics are emit's and Emit's to recover
 	keyFn   string                                                  // what computes the key, for errors: "AggregateID" or "key function"
+	emitFn  func(T) error                                           // the source's emit when not the route's (New's: emitByID)
 	source  Source[T]                                               // nil: Emit feeds the intake
 	emitMu  sync.Mutex
 	timeout time.Duration
@@ -220,7 +221,11 @@ func (in *intake[T]) sourceDone() {
 // schedulers.Immediate) is an error: the intake shuts and the rest drains
 // as after a source error, before the goroutine unwinds through own.
 func (in *intake[T]) runSource() error {
-	return component.Call(func() error { return in.source.Subscribe(in.srcCtx, in.emit) }, func(p *PanicError) {
+	emit := in.emit
+	if in.emitFn != nil {
+		emit = in.emitFn
+	}
+	return component.Call(func() error { return in.source.Subscribe(in.srcCtx, emit) }, func(p *PanicError) {
 		in.life.Record(fmt.Errorf("dispatch: %s %q: source: %w", in.life.Kind(), in.Name(), p))
 		in.sourceDone()
 	})
@@ -231,12 +236,9 @@ func (in *intake[T]) runSource() error {
 // the intake shut, or for an unknown aggregate); the first one after a
 // graceful stop is handed on (handOn).
 func (in *intake[T]) emit(x T) (err error) {
-	f := in.f
-	afterStop := f.shut.Load() // no fence before the count: the drain waits for the source (see flow)
+	afterStop := in.f.shut.Load() // no fence before the count: the drain waits for the source (see flow)
 	if afterStop && !in.handOn() {
-		f.aside.Add(1)
-		in.report.dropped(x, 0, -1, in.refusal())
-		f.check()
+		in.refuse(x)
 		return errIntakeClosed
 	}
 	stage := keying
@@ -249,21 +251,55 @@ func (in *intake[T]) emit(x T) (err error) {
 		in.unrouted(x, rerr)
 		return nil
 	}
-	stage = admitting
+	return in.admit(e, g, id, &x, afterStop, &stage)
+}
+
+// emitByID is emit for New's exchanges, routed by AggregateID without the
+// route's indirect call: the source's emit.
+func emitByID[T aggregate.IDCapable](in *intake[T], e *engine[T], x T) (err error) {
+	afterStop := in.f.shut.Load() // no fence before the count: the drain waits for the source (see flow)
+	if afterStop && !in.handOn() {
+		in.refuse(x)
+		return errIntakeClosed
+	}
+	stage := keying
+	var p *PanicError
+	defer in.unwound(&stage, &x, &err, &p)
+	defer component.RecoverAt(&stage, keying, &p) // AggregateID
+	g, id, rerr := routeByID(in.Name(), x, len(e.lanes))
+	if rerr != nil {
+		stage = settled
+		in.unrouted(x, rerr)
+		return nil
+	}
+	return in.admit(e, g, id, &x, afterStop, &stage)
+}
+
+// refuse counts and discards an exchange the intake does not admit, with
+// the intake's refusal.
+func (in *intake[T]) refuse(x T) {
+	in.f.aside.Add(1)
+	in.report.dropped(x, 0, -1, in.refusal())
+	in.f.check()
+}
+
+// admit puts a routed exchange (to e's group g, id's lane under
+// WithKeyOrdering) into its lane, taking a budget unit from the credit.
+// Source's goroutine only; *stage is emit's.
+func (in *intake[T]) admit(e *engine[T], g int, id string, x *T, afterStop bool, stage *intakeStage) error {
+	*stage = admitting
 	if in.credit == 0 {
 		n, err := in.credits(afterStop)
 		if err != nil {
-			stage = settled
-			f.aside.Add(1)
-			in.report.dropped(x, 0, -1, in.refusal())
-			f.check()
+			*stage = settled
+			in.refuse(*x)
 			return err
 		}
 		in.credit = n
 	}
 	e.admitted()
-	l, late, kick := e.enqueue(g, id, &x) // counts x: its publication
-	stage = settled
+	l, late, kick := e.enqueue(g, id, x) // counts x: its publication
+	*stage = settled
 	in.credit--
 	if late != nil {
 		e.schedule(late)
