@@ -471,6 +471,9 @@ func (in *intake[T]) Emit(ctx context.Context, x T) (err error) {
 	l, late, kick := e.enqueue(g, id, &x) // counts x: its publication
 	f.emitting.Add(-1)
 	in.emitMu.Unlock()
+	if f.shut.Load() {
+		f.check() // x may have ended already, its check bailing out on this Emit
+	}
 	if late != nil {
 		e.schedule(late)
 	}
