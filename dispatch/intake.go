@@ -22,17 +22,20 @@ import (
 // goroutine that runs it. The intake runs on the source's goroutine (or on
 // Emit's caller): gate, route, budget, lane; no hop in between.
 type intake[T any] struct {
-	life    component.Lifecycle // a named field: its transitions are not the user's
-	f       *flow
-	engines []*engine[T]
-	report  *engine[T]                                              // reports what fails or is refused before a lane
-	route   func(T) (e *engine[T], group int, id string, err error) // runs user code: its panics are emit's and Emit's to recover
-	keyFn   string                                                  // what computes the key, for errors: "AggregateID" or "key function"
-	emitFn  func(T) error                                           // the source's emit when not the route's (New's: emitByID)
-	source  Source[T]                                               // nil: Emit feeds the intake
-	emitMu  sync.Mutex
-	timeout time.Duration
-	ends    []func() // WithResults' completions
+	life     component.Lifecycle // a named field: its transitions are not the user's
+	f        *flow
+	engines  []*engine[T]
+	report   *engine[T]                                              // reports what fails or is refused before a lane
+	route    func(T) (e *engine[T], group int, id string, err error) // runs user code: its panics are emit's and Emit's to recover
+	keyFn    string                                                  // what computes the key, for errors: "AggregateID" or "key function"
+	emitFn   func(T) error                                           // the source's emit when not the route's (New's: emitByID)
+	batching bool                                                    // emitBatch runs: admit stages, flush publishes
+	staged   []*lane[T]                                              // the lanes holding staged exchanges, in the order first staged
+	kicked   int                                                     // how many of staged flush scheduled so far
+	source   Source[T]                                               // nil: Emit feeds the intake
+	emitMu   sync.Mutex
+	timeout  time.Duration
+	ends     []func() // WithResults' completions
 
 	sourceRunning atomic.Bool // the source's Subscribe has not returned
 	prepared      atomic.Bool // Prepare made the contexts
@@ -221,11 +224,14 @@ func (in *intake[T]) sourceDone() {
 // schedulers.Immediate) is an error: the intake shuts and the rest drains
 // as after a source error, before the goroutine unwinds through own.
 func (in *intake[T]) runSource() error {
-	emit := in.emit
-	if in.emitFn != nil {
-		emit = in.emitFn
+	if in.emitFn == nil {
+		in.emitFn = in.emit
 	}
-	return component.Call(func() error { return in.source.Subscribe(in.srcCtx, emit) }, func(p *PanicError) {
+	subscribe := func() error { return in.source.Subscribe(in.srcCtx, in.emitFn) }
+	if b, ok := in.source.(batchSource[T]); ok && b.subscribe != nil {
+		subscribe = func() error { return b.subscribe(in.srcCtx, in.emitBatch) }
+	}
+	return component.Call(subscribe, func(p *PanicError) {
 		in.life.Record(fmt.Errorf("dispatch: %s %q: source: %w", in.life.Kind(), in.Name(), p))
 		in.sourceDone()
 	})
@@ -298,6 +304,19 @@ func (in *intake[T]) admit(e *engine[T], g int, id string, x *T, afterStop bool,
 		in.credit = n
 	}
 	e.admitted()
+	if in.batching {
+		l, late := e.put(g, id, x)
+		if l.q.Staged() == 0 {
+			in.staged = append(in.staged, l)
+		}
+		l.q.Stage() // counted at its publication, by flush
+		*stage = settled
+		in.credit--
+		if late != nil {
+			e.schedule(late)
+		}
+		return nil
+	}
 	l, late, kick := e.enqueue(g, id, x) // counts x: its publication
 	*stage = settled
 	in.credit--
@@ -308,6 +327,64 @@ func (in *intake[T]) admit(e *engine[T], g int, id string, x *T, afterStop bool,
 		e.schedule(l)
 	}
 	return nil
+}
+
+// emitBatch is the intake of a BatchSource's batch on the source's
+// goroutine: each exchange is taken as emit takes it, in order, but staged
+// in its lane; flush publishes each lane touched once, at the batch's end
+// or before the goroutine waits for room. Once an exchange is refused, so
+// is the rest of the batch, each accounted for, and the refusal is
+// returned.
+func (in *intake[T]) emitBatch(xs []T) (err error) {
+	in.batching = true
+	defer in.endBatch() // also when user code on the way ends the goroutine
+	for i := range xs {
+		if err = in.emitFn(xs[i]); err != nil {
+			for _, x := range xs[i+1:] {
+				in.refuse(x)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// endBatch publishes what the batch staged and leaves batching.
+func (in *intake[T]) endBatch() {
+	in.batching = false
+	in.flush()
+}
+
+// flush publishes the staged exchanges, one atomic add per lane, then
+// schedules the lanes it made ready. A drain that runs inline in Schedule
+// (schedulers.Immediate) may end the goroutine: the deferred call
+// schedules the rest first. Source's goroutine only.
+func (in *intake[T]) flush() {
+	if len(in.staged) == 0 {
+		return
+	}
+	for _, l := range in.staged[in.kicked:] {
+		l.q.Flush()
+	}
+	defer in.flushed()
+	for in.kicked < len(in.staged) {
+		l := in.staged[in.kicked]
+		in.kicked++
+		if l.claim() {
+			l.e.schedule(l)
+		}
+	}
+}
+
+// flushed ends a flush: the staged lanes are forgotten once every one was
+// scheduled, else (the goroutine ends) flush goes on with the rest.
+func (in *intake[T]) flushed() {
+	if in.kicked < len(in.staged) {
+		in.flush()
+		return
+	}
+	clear(in.staged)
+	in.staged, in.kicked = in.staged[:0], 0
 }
 
 // handOn reports whether the source's exchange, counted and met by a
@@ -330,6 +407,16 @@ func (in *intake[T]) handOn() bool {
 // while the intake is open; one for the exchange handed on after a
 // graceful stop, waiting for room until a force.
 func (in *intake[T]) credits(late bool) (int64, error) {
+	if len(in.staged) > 0 {
+		want := int64(creditBatch)
+		if late {
+			want = 1
+		}
+		if n := in.f.budget.tryTakeUpTo(want); n > 0 {
+			return n, nil
+		}
+		in.flush() // the staged exchanges hold units: the consumers see them before the wait
+	}
 	if !late {
 		n, err := in.f.budget.acquireUpTo(in.srcCtx, in.f.shutCh, creditBatch)
 		if err == nil || !in.handOn() {

@@ -33,6 +33,7 @@ type SPSC[T any] struct {
 	// producer side
 	tail    *chunk[T]
 	tailPos int
+	staged  uint64 // items appended by Stage and not yet published
 	pushed  atomic.Uint64
 	// The sides on cache lines of their own: a consumer draining the queue
 	// does not take the line the producer appends through.
@@ -97,11 +98,31 @@ func (q *SPSC[T]) Next() *T {
 	return &c.items[q.tailPos]
 }
 
-// Publish appends the item written in the slot Next returned. Producer
-// only.
+// Publish appends the item written in the slot Next returned, and
+// publishes it with the items staged before it. Producer only.
 func (q *SPSC[T]) Publish() {
+	q.Stage()
+	q.Flush()
+}
+
+// Stage appends the item written in the slot Next returned without
+// publishing it: the consumer sees it once Flush (or Publish) publishes
+// it, with every item staged before, for one atomic add. Producer only.
+func (q *SPSC[T]) Stage() {
 	q.tailPos++
-	q.pushed.Add(1)
+	q.staged++
+}
+
+// Staged returns how many items are staged and not yet published.
+// Producer only.
+func (q *SPSC[T]) Staged() int { return int(q.staged) }
+
+// Flush publishes the staged items, if any. Producer only.
+func (q *SPSC[T]) Flush() {
+	if q.staged != 0 {
+		q.pushed.Add(q.staged)
+		q.staged = 0
+	}
 }
 
 // Peek returns the first item, which stays queued until Pop; ok is false
