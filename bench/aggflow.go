@@ -62,7 +62,7 @@ func runAggflow(r *Run, source dispatch.Source[Exchange]) (int64, error) {
 		r.Handle(&x)
 		return nil
 	}
-	d, err := dispatch.New("bench", benchAggregate, source, handler, dispatch.WithParallelism[Exchange](r.P))
+	d, err := dispatch.New("bench", benchAggregate, source, handler, dispatch.WithParallelism(r.P))
 	if err != nil {
 		return 0, err
 	}
@@ -93,7 +93,7 @@ var aggflowRxgoImpl = Impl{
 			return nil
 		}
 		d, err := dispatch.New("bench", benchAggregate, flux.FromObservable[Exchange](rxgo.FromChannel(in)), handler,
-			dispatch.WithParallelism[Exchange](r.P), dispatch.WithResults(results))
+			dispatch.WithParallelism(r.P), dispatch.WithResults(results))
 		if err != nil {
 			return 0, err
 		}
