@@ -36,25 +36,47 @@ type item[T any] struct {
 
 // lane is one group's queue (WithKeyOrdering: one id's): filled by the
 // intake (its one producer), drained by whichever scheduler goroutine runs
-// its task.
+// its task. An idle lane holds no slot (the queue is released as it goes
+// idle): what a group once used costs its lane struct and its task, about
+// 224 bytes, whatever the exchange's size.
 type lane[T any] struct {
-	q     queue.SPSC[item[T]]
-	state atomic.Int32
-	e     *engine[T]
-	task  schedulers.Task
-	ctx   context.Context // the handlers' context with the group index
-	group int
-	key   string // WithKeyOrdering: the id whose lane it is
+	q queue.SPSC[item[T]] // its producer and consumer fields a cache line apart
 
 	// cur is the exchange whose handler runs, for stop errors to name its
 	// aggregate id (engines with ids only): set by the consumer before the
 	// handler, cleared after it; runningID pins it (the engine's pin) while
 	// it copies the exchange, and the consumer waits for the unpin before it
-	// pops.
-	// On a cache line of its own: the consumer writes it per exchange, the
-	// producer reads state and the fields above per push.
-	_   [64]byte
-	cur atomic.Pointer[item[T]]
+	// pops. Next to the queue's consumer fields: the consumer writes it per
+	// exchange.
+	cur   atomic.Pointer[item[T]]
+	state atomic.Int32
+	group int
+	e     *engine[T]
+	task  schedulers.Task
+	ctx   context.Context // the handlers' context with the group index: the lane itself (groupContext), or keyed's
+	key   string          // WithKeyOrdering: the id whose lane it is
+}
+
+// groupContext is a group lane seen as its handlers' context: the engine's
+// context, with the lane's group as the value GroupOf reads, held in the
+// lane rather than made apart, so that a group costs no allocation for it.
+type groupContext[T any] lane[T]
+
+func (c *groupContext[T]) Deadline() (time.Time, bool) { return c.e.ctx.Deadline() }
+func (c *groupContext[T]) Done() <-chan struct{}       { return c.e.ctx.Done() }
+func (c *groupContext[T]) Err() error                  { return c.e.ctx.Err() }
+
+// Value returns a pointer to the group index for GroupOf's key (no
+// allocation), else the engine's context's value.
+func (c *groupContext[T]) Value(key any) any {
+	if key == (groupKeyCtx{}) {
+		return &c.group
+	}
+	return c.e.ctx.Value(key)
+}
+
+func (c *groupContext[T]) String() string {
+	return fmt.Sprintf("%v.WithValue(group, %d)", c.e.ctx, c.group)
 }
 
 // track marks it as the exchange whose handler runs. Consumer only.
@@ -136,7 +158,8 @@ func (e *engine[T]) lane(g int) *lane[T] {
 	if l := e.lanes[g].Load(); l != nil {
 		return l
 	}
-	l := &lane[T]{e: e, group: g, ctx: context.WithValue(e.ctx, groupKeyCtx{}, g)}
+	l := &lane[T]{e: e, group: g}
+	l.ctx = (*groupContext[T])(l)
 	l.q.Chunks = &e.chunks
 	l.task = l.run
 	e.lanes[g].Store(l)
@@ -346,7 +369,7 @@ func (e *engine[T]) leave(l *lane[T]) {
 		return
 	}
 	for {
-		l.q.Trim()
+		l.q.Release() // an idle lane holds no slot
 		mark := l.q.Mark() // the consumer role ends with the store below
 		if testHookMark != nil {
 			testHookMark()
@@ -383,7 +406,7 @@ func (e *engine[T]) steal(l *lane[T], from int32) {
 			n++
 		}
 		e.f.budget.release(n)
-		l.q.Trim()
+		l.q.Release() // an idle lane holds no slot
 		mark := l.q.Mark()
 		l.state.Store(idle)
 		e.f.check()

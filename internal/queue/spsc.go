@@ -18,37 +18,51 @@ type chunk[T any] struct {
 }
 
 // SPSC is an unbounded FIFO queue for one producer and one consumer at a
-// time, lock-free: a Push is a slot write and one atomic add, a Peek/Pop
+// time, lock-free: a Push is a slot write and two atomic adds, a Peek/Pop
 // pair a slot read and, once per run of available items, an atomic load.
 // Items live in linked chunks of 32; the consumer hands the chunk it left
 // back to the producer, so a queue that does not grow does not allocate,
 // and further chunks go through Chunks, a pool that queues of one item type
 // may share, so that a queue growing and shrinking does not allocate either.
+// A consumer that finds the queue empty may Release its chunks to the pool:
+// an idle queue then holds none, and the producer's next Push takes one.
 //
-// Roles: Push belongs to the producer; Peek, Pop and Len to the consumer. A role may move to another
+// Roles: Next, Publish and Push belong to the producer; Peek, Pop, Len,
+// Trim, Mark and Release to the consumer. A role may move to another
 // goroutine only across a happens-before edge (a lane hands its consumer
 // role over with an atomic state word). The zero value is an empty queue
 // that holds no chunk until the first Push.
 type SPSC[T any] struct {
-	// producer side
-	tail    *chunk[T]
+	// producer side, written per push. tail is atomic only for Release,
+	// which takes it back from a queue whose producer is not writing.
+	tail    atomic.Pointer[chunk[T]]
 	tailPos int
-	pushed  atomic.Uint64
-	// The sides on cache lines of their own: a consumer draining the queue
-	// does not take the line the producer appends through.
-	_ [64]byte
-	// consumer side
+	pushed  atomic.Uint64 // items published, with the writing and released bits
+	// Read-mostly fields between the two sides, and spacing, so that the
+	// producer's and the consumer's fields are at least a cache line apart
+	// (no line holds both) with no more padding than that.
+	spare  atomic.Pointer[chunk[T]] // the chunk the consumer left last, for the producer's next one
+	Chunks *Chunks[T]               // when not nil, recycles the chunks the spare cannot hold
+	_      [48]byte
+	// consumer side, written per pop
 	head    *chunk[T]
 	headPos int
 	cleared int    // the head chunk's slots below this one are zeroed
 	avail   uint64 // items known to be published and not yet popped
 	popped  uint64
-	_       [64]byte
-	// the chunk the consumer left last, for the producer's next one
-	spare atomic.Pointer[chunk[T]]
-	// Chunks, when not nil, recycles the chunks the spare cannot hold.
-	Chunks *Chunks[T]
 }
+
+// The two top bits of pushed: writing is set from Next to Publish, so that
+// Release never takes a chunk the producer writes into; released is set by
+// Release, and cleared by the producer's next Next, which then takes a new
+// chunk. The rest counts the items published.
+const (
+	writing  = 1 << 62
+	released = 1 << 63
+	counted  = writing - 1
+	// publishing adds one item and clears writing in one add.
+	publishing = ^uint64(writing) + 2
+)
 
 // Chunks is a pool of chunks for queues of one item type; safe for
 // concurrent use; the zero value is ready.
@@ -77,10 +91,14 @@ func (q *SPSC[T]) Push(v T) {
 
 // Next returns the slot the next Push would fill, for the producer to
 // write in place (a large item is then copied once); Publish makes it the
-// queue's last item. Producer only; Next without Publish, then Next again,
-// returns the same slot.
+// queue's last item. Producer only; every Next is followed by a Publish
+// before the next Next.
 func (q *SPSC[T]) Next() *T {
-	c := q.tail
+	c := q.tail.Load()
+	if q.pushed.Add(writing)&released != 0 {
+		q.pushed.Add(released) // adding the top bit clears it
+		c = nil                // Release took the chunks: start anew
+	}
 	if c == nil || q.tailPos == chunkLen {
 		n := q.spare.Swap(nil)
 		if n == nil {
@@ -92,7 +110,8 @@ func (q *SPSC[T]) Next() *T {
 		} else {
 			c.next.Store(n)
 		}
-		q.tail, q.tailPos, c = n, 0, n
+		q.tail.Store(n)
+		q.tailPos, c = 0, n
 	}
 	return &c.items[q.tailPos]
 }
@@ -101,14 +120,14 @@ func (q *SPSC[T]) Next() *T {
 // only.
 func (q *SPSC[T]) Publish() {
 	q.tailPos++
-	q.pushed.Add(1)
+	q.pushed.Add(publishing)
 }
 
 // Peek returns the first item, which stays queued until Pop; ok is false
 // when the queue is empty. Consumer only. The pointer is valid until Pop.
 func (q *SPSC[T]) Peek() (v *T, ok bool) {
 	if q.avail == 0 {
-		q.avail = q.pushed.Load() - q.popped
+		q.avail = q.pushed.Load()&counted - q.popped
 		if q.avail == 0 {
 			return nil, false
 		}
@@ -147,7 +166,7 @@ func (q *SPSC[T]) Trim() {
 
 // Len returns the number of items queued. Consumer only: it is exact, and
 // costs one atomic load.
-func (q *SPSC[T]) Len() int { return int(q.pushed.Load() - q.popped) }
+func (q *SPSC[T]) Len() int { return int(q.pushed.Load()&counted - q.popped) }
 
 // Mark returns how many items were popped so far. Consumer only: a consumer
 // about to give up its role takes a mark first, and may ask Since after.
@@ -155,4 +174,38 @@ func (q *SPSC[T]) Mark() uint64 { return q.popped }
 
 // Since reports whether an item was pushed beyond mark: safe from any
 // goroutine, as it reads only what the producer publishes.
-func (q *SPSC[T]) Since(mark uint64) bool { return q.pushed.Load() > mark }
+func (q *SPSC[T]) Since(mark uint64) bool { return q.pushed.Load()&counted > mark }
+
+// Release trims the queue and, if it is empty and the producer is not
+// between Next and Publish, gives its chunks to Chunks, so that an idle
+// queue holds nothing; it reports whether it did. Consumer only; call it
+// when the consumer pauses (a lane going idle). One atomic load, and on
+// success two compare-and-swaps and a pool put; the producer's next Next
+// takes a chunk from the pool again.
+func (q *SPSC[T]) Release() bool {
+	q.Trim()
+	v := q.pushed.Load()
+	if v&(writing|released) != 0 || v&counted != q.popped || q.popped == 0 { // popped 0: never held a chunk
+		return false
+	}
+	c, pos, s := q.head, q.headPos, q.spare.Swap(nil)
+	q.head, q.headPos, q.cleared = nil, 0, 0 // before the CAS, which publishes them to the producer
+	if !q.pushed.CompareAndSwap(v, v|released) {
+		// The producer began a push: keep the chunks.
+		q.head, q.headPos, q.cleared = c, pos, pos
+		if s != nil && !q.spare.CompareAndSwap(nil, s) {
+			q.Chunks.put(s)
+		}
+		return false
+	}
+	// The producer no longer writes into c; its next Next starts anew. The
+	// tail it holds is c: cleared here, so that the pool's c is not kept by
+	// it, unless that Next stored a new one first (never c: c goes to the
+	// pool only after this).
+	q.tail.CompareAndSwap(c, nil)
+	q.Chunks.put(c)
+	if s != nil {
+		q.Chunks.put(s)
+	}
+	return true
+}
