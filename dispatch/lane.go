@@ -395,7 +395,7 @@ func (e *engine[T]) leave(l *lane[T]) {
 			return
 		}
 		if l.q.Len() > 0 {
-			e.schedule(l)
+			e.submit(l, true) // this goroutine, ending its turn, takes the ready queue next
 			return
 		}
 	}
