@@ -71,6 +71,16 @@ type Dispatcher[T any] struct {
 // ErrInvalidArgument naming the argument; a parallelism below 1,
 // ErrInvalidParallelism; an invalid option, ErrInvalidOption. An exchange
 // whose aggregate id is empty fails alone with ErrInvalidGroupKey.
+//
+// Handlers that block need another scheduler. Without WithScheduler or
+// WithSchedulerSupplier, Prepare makes a schedulers.NewParallel of
+// schedulers.DefaultPoolSize goroutines (the CPU count): right for handlers
+// that compute, but a handler that blocks (I/O, a lock, a sleep) holds one
+// of those goroutines while it waits, so that a few blocked handlers stall
+// every group. Run blocking handlers on a schedulers.NewBoundedElastic
+// (WithScheduler, or a supplier's aggregate.WithSchedulerFactory), whose
+// goroutines grow on demand to its cap: a dispatcher uses at most one per
+// group running at once.
 func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, source Source[T],
 	handler Handler[T], opts ...Option[T]) (*Dispatcher[T], error) {
 	d, err := build(name, named, source, handler, newConfig(opts), nil)
