@@ -65,8 +65,29 @@ const (
 )
 
 // Chunks is a pool of chunks for queues of one item type; safe for
-// concurrent use; the zero value is ready.
-type Chunks[T any] struct{ pool sync.Pool }
+// concurrent use; the zero value is ready. Keep is how many of its queues
+// may hold chunks while empty: Release gives a queue's chunks back only
+// while more than Keep hold some, so that a few queues that go idle and
+// busy again in turn (the lanes of a small dispatcher) do not take chunks
+// from the pool and give them back at every turn, while many idle queues
+// hold at most Keep queues' worth. Set it before the queues are used.
+type Chunks[T any] struct {
+	pool    sync.Pool
+	Keep    int64
+	holding atomic.Int64 // queues that hold chunks
+}
+
+// spare reports whether a queue may give its chunks back: more than Keep
+// hold some. A nil pool keeps none.
+func (p *Chunks[T]) spare() bool { return p == nil || p.holding.Load() > p.Keep }
+
+// held counts a queue's change from holding no chunk to holding some (+1)
+// or back (-1).
+func (p *Chunks[T]) held(d int64) {
+	if p != nil {
+		p.holding.Add(d)
+	}
+}
 
 func (p *Chunks[T]) get() *chunk[T] {
 	if p != nil {
@@ -107,6 +128,7 @@ func (q *SPSC[T]) Next() *T {
 		n.next.Store(nil)
 		if c == nil {
 			q.head = n // published to the consumer by Publish's add
+			q.Chunks.held(1)
 		} else {
 			c.next.Store(n)
 		}
@@ -176,16 +198,17 @@ func (q *SPSC[T]) Mark() uint64 { return q.popped }
 // goroutine, as it reads only what the producer publishes.
 func (q *SPSC[T]) Since(mark uint64) bool { return q.pushed.Load()&counted > mark }
 
-// Release trims the queue and, if it is empty and the producer is not
-// between Next and Publish, gives its chunks to Chunks, so that an idle
-// queue holds nothing; it reports whether it did. Consumer only; call it
+// Release trims the queue and, if it is empty, the producer is not between
+// Next and Publish, and Chunks spares it (see Chunks.Keep), gives its
+// chunks to Chunks, so that an idle queue holds nothing; it reports whether
+// it did. Consumer only; call it
 // when the consumer pauses (a lane going idle). One atomic load, and on
 // success two compare-and-swaps and a pool put; the producer's next Next
 // takes a chunk from the pool again.
 func (q *SPSC[T]) Release() bool {
 	q.Trim()
 	v := q.pushed.Load()
-	if v&(writing|released) != 0 || v&counted != q.popped || q.popped == 0 { // popped 0: never held a chunk
+	if v&(writing|released) != 0 || v&counted != q.popped || q.popped == 0 || !q.Chunks.spare() { // popped 0: never held a chunk
 		return false
 	}
 	c, pos, s := q.head, q.headPos, q.spare.Swap(nil)
@@ -203,6 +226,7 @@ func (q *SPSC[T]) Release() bool {
 	// it, unless that Next stored a new one first (never c: c goes to the
 	// pool only after this).
 	q.tail.CompareAndSwap(c, nil)
+	q.Chunks.held(-1)
 	q.Chunks.put(c)
 	if s != nil {
 		q.Chunks.put(s)
