@@ -327,20 +327,17 @@ func (s *Supplier) close() []entry {
 // waits for one already disposed. One whose DisposeGracefully panics is
 // disposed at once and not waited for.
 func (s *Supplier) await(es []entry) {
-	var wg sync.WaitGroup
-	for _, e := range es {
-		wg.Go(func() {
-			err := guard(func() error { return e.sch.DisposeGracefully(context.Background()) })
-			if err == nil {
-				return
-			}
+	component.GoEach(len(es), func(i int) error {
+		e := es[i]
+		err := guard(func() error { return e.sch.DisposeGracefully(context.Background()) })
+		if err != nil {
 			s.fail(fmt.Errorf("aggregate: supplier %q disposing scheduler %q: %w", s.Name(), e.name, err))
 			if _, panicked := err.(*PanicError); panicked {
 				s.disposeNow(e)
 			}
-		})
-	}
-	wg.Wait()
+		}
+		return nil
+	})
 }
 
 // disposeNow disposes e at once; a panic is logged and kept for Err.

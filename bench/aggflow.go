@@ -32,7 +32,7 @@ var aggflowImpl = Impl{
 			r.Handle(&x)
 			return nil
 		}
-		d, err := dispatch.New("bench", benchAggregate, source, handler, dispatch.WithParallelism[Exchange](r.P))
+		d, err := dispatch.New("bench", benchAggregate, source, handler, dispatch.WithParallelism(r.P))
 		if err != nil {
 			return 0, err
 		}
@@ -64,7 +64,7 @@ var aggflowRxgoImpl = Impl{
 			return nil
 		}
 		d, err := dispatch.New("bench", benchAggregate, flux.FromObservable[Exchange](rxgo.FromChannel(in)), handler,
-			dispatch.WithParallelism[Exchange](r.P), dispatch.WithResults(results))
+			dispatch.WithParallelism(r.P), dispatch.WithResults(results))
 		if err != nil {
 			return 0, err
 		}

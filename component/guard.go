@@ -1,6 +1,9 @@
 package component
 
-import "runtime/debug"
+import (
+	"runtime/debug"
+	"sync"
+)
 
 // Call runs f, user code, on the calling goroutine and returns f's error, or
 // f's panic recovered as a *PanicError (with the panicking stack). A
@@ -69,6 +72,25 @@ func Go(f func() error, end func(error)) {
 		err := Call(f, func(p *PanicError) { end(p) })
 		end(err)
 	}()
+}
+
+// GoEach runs f(0) ... f(n-1), each on a goroutine of its own under Call's
+// guard, and returns once all have ended: errs[i] is how f(i) ended (its
+// error, its panic as a *PanicError, or a runtime.Goexit's *PanicError of
+// ErrGoexit). It is sync.WaitGroup.Go's fan-out with the guard, for the
+// stops that release many parts at once. Cost: n goroutines and a slice.
+func GoEach(n int, f func(i int) error) (errs []error) {
+	errs = make([]error, n)
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for i := range n {
+		Go(func() error { return f(i) }, func(err error) {
+			errs[i] = err
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	return errs
 }
 
 // RecoverAt, deferred directly (`defer component.RecoverAt(&stage, at,

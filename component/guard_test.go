@@ -235,3 +235,31 @@ func TestRecoverAt(t *testing.T) {
 	assert.Nil(t, p)
 	assert.Equal(t, errBoom, escaped, "a panic at another stage goes on")
 }
+
+// GoEach waits for every f(i) and reports how each ended, by index: an
+// error, a panic, a Goexit (which ends its own goroutine only).
+func TestGoEachReportsEachEnd(t *testing.T) {
+	ran := make([]bool, 4)
+	errs := component.GoEach(4, func(i int) error {
+		ran[i] = true
+		switch i {
+		case 1:
+			return errBoom
+		case 2:
+			panic("two")
+		case 3:
+			runtime.Goexit()
+		}
+		return nil
+	})
+	require.Len(t, errs, 4)
+	assert.Equal(t, []bool{true, true, true, true}, ran)
+	assert.NoError(t, errs[0])
+	assert.ErrorIs(t, errs[1], errBoom)
+	var p *component.PanicError
+	require.ErrorAs(t, errs[2], &p)
+	assert.Equal(t, "two", p.Value)
+	require.ErrorAs(t, errs[3], &p)
+	assert.Equal(t, component.ErrGoexit, p.Value)
+	assert.Empty(t, component.GoEach(0, func(int) error { panic("not called") }))
+}

@@ -50,8 +50,8 @@ func edgeAsideScenario(t *testing.T, how string) {
 			}
 			return nil
 		},
-		dispatch.WithParallelism[testkit.Exchange](2), dispatch.WithScheduler[testkit.Exchange](newParallel(t, 1)),
-		dispatch.WithLogger[testkit.Exchange](slog.New(panicOnMsg{"dispatch: hook panicked"})),
+		dispatch.WithParallelism(2), dispatch.WithScheduler(newParallel(t, 1)),
+		dispatch.WithLogger(slog.New(panicOnMsg{"dispatch: hook panicked"})),
 		dispatch.WithDiscardHook(func(testkit.Exchange, error) {
 			if how == "Goexit" {
 				runtime.Goexit()

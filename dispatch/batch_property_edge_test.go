@@ -86,7 +86,7 @@ func edgeBatchRun(t *testing.T, ids, groups, goroutines int, dos []int) string {
 			}
 			return nil
 		},
-		quietOf[edgeX](), dispatch.WithScheduler[edgeX](s), dispatch.WithParallelism[edgeX](groups),
+		quietOf[edgeX](), dispatch.WithScheduler(s), dispatch.WithParallelism(groups),
 		dispatch.WithContextOf(func(ctx context.Context, x edgeX) context.Context {
 			switch x.do {
 			case edgeCtxNil:

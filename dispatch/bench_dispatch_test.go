@@ -27,8 +27,8 @@ func benchAggflow(b *testing.B, p int, h *benchHandler) benchRun {
 	}
 	d := started(b, flux.FromChannel(in),
 		func(_ context.Context, x benchExchange) error { h.handle(x); return nil },
-		dispatch.WithParallelism[benchExchange](p), dispatch.WithScheduler[benchExchange](sched),
-		dispatch.WithMaxPending[benchExchange](p*benchBuffer))
+		dispatch.WithParallelism(p), dispatch.WithScheduler(sched),
+		dispatch.WithMaxPending(p*benchBuffer))
 	return benchRun{
 		push: func(x benchExchange) { in <- x },
 		stop: func() {

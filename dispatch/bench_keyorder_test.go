@@ -42,9 +42,9 @@ func BenchmarkOrdering(b *testing.B) {
 			b.Run("ids="+strconv.Itoa(ids)+"/order="+order, func(b *testing.B) {
 				var opts []dispatch.Option[benchExchange]
 				if order == "key" {
-					opts = append(opts, dispatch.WithKeyOrdering[benchExchange]())
+					opts = append(opts, dispatch.WithKeyOrdering())
 				}
-				opts = append(opts, dispatch.WithParallelism[benchExchange](128))
+				opts = append(opts, dispatch.WithParallelism(128))
 				var ms0, ms1 runtime.MemStats
 				runtime.ReadMemStats(&ms0)
 				for b.Loop() {
@@ -98,7 +98,7 @@ func BenchmarkOrderingBlockedID(b *testing.B) {
 							<-release
 						}
 						return nil
-					}, dispatch.WithKeyOrdering[benchExchange](), dispatch.WithParallelism[benchExchange](128))
+					}, dispatch.WithKeyOrdering(), dispatch.WithParallelism(128))
 				if err != nil {
 					b.Fatal(err)
 				}

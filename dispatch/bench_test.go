@@ -39,7 +39,7 @@ func benchAllocs[T aggregate.IDCapable](b *testing.B, next func(i int) T, key fu
 		b.Fatal(err)
 	}
 	h := func(context.Context, T) error { return nil }
-	opts = append([]dispatch.Option[T]{dispatch.WithParallelism[T](64), dispatch.WithScheduler[T](sched)}, opts...)
+	opts = append([]dispatch.Option[T]{dispatch.WithParallelism(64), dispatch.WithScheduler(sched)}, opts...)
 	var d *dispatch.Dispatcher[T]
 	if key == nil {
 		d = started(b, flux.FromChannel(in), h, opts...)
@@ -95,6 +95,6 @@ func BenchmarkDispatcherAllocs(b *testing.B) {
 	})
 	b.Run("exchange=value/observer", func(b *testing.B) {
 		benchAllocs(b, func(i int) allocExchange { return allocExchange{id: allocIDs[i%256], seq: i} }, nil,
-			dispatch.WithObserver[allocExchange](&countingObserver{}))
+			dispatch.WithObserver(&countingObserver{}))
 	})
 }

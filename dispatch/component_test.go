@@ -28,7 +28,7 @@ func TestRunReturnsAfterTheForcedHandlersReturned(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		d, err := dispatch.New("orders", orders, oneThenWait(),
 			func(context.Context, testkit.Exchange) error { <-release; return nil }, // ignores its ctx
-			quietOf[testkit.Exchange](), dispatch.WithStopTimeout[testkit.Exchange](time.Second),
+			quietOf[testkit.Exchange](), dispatch.WithStopTimeout(time.Second),
 			dispatch.WithOutcomeHook(func(context.Context, dispatch.Result[testkit.Exchange]) { hooked.Add(1) }))
 		require.NoError(t, err)
 		ran := make(chan error, 1)
@@ -62,7 +62,7 @@ func TestRunGivesUpOnAHandlerThatNeverReturns(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		d, err := dispatch.New("orders", orders, oneThenWait(),
 			func(context.Context, testkit.Exchange) error { <-release; return nil },
-			quietOf[testkit.Exchange](), dispatch.WithStopTimeout[testkit.Exchange](time.Second))
+			quietOf[testkit.Exchange](), dispatch.WithStopTimeout(time.Second))
 		require.NoError(t, err)
 		ran := make(chan error, 1)
 		go func() { ran <- d.Run(ctx) }()
@@ -113,8 +113,8 @@ func TestPanickingLoggerEndsNothing(t *testing.T) {
 			}
 			return nil
 		},
-		dispatch.WithLogger[testkit.Exchange](slog.New(panickingLog{})),
-		dispatch.WithFailureLogLevel[testkit.Exchange](slog.LevelError))
+		dispatch.WithLogger(slog.New(panickingLog{})),
+		dispatch.WithFailureLogLevel(slog.LevelError))
 	require.NoError(t, err)
 	require.NoError(t, d.Run(t.Context()))
 	assert.Equal(t, dispatch.Stats{Received: 3, Succeeded: 1, Failed: 2}, d.Stats())

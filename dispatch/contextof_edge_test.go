@@ -52,7 +52,7 @@ func TestContextOfReturningNilFailsTheExchangeAlone(t *testing.T) {
 			}
 			return nil
 		},
-		quietOf[int](), dispatch.WithParallelism[int](1), dispatch.WithResults(r), dispatch.WithObserver[int](obs),
+		quietOf[int](), dispatch.WithParallelism(1), dispatch.WithResults(r), dispatch.WithObserver(obs),
 		dispatch.WithContextOf(func(ctx context.Context, x int) context.Context {
 			if x == 2 {
 				return nil // the misuse under test

@@ -36,8 +36,8 @@ func TestForceStopFromHandlerDiscardsInOrder(t *testing.T) {
 					d.ForceStop()
 				}
 				return nil
-			}, quietOf[testkit.Exchange](), dispatch.WithParallelism[testkit.Exchange](3),
-			dispatch.WithScheduler[testkit.Exchange](newParallel(t, 2)),
+			}, quietOf[testkit.Exchange](), dispatch.WithParallelism(3),
+			dispatch.WithScheduler(newParallel(t, 2)),
 			dispatch.WithOutcomeHook(func(_ context.Context, r dispatch.Result[testkit.Exchange]) {
 				if r.Outcome == dispatch.OutcomeDiscarded {
 					mu.Lock()

@@ -54,7 +54,7 @@ func TestDispatcherHandlesEverything(t *testing.T) {
 	xs := exchanges(1000, 50)
 	rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag { return x.Tag(p) }, testkit.Perform)
 	d, err := dispatch.New("orders", orders, flux.FromSlice(xs), rec.Handle,
-		dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithScheduler[testkit.Exchange](newParallel(t, 4)), quiet)
+		dispatch.WithParallelism(p), dispatch.WithScheduler(newParallel(t, 4)), quiet)
 	require.NoError(t, err)
 	require.NoError(t, d.Prepare(t.Context()))
 	require.NoError(t, d.Start())
@@ -93,19 +93,19 @@ func TestNewValidates(t *testing.T) {
 			return err
 		}, dispatch.ErrInvalidArgument, "supplier is nil"},
 		{"parallelism 0", func() error {
-			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithParallelism[X](0))
+			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithParallelism(0))
 			return err
 		}, dispatch.ErrInvalidParallelism, ""},
 		{"max pending 0", func() error {
-			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithMaxPending[X](0))
+			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithMaxPending(0))
 			return err
 		}, dispatch.ErrInvalidOption, ""},
 		{"stop timeout 0", func() error {
-			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithStopTimeout[X](0))
+			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithStopTimeout(0))
 			return err
 		}, dispatch.ErrInvalidOption, ""},
 		{"nil observer", func() error {
-			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithObserver[X](nil))
+			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithObserver(nil))
 			return err
 		}, dispatch.ErrInvalidOption, ""},
 		{"nil discard hook", func() error {
@@ -113,16 +113,16 @@ func TestNewValidates(t *testing.T) {
 			return err
 		}, dispatch.ErrInvalidOption, ""},
 		{"nil logger", func() error {
-			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithLogger[X](nil))
+			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithLogger(nil))
 			return err
 		}, dispatch.ErrInvalidOption, ""},
 		{"unknown error policy", func() error {
-			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithErrorPolicy[X](dispatch.ErrorPolicy(7)))
+			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithErrorPolicy(dispatch.ErrorPolicy(7)))
 			return err
 		}, dispatch.ErrInvalidOption, ""},
 		{"scheduler and supplier", func() error {
 			sup := &fakeSupplier{log: &callLog{}}
-			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithScheduler[X](schedulers.Immediate()), dispatch.WithSchedulerSupplier[X](sup))
+			_, err := dispatch.New("d", orders, src, testkit.Perform, dispatch.WithScheduler(schedulers.Immediate()), dispatch.WithSchedulerSupplier(sup))
 			return err
 		}, dispatch.ErrInvalidOption, ""},
 		{"nil key function", func() error {
@@ -150,7 +150,7 @@ func TestFailuresAreOutcomesUnderContinue(t *testing.T) {
 			xs[i].Do = []testkit.Behaviour{testkit.Instant, testkit.Fail, testkit.Panic}[i%3]
 		}
 		obs := &countingObserver{}
-		d := started(t, flux.FromSlice(xs), testkit.Perform, dispatch.WithObserver[testkit.Exchange](obs))
+		d := started(t, flux.FromSlice(xs), testkit.Perform, dispatch.WithObserver(obs))
 		<-d.Done()
 		require.NoError(t, d.Err(), "failures do not stop the dispatcher")
 		assert.Equal(t, dispatch.Stats{Received: 30, Succeeded: 10, Failed: 20}, d.Stats())
@@ -180,7 +180,7 @@ func TestStopOnError(t *testing.T) {
 				x.Do = testkit.Fail
 			}
 			return x
-		}), testkit.Perform, dispatch.WithErrorPolicy[testkit.Exchange](dispatch.StopOnError), dispatch.WithParallelism[testkit.Exchange](7))
+		}), testkit.Perform, dispatch.WithErrorPolicy(dispatch.StopOnError), dispatch.WithParallelism(7))
 		<-d.Done() // the failure stopped an endless source
 		require.ErrorIs(t, d.Err(), testkit.ErrInjected)
 		assert.ErrorIs(t, d.StopGracefully(t.Context()), testkit.ErrInjected, "the stop reports it too")
@@ -201,7 +201,7 @@ func TestInvalidGroupKeyFailsOneExchange(t *testing.T) {
 		}
 		return i // -2, -1, 4, 6, 7 are outside [0, 4)
 	}, func(context.Context, int) error { return nil },
-		dispatch.WithParallelism[int](p), dispatch.WithObserver[int](obs))
+		dispatch.WithParallelism(p), dispatch.WithObserver(obs))
 	<-d.Done()
 	require.NoError(t, d.Err())
 	assert.Equal(t, dispatch.Stats{Received: 10, Succeeded: 4, Failed: 6}, d.Stats())
@@ -241,7 +241,7 @@ func TestBoundedMemory(t *testing.T) {
 			return testkit.Exchange{ID: aggregate.NewID(orders, itoa(i%p)), Seq: i, Do: testkit.Block}
 		}), func(x testkit.Exchange) int { return x.Seq % p }, // every group fills
 			testkit.Perform,
-			dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithMaxPending[testkit.Exchange](budget), dispatch.WithScheduler[testkit.Exchange](newParallel(t, 2)))
+			dispatch.WithParallelism(p), dispatch.WithMaxPending(budget), dispatch.WithScheduler(newParallel(t, 2)))
 		synctest.Wait() // everything blocked: two handlers, a used-up budget, a waiting intake
 		pulled := src.pulled.Load()
 		assert.Equal(t, int64(budget+1), pulled, "the budget is used up, and no more")
@@ -320,7 +320,7 @@ func TestObserverPanicIsRecovered(t *testing.T) {
 					return ctx.Err()
 				}
 				return nil
-			}, dispatch.WithParallelism[testkit.Exchange](1), dispatch.WithObserver[testkit.Exchange](obs), dispatch.WithLogger[testkit.Exchange](slog.New(logs)))
+			}, dispatch.WithParallelism(1), dispatch.WithObserver(obs), dispatch.WithLogger(slog.New(logs)))
 			require.NoError(t, err)
 			require.NoError(t, d.Prepare(t.Context()))
 			require.NoError(t, d.Start())
@@ -369,7 +369,7 @@ func TestHandlerGoexitFailsTheExchange(t *testing.T) {
 				runtime.Goexit() // what t.FailNow does in a handler
 			}
 			return nil
-		}, dispatch.WithParallelism[testkit.Exchange](4), dispatch.WithScheduler[testkit.Exchange](newParallel(t, 2)), dispatch.WithObserver[testkit.Exchange](obs))
+		}, dispatch.WithParallelism(4), dispatch.WithScheduler(newParallel(t, 2)), dispatch.WithObserver(obs))
 		assert.Equal(t, dispatch.OutcomePanic, <-obs.outcomes)
 		err := <-obs.failures
 		assert.ErrorIs(t, err, schedulers.ErrGoexit)
@@ -394,7 +394,7 @@ func TestHandlerGoexitFailsTheExchange(t *testing.T) {
 func TestStatsIsOneSnapshot(t *testing.T) {
 	const budget, n = 16, 200_000
 	d := started(t, flux.FromSlice(exchanges(n, 4096)), testkit.Perform,
-		dispatch.WithMaxPending[testkit.Exchange](budget))
+		dispatch.WithMaxPending(budget))
 	var worst int64
 	readers := 4
 	var wg sync.WaitGroup

@@ -65,8 +65,8 @@ func TestHandlerEndWithPanickingFailureLog(t *testing.T) {
 							runtime.Goexit()
 						}
 						return nil
-					}, dispatch.WithScheduler[testkit.Exchange](s),
-					dispatch.WithLogger[testkit.Exchange](slog.New(panicOnMsg{"dispatch: exchange failed"})))
+					}, dispatch.WithScheduler(s),
+					dispatch.WithLogger(slog.New(panicOnMsg{"dispatch: exchange failed"})))
 				require.NoError(t, err)
 				require.NoError(t, d.Prepare(t.Context()))
 				require.NoError(t, d.Start())
@@ -89,7 +89,7 @@ func TestUnroutedWithPanickingFailureLog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d, err := dispatch.New[panickyID]("orders", orders, nil,
 			func(context.Context, panickyID) error { return nil },
-			dispatch.WithLogger[panickyID](slog.New(panicOnMsg{"dispatch: exchange failed"})))
+			dispatch.WithLogger(slog.New(panicOnMsg{"dispatch: exchange failed"})))
 		require.NoError(t, err)
 		require.NoError(t, d.Prepare(t.Context()))
 		require.NoError(t, d.Start())
@@ -116,8 +116,8 @@ func TestStopOnErrorWithPanickingFailureLog(t *testing.T) {
 		defer s.Dispose()
 		d, err := dispatch.New[testkit.Exchange]("orders", orders, nil,
 			func(ctx context.Context, x testkit.Exchange) error { return testkit.ErrInjected },
-			dispatch.WithScheduler[testkit.Exchange](s), dispatch.WithErrorPolicy[testkit.Exchange](dispatch.StopOnError),
-			dispatch.WithLogger[testkit.Exchange](slog.New(panicOnMsg{"dispatch: exchange failed"})))
+			dispatch.WithScheduler(s), dispatch.WithErrorPolicy(dispatch.StopOnError),
+			dispatch.WithLogger(slog.New(panicOnMsg{"dispatch: exchange failed"})))
 		require.NoError(t, err)
 		require.NoError(t, d.Prepare(t.Context()))
 		require.NoError(t, d.Start())

@@ -33,7 +33,7 @@ func TestEmitWaitingForBudgetIsReleasedByQuiesce(t *testing.T) {
 		d := started[testkit.Exchange](t, nil, func(ctx context.Context, x testkit.Exchange) error {
 			<-release // a slow handler: an hour of I/O, say
 			return nil
-		}, dispatch.WithMaxPending[testkit.Exchange](1))
+		}, dispatch.WithMaxPending(1))
 		id := aggregate.NewID(orders, "a")
 		require.NoError(t, d.Emit(context.Background(), testkit.Exchange{ID: id, Seq: 0}))
 		second := edgeEmitAsync(d, testkit.Exchange{ID: id, Seq: 1})
@@ -65,7 +65,7 @@ func TestEmitWaitingForBudgetIsReleasedByForceStop(t *testing.T) {
 		d := started[testkit.Exchange](t, nil, func(ctx context.Context, x testkit.Exchange) error {
 			<-release // ignores ctx
 			return nil
-		}, dispatch.WithMaxPending[testkit.Exchange](1))
+		}, dispatch.WithMaxPending(1))
 		id := aggregate.NewID(orders, "a")
 		require.NoError(t, d.Emit(context.Background(), testkit.Exchange{ID: id, Seq: 0}))
 		second := edgeEmitAsync(d, testkit.Exchange{ID: id, Seq: 1})
@@ -99,7 +99,7 @@ func TestEmitFromHandlerOnImmediate(t *testing.T) {
 			return d.Emit(ctx, testkit.Exchange{ID: x.ID, Seq: 1})
 		}
 		return nil
-	}, quiet, dispatch.WithScheduler[testkit.Exchange](schedulers.Immediate()))
+	}, quiet, dispatch.WithScheduler(schedulers.Immediate()))
 	require.NoError(t, err)
 	require.NoError(t, d.Prepare(t.Context()))
 	require.NoError(t, d.Start())

@@ -51,8 +51,8 @@ func producerExchanges(p, n, ids int) []testkit.Exchange {
 func TestEmitFromSeveralGoroutines(t *testing.T) {
 	const producers, n, p = 4, 500, 16
 	rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag { return x.Tag(p) }, testkit.Perform)
-	d := started(t, nil, rec.Handle, dispatch.WithParallelism[testkit.Exchange](p),
-		dispatch.WithScheduler[testkit.Exchange](newParallel(t, 4)))
+	d := started(t, nil, rec.Handle, dispatch.WithParallelism(p),
+		dispatch.WithScheduler(newParallel(t, 4)))
 	var wg sync.WaitGroup
 	for i := range producers {
 		wg.Go(func() { assert.NoError(t, emitAll(t.Context(), d, producerExchanges(i, n, 10))) })
@@ -82,8 +82,8 @@ func TestEmitSeveralWaitersGetThrough(t *testing.T) {
 				}
 				return nil
 			})
-		d := started(t, nil, rec.Handle, dispatch.WithParallelism[testkit.Exchange](8),
-			dispatch.WithMaxPending[testkit.Exchange](1), dispatch.WithScheduler[testkit.Exchange](newParallel(t, 2)))
+		d := started(t, nil, rec.Handle, dispatch.WithParallelism(8),
+			dispatch.WithMaxPending(1), dispatch.WithScheduler(newParallel(t, 2)))
 		ctx, cancel := context.WithTimeout(t.Context(), hang)
 		defer cancel()
 		var wg sync.WaitGroup
@@ -111,7 +111,7 @@ func TestEmitBackpressure(t *testing.T) {
 				<-release
 			}
 			return nil
-		}, dispatch.WithMaxPending[testkit.Exchange](1))
+		}, dispatch.WithMaxPending(1))
 		xs := exchanges(3, 3)
 		require.NoError(t, d.Emit(t.Context(), xs[0]))
 		synctest.Wait() // its handler holds the only unit of the budget
@@ -177,7 +177,7 @@ func TestEmitOutsideRunning(t *testing.T) {
 func TestEmitUnroutable(t *testing.T) {
 	obs := &countingObserver{}
 	d := startedKeyed(t, nil, func(i int) int { return i }, func(context.Context, int) error { return nil },
-		dispatch.WithParallelism[int](4), dispatch.WithObserver[int](obs))
+		dispatch.WithParallelism(4), dispatch.WithObserver(obs))
 	for _, i := range []int{0, -1, 3, 4} {
 		require.NoError(t, d.Emit(t.Context(), i))
 	}
@@ -193,7 +193,7 @@ func TestEmitUnroutable(t *testing.T) {
 			panic("bad key")
 		}
 		return i
-	}, func(context.Context, int) error { return nil }, dispatch.WithParallelism[int](4), dispatch.WithObserver[int](obs))
+	}, func(context.Context, int) error { return nil }, dispatch.WithParallelism(4), dispatch.WithObserver(obs))
 	for _, i := range []int{0, 1, 2} {
 		require.NoError(t, d.Emit(t.Context(), i))
 	}
@@ -234,7 +234,7 @@ func TestEmitUnroutableRacingQuiesceEnds(t *testing.T) {
 				<-release
 			}
 			return i
-		}, func(context.Context, int) error { return nil }, dispatch.WithParallelism[int](4))
+		}, func(context.Context, int) error { return nil }, dispatch.WithParallelism(4))
 		errc := make(chan error, 1)
 		go func() { errc <- d.Emit(t.Context(), -1) }()
 		<-entered

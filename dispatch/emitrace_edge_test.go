@@ -27,8 +27,8 @@ func edgeEmitRun(t *testing.T, seed uint64) (afterDone dispatch.Stats, bad bool)
 	d, err := dispatch.New[testkit.Exchange]("edge", orders, nil, func(ctx context.Context, x testkit.Exchange) error {
 		led.handle(x)
 		return nil
-	}, quiet, dispatch.WithParallelism[testkit.Exchange](1+r.IntN(8)), dispatch.WithMaxPending[testkit.Exchange](budget),
-		dispatch.WithDiscardHook(led.discard), dispatch.WithScheduler[testkit.Exchange](newParallel(t, 1+r.IntN(3))))
+	}, quiet, dispatch.WithParallelism(1+r.IntN(8)), dispatch.WithMaxPending(budget),
+		dispatch.WithDiscardHook(led.discard), dispatch.WithScheduler(newParallel(t, 1+r.IntN(3))))
 	if err != nil {
 		t.Fatal(err)
 	}

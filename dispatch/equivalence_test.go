@@ -187,8 +187,8 @@ func runLanesPath(rt *rapid.T, p, pool, budget int, w testkit.Workload) pathRun 
 	var hooked atomic.Int64
 	source, emitted := counted(flux.FromSlice(w.Exchanges))
 	d, err := dispatch.New("lanes", orders, source, rec.Handle, quiet,
-		dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithMaxPending[testkit.Exchange](budget),
-		dispatch.WithScheduler[testkit.Exchange](sched),
+		dispatch.WithParallelism(p), dispatch.WithMaxPending(budget),
+		dispatch.WithScheduler(sched),
 		dispatch.WithDiscardHook(func(testkit.Exchange, error) { hooked.Add(1) }))
 	if err != nil {
 		rt.Fatal(err)

@@ -30,7 +30,7 @@ func ExampleNewKeyed() {
 			seen[t.lane] = append(seen[t.lane], t.seq)
 			return nil
 		},
-		dispatch.WithParallelism[tick](3))
+		dispatch.WithParallelism(3))
 	if err != nil {
 		panic(err)
 	}
@@ -54,7 +54,7 @@ func ExampleGroupOf() {
 			handled[g]++
 			return nil
 		},
-		dispatch.WithParallelism[deposit](groups))
+		dispatch.WithParallelism(groups))
 	if err != nil {
 		panic(err)
 	}

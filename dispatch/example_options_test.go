@@ -89,8 +89,8 @@ func ExampleWithErrorPolicy() {
 			}
 			return nil
 		},
-		dispatch.WithErrorPolicy[deposit](dispatch.StopOnError),
-		dispatch.WithLogger[deposit](slog.New(slog.DiscardHandler)))
+		dispatch.WithErrorPolicy(dispatch.StopOnError),
+		dispatch.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		panic(err)
 	}
@@ -125,7 +125,7 @@ func ExampleWithDiscardHook() {
 			<-ctx.Done() // blocked until the force cancels it
 			return nil
 		},
-		dispatch.WithParallelism[deposit](1), // one group: the other two queue behind it
+		dispatch.WithParallelism(1), // one group: the other two queue behind it
 		dispatch.WithDiscardHook(func(x deposit, reason error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -155,7 +155,7 @@ func ExampleWithDiscardHook() {
 // with no hop; Emit waits while the pending budget is used up.
 func ExampleDispatcher_Emit() {
 	var l ledger
-	d, err := dispatch.New[deposit]("deposits", accounts, nil, l.apply, dispatch.WithMaxPending[deposit](2))
+	d, err := dispatch.New[deposit]("deposits", accounts, nil, l.apply, dispatch.WithMaxPending(2))
 	if err != nil {
 		panic(err)
 	}

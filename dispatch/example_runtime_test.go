@@ -76,7 +76,7 @@ func ExampleWithOwned() {
 	var domain, projection ledger
 	newDispatcher := func(name string, l *ledger) *dispatch.Dispatcher[deposit] {
 		d, err := dispatch.New(name, accounts, flux.FromSlice(deposits()[:4]), l.apply,
-			dispatch.WithSchedulerSupplier[deposit](supplier)) // lent
+			dispatch.WithSchedulerSupplier(supplier)) // lent
 		if err != nil {
 			panic(err)
 		}

@@ -50,7 +50,7 @@ func ExampleDispatcher() {
 			history[x.account.ID] = append(history[x.account.ID], x.amount)
 			return nil
 		},
-		dispatch.WithSchedulerSupplier[deposit](supplier), dispatch.WithParallelism[deposit](8))
+		dispatch.WithSchedulerSupplier(supplier), dispatch.WithParallelism(8))
 	if err != nil {
 		panic(err)
 	}

@@ -36,8 +36,8 @@ func TestFeedbackThroughMailbox(t *testing.T) {
 			return box.Push(testkit.Exchange{ID: x.ID, Seq: x.Seq + 1})
 		})
 	require.NoError(t, box.Push(testkit.Exchange{ID: aggregate.NewID(orders, "loop")}))
-	d := started(t, box.Flux(), rec.Handle, dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithMaxPending[testkit.Exchange](1),
-		dispatch.WithScheduler[testkit.Exchange](newParallel(t, 2)))
+	d := started(t, box.Flux(), rec.Handle, dispatch.WithParallelism(p), dispatch.WithMaxPending(1),
+		dispatch.WithScheduler(newParallel(t, 2)))
 	<-d.Done()
 	require.NoError(t, d.Err())
 	assert.Equal(t, dispatch.Stats{Received: rounds, Succeeded: rounds}, d.Stats())
@@ -62,7 +62,7 @@ func TestFeedbackThroughBoundedSourceStalls(t *testing.T) {
 				}
 			}
 			return nil
-		}, dispatch.WithParallelism[testkit.Exchange](1), dispatch.WithMaxPending[testkit.Exchange](1))
+		}, dispatch.WithParallelism(1), dispatch.WithMaxPending(1))
 		in <- testkit.Exchange{ID: id}
 		select {
 		case <-d.Done():
@@ -84,7 +84,7 @@ func TestMailboxKeepsWhatWasNotTaken(t *testing.T) {
 		for _, x := range blocking(100, 10) {
 			require.NoError(t, box.Push(x))
 		}
-		d := started(t, box.Flux(), testkit.Perform, dispatch.WithParallelism[testkit.Exchange](2), dispatch.WithMaxPending[testkit.Exchange](6))
+		d := started(t, box.Flux(), testkit.Perform, dispatch.WithParallelism(2), dispatch.WithMaxPending(6))
 		synctest.Wait()
 		d.ForceStop()
 		<-d.Done()
@@ -96,7 +96,7 @@ func TestMailboxKeepsWhatWasNotTaken(t *testing.T) {
 		box.Close()
 		rest := box.Len()
 		rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag { return x.Tag(2) }, nil) // no blocking now
-		d2 := started(t, box.Flux(), rec.Handle, dispatch.WithParallelism[testkit.Exchange](2))
+		d2 := started(t, box.Flux(), rec.Handle, dispatch.WithParallelism(2))
 		<-d2.Done()
 		assert.Equal(t, int64(rest), d2.Stats().Succeeded)
 		assert.NoError(t, testkit.PerKeyFIFO(rec.Calls()))

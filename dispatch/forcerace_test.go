@@ -80,11 +80,11 @@ func runForceRace(rt *rapid.T, push bool, producers, p, pool, budget, ids, after
 	}
 	var keyed dispatch.Option[testkit.Exchange]
 	if perKey {
-		keyed = dispatch.WithKeyOrdering[testkit.Exchange]()
+		keyed = dispatch.WithKeyOrdering()
 	}
 	d, err := dispatch.New("race", orders, source, rec.Handle, quiet, keyed,
-		dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithMaxPending[testkit.Exchange](budget),
-		dispatch.WithScheduler[testkit.Exchange](sched), dispatch.WithObserver[testkit.Exchange](obs),
+		dispatch.WithParallelism(p), dispatch.WithMaxPending(budget),
+		dispatch.WithScheduler(sched), dispatch.WithObserver(obs),
 		dispatch.WithDiscardHook(func(_ testkit.Exchange, reason error) {
 			hooked.Add(1)
 			if !errors.Is(reason, dispatch.ErrStopped) && !errors.Is(reason, dispatch.ErrForceStopped) {

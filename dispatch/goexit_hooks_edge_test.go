@@ -29,8 +29,8 @@ type hookCounts struct{ outcomes, discards atomic.Int64 }
 
 func (c *hookCounts) options() []dispatch.Option[int] {
 	return []dispatch.Option[int]{
-		dispatch.WithOutcomeHook[int](func(context.Context, dispatch.Result[int]) { c.outcomes.Add(1) }),
-		dispatch.WithDiscardHook[int](func(int, error) { c.discards.Add(1) }),
+		dispatch.WithOutcomeHook(func(context.Context, dispatch.Result[int]) { c.outcomes.Add(1) }),
+		dispatch.WithDiscardHook(func(int, error) { c.discards.Add(1) }),
 	}
 }
 
@@ -50,8 +50,8 @@ func TestObserverGoexitOnDiscardedKeepsTheHooks(t *testing.T) {
 		d := startedKeyed(t, flux.FromSlice(xs), func(i int) int { return i % 2 }, func(ctx context.Context, _ int) error {
 			<-ctx.Done()
 			return ctx.Err()
-		}, append(hooks.options(), dispatch.WithParallelism[int](2),
-			dispatch.WithObserver[int](goexitOnDiscarded{&countingObserver{}}))...)
+		}, append(hooks.options(), dispatch.WithParallelism(2),
+			dispatch.WithObserver(goexitOnDiscarded{&countingObserver{}}))...)
 		synctest.Wait() // one handler per lane blocked, the rest queued
 		d.ForceStop()
 		<-d.Done()
@@ -70,8 +70,8 @@ func TestObserverGoexitOnFinishedKeepsTheOutcomeHook(t *testing.T) {
 		var hooks hookCounts
 		xs := []int{0, 1, 2, 3, 4, 5}
 		d := startedKeyed(t, flux.FromSlice(xs), func(i int) int { return i % 2 }, func(context.Context, int) error { return nil },
-			append(hooks.options(), dispatch.WithParallelism[int](2),
-				dispatch.WithObserver[int](goexitOnFinished{&countingObserver{}}))...)
+			append(hooks.options(), dispatch.WithParallelism(2),
+				dispatch.WithObserver(goexitOnFinished{&countingObserver{}}))...)
 		<-d.Done()
 		s := d.Stats()
 		require.Equal(t, int64(len(xs)), s.Received)
@@ -95,9 +95,9 @@ func TestOutcomeHookGoexitKeepsTheNextHook(t *testing.T) {
 				<-ctx.Done() // the first exchange of each lane ends; the next blocks
 			}
 			return ctx.Err()
-		}, dispatch.WithParallelism[int](2),
-			dispatch.WithOutcomeHook[int](func(context.Context, dispatch.Result[int]) { runtime.Goexit() }),
-			dispatch.WithOutcomeHook[int](func(context.Context, dispatch.Result[int]) { second.Add(1) }))
+		}, dispatch.WithParallelism(2),
+			dispatch.WithOutcomeHook(func(context.Context, dispatch.Result[int]) { runtime.Goexit() }),
+			dispatch.WithOutcomeHook(func(context.Context, dispatch.Result[int]) { second.Add(1) }))
 		synctest.Wait() // 0 and 1 handled, 2 and 3 blocked, the rest queued
 		d.ForceStop()
 		<-d.Done()

@@ -76,7 +76,7 @@ func TestIntakeGoexitOnTheSourceGoroutineEndsTheExchange(t *testing.T) {
 		"Admitted": func(t *testing.T) edgeStoppable {
 			obs := &goexitOnAdmitted{countingObserver: &countingObserver{}, n: 3}
 			d, err := dispatch.New("orders", orders, flux.FromSlice(xs), testkit.Perform, quiet,
-				dispatch.WithObserver[testkit.Exchange](obs), dispatch.WithScheduler[testkit.Exchange](schedulers.Immediate()))
+				dispatch.WithObserver(obs), dispatch.WithScheduler(schedulers.Immediate()))
 			require.NoError(t, err)
 			require.NoError(t, d.Prepare(t.Context()))
 			require.NoError(t, d.Start())
@@ -134,7 +134,7 @@ func TestEmitGoexitInAdmittedLeavesTheDispatcherStoppable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		obs := &goexitOnAdmitted{countingObserver: &countingObserver{}, n: 2}
 		d, err := dispatch.New[testkit.Exchange]("orders", orders, nil, testkit.Perform, quiet,
-			dispatch.WithObserver[testkit.Exchange](obs), dispatch.WithMaxPending[testkit.Exchange](4))
+			dispatch.WithObserver(obs), dispatch.WithMaxPending(4))
 		require.NoError(t, err)
 		require.NoError(t, d.Prepare(t.Context()))
 		require.NoError(t, d.Start())

@@ -55,7 +55,7 @@ func TestGracefulStopHandsOnTheItemTakenFromTheChannel(t *testing.T) {
 		}
 		ledger, release := newBrkLedger(), make(chan struct{})
 		d := started(t, flux.FromChannel(in), heldFirst(ledger, release),
-			dispatch.WithMaxPending[testkit.Exchange](1), dispatch.WithDiscardHook(ledger.discard))
+			dispatch.WithMaxPending(1), dispatch.WithDiscardHook(ledger.discard))
 		synctest.Wait() // 0 in its handler, 1 taken and waiting for the budget, 2 in the channel
 		require.Len(t, in, 1)
 
@@ -89,7 +89,7 @@ func TestFluxSourceDropsAfterTheIntakeClosedAreCounted(t *testing.T) {
 		defer func() { pub.Dispose(); <-pub.Done() }()
 		ledger, release, reasons := newBrkLedger(), make(chan struct{}), &reasonLog{}
 		d := started(t, flux.FromChannel(in).PublishOn(pub, 4), heldFirst(ledger, release),
-			dispatch.WithMaxPending[testkit.Exchange](1), dispatch.WithDiscardHook(reasons.hook(ledger)))
+			dispatch.WithMaxPending(1), dispatch.WithDiscardHook(reasons.hook(ledger)))
 		synctest.Wait() // 0 in its handler, 1 waiting for the budget, the rest in PublishOn's queue
 
 		stopped := make(chan error, 1)

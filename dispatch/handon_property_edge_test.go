@@ -48,7 +48,7 @@ func TestGracefulStopNeverDiscardsWhatTheChannelGave(t *testing.T) {
 			}
 			mu.Unlock()
 			return nil
-		}, quiet, dispatch.WithMaxPending[testkit.Exchange](budget), dispatch.WithParallelism[testkit.Exchange](4),
+		}, quiet, dispatch.WithMaxPending(budget), dispatch.WithParallelism(4),
 			dispatch.WithDiscardHook(func(x testkit.Exchange, _ error) {
 				mu.Lock()
 				discarded[x.ID.ID] = append(discarded[x.ID.ID], x.Seq)

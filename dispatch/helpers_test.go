@@ -94,10 +94,10 @@ func every(errs []error, target error) bool {
 var discardLogger = slog.New(slog.DiscardHandler)
 
 // quiet is the option that silences a dispatcher of testkit.Exchange.
-var quiet = dispatch.WithLogger[testkit.Exchange](discardLogger)
+var quiet = dispatch.WithLogger(discardLogger)
 
 // quietOf silences a dispatcher of any exchange type.
-func quietOf[T any]() dispatch.Option[T] { return dispatch.WithLogger[T](discardLogger) }
+func quietOf[T any]() dispatch.Option[T] { return dispatch.WithLogger(discardLogger) }
 
 // started returns a dispatcher routed by aggregate id that is prepared and
 // started. A nil source makes it push-mode (Emit).

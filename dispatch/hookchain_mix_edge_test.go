@@ -58,19 +58,19 @@ func TestHookChainWithPanicAndGoexitCallsEachHookOnceInOrder(t *testing.T) {
 			}
 			return nil
 		},
-			dispatch.WithParallelism[int](4),
-			dispatch.WithObserver[int](goexitOnFinished{&countingObserver{}}),
-			dispatch.WithOutcomeHook[int](func(_ context.Context, r dispatch.Result[int]) { trail.add(r.Exchange, "o1"); panic("o1") }),
-			dispatch.WithOutcomeHook[int](func(_ context.Context, r dispatch.Result[int]) { trail.add(r.Exchange, "o2"); runtime.Goexit() }),
-			dispatch.WithOutcomeHook[int](func(_ context.Context, r dispatch.Result[int]) {
+			dispatch.WithParallelism(4),
+			dispatch.WithObserver(goexitOnFinished{&countingObserver{}}),
+			dispatch.WithOutcomeHook(func(_ context.Context, r dispatch.Result[int]) { trail.add(r.Exchange, "o1"); panic("o1") }),
+			dispatch.WithOutcomeHook(func(_ context.Context, r dispatch.Result[int]) { trail.add(r.Exchange, "o2"); runtime.Goexit() }),
+			dispatch.WithOutcomeHook(func(_ context.Context, r dispatch.Result[int]) {
 				trail.add(r.Exchange, "o3")
 				if r.Outcome == dispatch.OutcomeDiscarded {
 					dropped.Store(r.Exchange, true)
 				}
 			}),
-			dispatch.WithDiscardHook[int](func(x int, _ error) { trail.add(x, "d1"); runtime.Goexit() }),
-			dispatch.WithDiscardHook[int](func(x int, _ error) { trail.add(x, "d2"); panic("d2") }),
-			dispatch.WithDiscardHook[int](func(x int, reason error) {
+			dispatch.WithDiscardHook(func(x int, _ error) { trail.add(x, "d1"); runtime.Goexit() }),
+			dispatch.WithDiscardHook(func(x int, _ error) { trail.add(x, "d2"); panic("d2") }),
+			dispatch.WithDiscardHook(func(x int, reason error) {
 				assert.ErrorIs(t, reason, dispatch.ErrForceStopped)
 				trail.add(x, "d3")
 			}),

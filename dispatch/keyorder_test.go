@@ -69,8 +69,8 @@ func TestKeyOrderingBlockedIDBlocksOnlyItself(t *testing.T) {
 				}
 				return nil
 			})
-		d := started(t, flux.FromSlice(xs), rec.Handle, dispatch.WithParallelism[testkit.Exchange](1),
-			dispatch.WithScheduler[testkit.Exchange](newParallel(t, 2)), dispatch.WithKeyOrdering[testkit.Exchange]())
+		d := started(t, flux.FromSlice(xs), rec.Handle, dispatch.WithParallelism(1),
+			dispatch.WithScheduler(newParallel(t, 2)), dispatch.WithKeyOrdering())
 		synctest.Wait()
 		s := d.Stats()
 		assert.Equal(t, int64(others*per), s.Succeeded, "every other id flowed past the blocked one")
@@ -99,8 +99,8 @@ func TestKeyOrderingReclaimsIdleLanes(t *testing.T) {
 		seq[k]++
 	}
 	rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag { return x.Tag(1) }, testkit.Perform)
-	d := started(t, flux.FromSlice(xs), rec.Handle, dispatch.WithMaxPending[testkit.Exchange](budget),
-		dispatch.WithScheduler[testkit.Exchange](newParallel(t, pool)), dispatch.WithKeyOrdering[testkit.Exchange]())
+	d := started(t, flux.FromSlice(xs), rec.Handle, dispatch.WithMaxPending(budget),
+		dispatch.WithScheduler(newParallel(t, pool)), dispatch.WithKeyOrdering())
 	<-d.Done()
 	require.NoError(t, d.Err())
 	calls := rec.Calls()
@@ -118,7 +118,7 @@ func TestKeyOrderingReclaimsIdleLanes(t *testing.T) {
 func TestKeyOrderingRefusedByNewKeyed(t *testing.T) {
 	zero := func(testkit.Exchange) int { return 0 }
 	_, err := dispatch.NewKeyed("orders", orders, flux.Empty[testkit.Exchange](), zero,
-		testkit.Perform, dispatch.WithKeyOrdering[testkit.Exchange]())
+		testkit.Perform, dispatch.WithKeyOrdering())
 	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
 	assert.ErrorContains(t, err, "WithKeyOrderingBy")
 	by := dispatch.WithKeyOrderingBy(func(x testkit.Exchange) string { return x.ID.ID })
@@ -152,7 +152,7 @@ func TestKeyOrderingByOnNewKeyed(t *testing.T) {
 				return nil
 			})
 		d := startedKeyed(t, flux.FromSlice(xs), func(testkit.Exchange) int { return 0 }, rec.Handle,
-			dispatch.WithParallelism[testkit.Exchange](1), dispatch.WithScheduler[testkit.Exchange](newParallel(t, 2)),
+			dispatch.WithParallelism(1), dispatch.WithScheduler(newParallel(t, 2)),
 			dispatch.WithKeyOrderingBy(func(x testkit.Exchange) string { return x.ID.ID }))
 		synctest.Wait()
 		assert.Equal(t, dispatch.Stats{Received: 30, Succeeded: 20, InFlight: 10}, d.Stats())
@@ -176,8 +176,8 @@ func TestKeyOrderingForceReportsEachUndoneOnce(t *testing.T) {
 		var discarded atomic.Int64
 		var mu sync.Mutex
 		seen := map[string]bool{}
-		d := started(t, flux.FromSlice(xs), testkit.Perform, dispatch.WithScheduler[testkit.Exchange](newParallel(t, 8)),
-			dispatch.WithKeyOrdering[testkit.Exchange](), dispatch.WithParallelism[testkit.Exchange](1),
+		d := started(t, flux.FromSlice(xs), testkit.Perform, dispatch.WithScheduler(newParallel(t, 8)),
+			dispatch.WithKeyOrdering(), dispatch.WithParallelism(1),
 			dispatch.WithDiscardHook(func(x testkit.Exchange, reason error) {
 				if !errors.Is(reason, dispatch.ErrForceStopped) {
 					t.Errorf("discarded for %v", reason)
@@ -228,7 +228,7 @@ func TestKeyOrderingReuseFindsAnExchangeLeftInALeavingLane(t *testing.T) {
 	rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag { return x.Tag(1) }, testkit.Perform)
 	sched, err := schedulers.NewParallel("test", 1)
 	require.NoError(t, err)
-	d = started(t, nil, rec.Handle, dispatch.WithScheduler[testkit.Exchange](sched), dispatch.WithKeyOrdering[testkit.Exchange]())
+	d = started(t, nil, rec.Handle, dispatch.WithScheduler(sched), dispatch.WithKeyOrdering())
 	require.NoError(t, d.Emit(t.Context(), testkit.Exchange{ID: a, Seq: 0}))
 	require.NoError(t, <-emitted)
 	require.NoError(t, <-emitted)

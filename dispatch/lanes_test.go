@@ -55,8 +55,8 @@ func TestSlowAggregateDoesNotStallTheOthers(t *testing.T) {
 				lastFast = time.Since(start)
 			}
 			return err
-		}, dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithMaxPending[testkit.Exchange](budget),
-			dispatch.WithScheduler[testkit.Exchange](newParallel(t, 2)))
+		}, dispatch.WithParallelism(p), dispatch.WithMaxPending(budget),
+			dispatch.WithScheduler(newParallel(t, 2)))
 		synctest.Wait() // the slow handler sleeps; everything else that could run has run
 		assert.EqualValues(t, others, fastDone.Load(), "every other exchange was handled while the slow one sleeps")
 		assert.Zero(t, lastFast, "without waiting for the slow aggregate")
@@ -81,8 +81,8 @@ func TestSlowAggregateHoldingTheBudgetHoldsTheIntake(t *testing.T) {
 				return testkit.Exchange{ID: slowID, Seq: i, Do: testkit.Block}
 			}
 			return testkit.Exchange{ID: aggregate.NewID(orders, "fast"), Seq: i - budget}
-		}), testkit.Perform, dispatch.WithMaxPending[testkit.Exchange](budget),
-			dispatch.WithScheduler[testkit.Exchange](newParallel(t, 2)))
+		}), testkit.Perform, dispatch.WithMaxPending(budget),
+			dispatch.WithScheduler(newParallel(t, 2)))
 		synctest.Wait()
 		assert.Equal(t, dispatch.Stats{Received: budget + 1, InFlight: budget + 1}, d.Stats(),
 			"the slow id's exchanges and the one the intake holds while it waits for room")
@@ -124,7 +124,7 @@ func TestNoGoroutinePerGroup(t *testing.T) {
 			close(handled)
 		}
 		return nil
-	}, dispatch.WithParallelism[testkit.Exchange](groups), dispatch.WithScheduler[testkit.Exchange](sched))
+	}, dispatch.WithParallelism(groups), dispatch.WithScheduler(sched))
 	<-handled
 	got := runtime.NumGoroutine()
 	assert.LessOrEqual(t, got, baseline+pool+2, "goroutines: %d before, %d with %d groups and %d idle ids", baseline, got, groups, ids)
@@ -147,7 +147,7 @@ func TestSchedulerDisposedBeforeAnyLaneRanEndsTheDispatcher(t *testing.T) {
 		<-busy // the scheduler's only goroutine is taken
 		obs := &countingObserver{}
 		d := started(t, flux.FromSlice(exchanges(10, 5)), testkit.Perform,
-			dispatch.WithScheduler[testkit.Exchange](sched), dispatch.WithObserver[testkit.Exchange](obs))
+			dispatch.WithScheduler(sched), dispatch.WithObserver(obs))
 		synctest.Wait() // the source completed; five lanes wait for the scheduler
 		assert.Equal(t, dispatch.Stats{Received: 10, InFlight: 10}, d.Stats())
 		sched.Dispose() // drops the queued lane tasks
@@ -175,7 +175,7 @@ func TestHandlerGoexitOnImmediateSchedulerEndsTheDispatcher(t *testing.T) {
 				runtime.Goexit()
 			}
 			return nil
-		}, dispatch.WithScheduler[testkit.Exchange](schedulers.Immediate()))
+		}, dispatch.WithScheduler(schedulers.Immediate()))
 		select {
 		case <-d.Done():
 		case <-time.After(hang):
@@ -248,8 +248,8 @@ func TestAggregateIDPanicFailsOneExchangeWithALogger(t *testing.T) {
 	logs := &recordingHandler{}
 	obs := &countingObserver{}
 	d := started(t, flux.FromSlice(xs), func(context.Context, panickyID) error { return nil },
-		dispatch.WithParallelism[panickyID](4), dispatch.WithObserver[panickyID](obs),
-		dispatch.WithLogger[panickyID](slog.New(logs)))
+		dispatch.WithParallelism(4), dispatch.WithObserver(obs),
+		dispatch.WithLogger(slog.New(logs)))
 	<-d.Done()
 	assert.NoError(t, d.Err(), "the source did not fail")
 	assert.Equal(t, dispatch.Stats{Received: 100, Succeeded: 99, Failed: 1}, d.Stats())
@@ -305,7 +305,7 @@ func TestLookAgainAfterAnotherConsumerDrainedSchedulesNothing(t *testing.T) {
 		}
 	})
 	d = startedKeyed(t, nil, func(int) int { return 0 }, func(context.Context, int) error { return nil },
-		dispatch.WithScheduler[int](sched))
+		dispatch.WithScheduler(sched))
 	require.NoError(t, d.Emit(t.Context(), 1))
 	require.NoError(t, <-secondErr)
 	require.NoError(t, d.StopGracefully(t.Context()))

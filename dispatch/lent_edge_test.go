@@ -28,7 +28,7 @@ func TestLentSchedulerDisposedWhileBusyIsNoticed(t *testing.T) {
 		require.NoError(t, sched.Schedule(func(context.Context) { close(busy); <-release }))
 		<-busy
 		d := started(t, flux.FromSlice(exchanges(10, 5)), testkit.Perform,
-			dispatch.WithScheduler[testkit.Exchange](sched))
+			dispatch.WithScheduler(sched))
 		synctest.Wait()
 		sched.Dispose() // drops the probe and the lane tasks, cancels the task ctx
 		select {
@@ -65,7 +65,7 @@ func TestLaneBatchStopsAtForcedDisposal(t *testing.T) {
 				afterCancel.Add(1)
 			}
 			return ctx.Err()
-		}, dispatch.WithScheduler[testkit.Exchange](sched))
+		}, dispatch.WithScheduler(sched))
 		<-first
 		synctest.Wait() // the source is read to its end: 99 exchanges queued behind the first
 		sched.Dispose()

@@ -366,16 +366,16 @@ func (p *lpProbe) options(w *lpWorld, sh lpShape) []dispatch.Option[testkit.Exch
 	p.perKey = sh.perKey
 	var keyed dispatch.Option[testkit.Exchange]
 	if sh.perKey {
-		keyed = dispatch.WithKeyOrdering[testkit.Exchange]()
+		keyed = dispatch.WithKeyOrdering()
 	}
 	return []dispatch.Option[testkit.Exchange]{
 		keyed,
 		quiet,
-		dispatch.WithParallelism[testkit.Exchange](sh.groups),
-		dispatch.WithMaxPending[testkit.Exchange](sh.budget),
-		dispatch.WithErrorPolicy[testkit.Exchange](sh.policy),
-		dispatch.WithStopTimeout[testkit.Exchange](sh.stopTimeout),
-		dispatch.WithObserver[testkit.Exchange](p.obs),
+		dispatch.WithParallelism(sh.groups),
+		dispatch.WithMaxPending(sh.budget),
+		dispatch.WithErrorPolicy(sh.policy),
+		dispatch.WithStopTimeout(sh.stopTimeout),
+		dispatch.WithObserver(p.obs),
 		dispatch.WithDiscardHook(func(testkit.Exchange, error) { p.hooked.Add(1) }),
 		dispatch.WithOutcomeHook(p.results.record),
 		dispatch.WithOutcomeHook(func(_ context.Context, r dispatch.Result[testkit.Exchange]) {

@@ -92,7 +92,7 @@ func TestLifecyclePropertyDispatcher(t *testing.T) {
 					if sched, err = schedulers.NewParallel("lp-lent", pool); err != nil {
 						t.Fatal(err)
 					}
-					opts = append(opts, dispatch.WithScheduler[testkit.Exchange](sched))
+					opts = append(opts, dispatch.WithScheduler(sched))
 				}
 				d, err := dispatch.New("lp-dispatcher", orders, p.source(w), p.rec.Handle, opts...)
 				if err != nil {
@@ -172,7 +172,7 @@ func TestLifecyclePropertyRuntime(t *testing.T) {
 				}
 				pd.recorder(w, sh.groups, func(testkit.Exchange) int { return 0 })
 				d, err := dispatch.New("lp-dispatcher", orders, pd.source(w), pd.rec.Handle,
-					append(pd.options(w, sh), dispatch.WithSchedulerSupplier[testkit.Exchange](sup))...)
+					append(pd.options(w, sh), dispatch.WithSchedulerSupplier(sup))...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -234,7 +234,7 @@ func TestLifecycleConcurrentPrepareIsRefused(t *testing.T) {
 				var err error
 				if kind == "dispatcher" {
 					c, err = dispatch.New("lp-prepare", orders, flux.Empty[testkit.Exchange](), testkit.Perform, quiet,
-						dispatch.WithSchedulerSupplier[testkit.Exchange](sup))
+						dispatch.WithSchedulerSupplier(sup))
 				} else {
 					c, err = dispatch.NewMain("lp-prepare", []aggregate.NamedAggregate{orders}, flux.Empty[testkit.Exchange](),
 						testkit.Perform, sup, quiet)
@@ -261,8 +261,8 @@ func TestLifecycleConcurrentPrepareIsRefused(t *testing.T) {
 func lpEmitter(t *testing.T, h dispatch.Handler[testkit.Exchange], opts ...dispatch.Option[testkit.Exchange]) *dispatch.Dispatcher[testkit.Exchange] {
 	t.Helper()
 	return started(t, nil, h, append([]dispatch.Option[testkit.Exchange]{
-		dispatch.WithScheduler[testkit.Exchange](schedulers.Immediate()),
-		dispatch.WithParallelism[testkit.Exchange](16),
+		dispatch.WithScheduler(schedulers.Immediate()),
+		dispatch.WithParallelism(16),
 	}, opts...)...)
 }
 
@@ -332,7 +332,7 @@ func TestLifecycleEmitRefusalLeavesCountersAlone(t *testing.T) {
 				runtime.Gosched()
 			}
 			return nil
-		}, dispatch.WithScheduler[testkit.Exchange](sched), dispatch.WithMaxPending[testkit.Exchange](1))
+		}, dispatch.WithScheduler(sched), dispatch.WithMaxPending(1))
 		var stop atomic.Bool
 		var wg sync.WaitGroup
 		wg.Go(func() {
@@ -397,7 +397,7 @@ func TestLifecycleImmediateLetsVirtualTimeAdvance(t *testing.T) {
 			d := started(t, flux.FromSlice(exchanges(1, 1)), func(ctx context.Context, _ testkit.Exchange) error {
 				time.Sleep(time.Millisecond) // virtual: the bubble must be idle for it to end
 				return nil
-			}, dispatch.WithScheduler[testkit.Exchange](schedulers.Immediate()))
+			}, dispatch.WithScheduler(schedulers.Immediate()))
 			<-d.Done()
 			assert.Equal(t, dispatch.Stats{Received: 1, Succeeded: 1}, d.Stats())
 		})

@@ -142,8 +142,8 @@ func TestForceStopDiscardsQueuedAndCancelsRunning(t *testing.T) {
 			})
 		source, emitted := counted(flux.FromSlice(blocking(100, 20)))
 		d := started(t, source, rec.Handle,
-			dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithMaxPending[testkit.Exchange](budget), dispatch.WithObserver[testkit.Exchange](obs),
-			dispatch.WithScheduler[testkit.Exchange](newParallel(t, 1)),
+			dispatch.WithParallelism(p), dispatch.WithMaxPending(budget), dispatch.WithObserver(obs),
+			dispatch.WithScheduler(newParallel(t, 1)),
 			dispatch.WithDiscardHook(func(x testkit.Exchange, reason error) {
 				assert.ErrorIs(t, reason, dispatch.ErrForceStopped)
 				mu.Lock()
@@ -188,7 +188,7 @@ func TestForceStopDoesNotWaitForAHandlerIgnoringContext(t *testing.T) {
 
 func TestForceDuringGraceful(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := started(t, flux.FromSlice(blocking(50, 10)), testkit.Perform, dispatch.WithParallelism[testkit.Exchange](4))
+		d := started(t, flux.FromSlice(blocking(50, 10)), testkit.Perform, dispatch.WithParallelism(4))
 		synctest.Wait()
 		errc := make(chan error, 1)
 		go func() { errc <- d.StopGracefully(t.Context()) }()
@@ -209,7 +209,7 @@ func TestGracefulDeadlineThenForce(t *testing.T) {
 		for i := range xs {
 			xs[i].Do, xs[i].Delay = testkit.Delay, time.Second
 		}
-		d := started(t, flux.FromSlice(xs), testkit.Perform, dispatch.WithParallelism[testkit.Exchange](2))
+		d := started(t, flux.FromSlice(xs), testkit.Perform, dispatch.WithParallelism(2))
 		synctest.Wait() // all admitted before the stop begins
 		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 		defer cancel()
@@ -232,7 +232,7 @@ func TestPrepareWithStoppedSupplier(t *testing.T) {
 	sup, err := aggregate.NewSchedulerSupplier("sup")
 	require.NoError(t, err)
 	sup.ForceStop()
-	d := newDispatcher(t, flux.Empty[testkit.Exchange](), dispatch.WithSchedulerSupplier[testkit.Exchange](sup))
+	d := newDispatcher(t, flux.Empty[testkit.Exchange](), dispatch.WithSchedulerSupplier(sup))
 	require.ErrorIs(t, d.Prepare(t.Context()), aggregate.ErrStopped)
 	assert.Equal(t, component.StateNew, d.State())
 	d.ForceStop()
@@ -253,17 +253,17 @@ func TestOwnedSchedulerIsDisposed(t *testing.T) {
 	}
 }
 
-func TestConstructorsIgnoreNilOptions(t *testing.T) {
+func TestConstructorsIgnoreZeroOptions(t *testing.T) {
 	h := func(context.Context, testkit.Exchange) error { return nil }
-	_, err := dispatch.New("d", orders, flux.Empty[testkit.Exchange](), h, nil, quiet)
+	_, err := dispatch.New("d", orders, flux.Empty[testkit.Exchange](), h, dispatch.Option[testkit.Exchange]{}, quiet)
 	assert.NoError(t, err)
-	_, err = dispatch.NewKeyed("d", orders, flux.Empty[testkit.Exchange](), func(testkit.Exchange) int { return 0 }, h, nil, quiet)
+	_, err = dispatch.NewKeyed("d", orders, flux.Empty[testkit.Exchange](), func(testkit.Exchange) int { return 0 }, h, dispatch.Option[testkit.Exchange]{}, quiet)
 	assert.NoError(t, err)
 	_, err = component.NewRuntime("rt", nil, nil)
 	assert.NoError(t, err)
 	sup, err := aggregate.NewSchedulerSupplier("s", nil)
 	require.NoError(t, err)
-	_, err = dispatch.NewMain("m", []aggregate.NamedAggregate{orders}, flux.Empty[testkit.Exchange](), h, sup, nil)
+	_, err = dispatch.NewMain("m", []aggregate.NamedAggregate{orders}, flux.Empty[testkit.Exchange](), h, sup, dispatch.Option[testkit.Exchange]{})
 	assert.NoError(t, err)
 	sup.ForceStop()
 }
@@ -280,7 +280,7 @@ func prefixedOnce(t *testing.T, err error, names string) {
 
 func TestConstructorErrorsStartWithThePackage(t *testing.T) {
 	h := func(context.Context, testkit.Exchange) error { return nil }
-	_, err := dispatch.New("d", orders, flux.Empty[testkit.Exchange](), h, dispatch.WithMaxPending[testkit.Exchange](0))
+	_, err := dispatch.New("d", orders, flux.Empty[testkit.Exchange](), h, dispatch.WithMaxPending(0))
 	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
 	prefixedOnce(t, err, `(dispatcher "d")`)
 	_, err = dispatch.New("d", orders, flux.Empty[testkit.Exchange](), h, dispatch.WithDiscardHook[testkit.Exchange](nil))
@@ -295,9 +295,9 @@ func TestConstructorErrorsStartWithThePackage(t *testing.T) {
 	require.ErrorIs(t, err, dispatch.ErrInvalidOption)
 	prefixedOnce(t, err, `(main dispatcher "m")`)
 	// Without named aggregates there is no child to check the options.
-	_, err = dispatch.NewMain("m", nil, flux.Empty[testkit.Exchange](), h, sup, dispatch.WithParallelism[testkit.Exchange](0))
+	_, err = dispatch.NewMain("m", nil, flux.Empty[testkit.Exchange](), h, sup, dispatch.WithParallelism(0))
 	assert.ErrorIs(t, err, dispatch.ErrInvalidParallelism)
-	_, err = dispatch.NewMain("m", nil, flux.Empty[testkit.Exchange](), h, sup, dispatch.WithMaxPending[testkit.Exchange](0))
+	_, err = dispatch.NewMain("m", nil, flux.Empty[testkit.Exchange](), h, sup, dispatch.WithMaxPending(0))
 	assert.ErrorIs(t, err, dispatch.ErrInvalidOption)
 }
 
@@ -326,8 +326,8 @@ func TestForceStopSurvivesAHookThatGoexits(t *testing.T) {
 		var seen atomic.Int64
 		source, emitted := counted(flux.FromSlice(blocking(100, 20)))
 		d := started(t, source, testkit.Perform,
-			dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithMaxPending[testkit.Exchange](budget),
-			dispatch.WithScheduler[testkit.Exchange](newParallel(t, 1)),
+			dispatch.WithParallelism(p), dispatch.WithMaxPending(budget),
+			dispatch.WithScheduler(newParallel(t, 1)),
 			dispatch.WithOutcomeHook(func(_ context.Context, r dispatch.Result[testkit.Exchange]) {
 				if r.Outcome == dispatch.OutcomeDiscarded {
 					seen.Add(1)

@@ -78,7 +78,7 @@ func TestMainRoutesByNamedAggregate(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	m := newMain(t, flux.FromSlice(xs), rec.Handle, sup, dispatch.WithParallelism[testkit.Exchange](8),
+	m := newMain(t, flux.FromSlice(xs), rec.Handle, sup, dispatch.WithParallelism(8),
 		dispatch.WithDiscardHook(func(x testkit.Exchange, reason error) {
 			assert.ErrorIs(t, reason, dispatch.ErrUnknownAggregate)
 			mu.Lock()
@@ -153,7 +153,7 @@ func TestMainForceStopAccountsForEverything(t *testing.T) {
 			xs[i].Do = testkit.Block
 		}
 		var hooked atomic.Int64
-		m := newMain(t, flux.FromSlice(xs), testkit.Perform, sup, dispatch.WithParallelism[testkit.Exchange](4), dispatch.WithMaxPending[testkit.Exchange](16),
+		m := newMain(t, flux.FromSlice(xs), testkit.Perform, sup, dispatch.WithParallelism(4), dispatch.WithMaxPending(16),
 			dispatch.WithDiscardHook(func(_ testkit.Exchange, reason error) {
 				assert.ErrorIs(t, reason, dispatch.ErrForceStopped)
 				hooked.Add(1)
@@ -208,7 +208,7 @@ func TestMainStopOnErrorStopsRouting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sup, _ := countingSupplier(t)
 		src := &countingSource{}
-		m := newMain(t, src.flux(-1, endless(31)), testkit.Perform, sup, dispatch.WithErrorPolicy[testkit.Exchange](dispatch.StopOnError))
+		m := newMain(t, src.flux(-1, endless(31)), testkit.Perform, sup, dispatch.WithErrorPolicy(dispatch.StopOnError))
 		require.NoError(t, m.Prepare(t.Context()))
 		require.NoError(t, m.Start())
 		<-m.Done() // an endless source, stopped by the failure
@@ -282,13 +282,13 @@ func TestNewMainValidates(t *testing.T) {
 	} {
 		assert.ErrorIs(t, build(), dispatch.ErrInvalidArgument, name)
 	}
-	_, err := dispatch.NewMain("m", []aggregate.NamedAggregate{orders}, src, testkit.Perform, sup, dispatch.WithScheduler[testkit.Exchange](schedulers.Immediate()))
+	_, err := dispatch.NewMain("m", []aggregate.NamedAggregate{orders}, src, testkit.Perform, sup, dispatch.WithScheduler(schedulers.Immediate()))
 	assert.ErrorIs(t, err, dispatch.ErrInvalidOption)
-	_, err = dispatch.NewMain("m", []aggregate.NamedAggregate{orders}, src, testkit.Perform, sup, dispatch.WithSchedulerSupplier[testkit.Exchange](sup))
+	_, err = dispatch.NewMain("m", []aggregate.NamedAggregate{orders}, src, testkit.Perform, sup, dispatch.WithSchedulerSupplier(sup))
 	assert.ErrorIs(t, err, dispatch.ErrInvalidOption)
 	_, err = dispatch.NewMain("m", []aggregate.NamedAggregate{orders, nil}, src, testkit.Perform, sup)
 	assert.ErrorIs(t, err, dispatch.ErrInvalidArgument, "a nil named aggregate")
-	_, err = dispatch.NewMain("m", []aggregate.NamedAggregate{orders}, src, testkit.Perform, sup, dispatch.WithParallelism[testkit.Exchange](0))
+	_, err = dispatch.NewMain("m", []aggregate.NamedAggregate{orders}, src, testkit.Perform, sup, dispatch.WithParallelism(0))
 	assert.True(t, errors.Is(err, dispatch.ErrInvalidParallelism))
 }
 
@@ -317,7 +317,7 @@ func TestMainAggregateIDPanicFailsOneExchange(t *testing.T) {
 	require.NoError(t, err)
 	m, err := dispatch.NewMain("main", []aggregate.NamedAggregate{orders}, flux.FromSlice(xs),
 		func(context.Context, panickyID) error { handled.Add(1); return nil }, sup,
-		quietOf[panickyID](), dispatch.WithParallelism[panickyID](4), dispatch.WithObserver[panickyID](obs))
+		quietOf[panickyID](), dispatch.WithParallelism(4), dispatch.WithObserver(obs))
 	require.NoError(t, err)
 	require.NoError(t, m.Prepare(t.Context()))
 	require.NoError(t, m.Start())

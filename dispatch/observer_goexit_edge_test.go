@@ -39,7 +39,7 @@ func TestObserverGoexitOnDiscardedLetsTheForceEnd(t *testing.T) {
 			case <-ctx.Done():
 			}
 			return ctx.Err()
-		}, dispatch.WithParallelism[int](2), dispatch.WithObserver[int](obs))
+		}, dispatch.WithParallelism(2), dispatch.WithObserver(obs))
 		synctest.Wait() // one handler per lane blocked, the rest queued
 		stopped := make(chan struct{})
 		go func() {

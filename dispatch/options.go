@@ -17,50 +17,92 @@ import (
 // says when to change it.
 const DefaultMaxPending = 4096
 
-// Option configures New, NewKeyed and NewMain for exchanges of type T. A
-// nil Option is ignored; an invalid one makes the constructor return an
-// error wrapping ErrInvalidOption.
-type Option[T any] func(*config[T])
+// Option configures New, NewKeyed and NewMain for exchanges of type T.
+// Knobs, the options that do not involve T (WithParallelism, WithMaxPending
+// ...), are Knob values, which every Option[T] accepts, so they take no type
+// argument; hooks (WithOutcomeHook, WithDiscardHook, WithContextOf,
+// WithResults, WithKeyOrderingBy) are Options of the type their function
+// takes, so a hook of another exchange type does not compile. The zero
+// Option is ignored; an invalid one makes the constructor return an error
+// wrapping ErrInvalidOption.
+type Option[T any] struct{ apply func(configurable) }
 
-type config[T any] struct {
+// Knob is an Option of every exchange type: a Knob value is assignable to
+// Option[T] for any T. The knob options return it. A hook converted to a Knob
+// (or to an Option of another type) loses its compile-time check; the
+// constructor then refuses it with ErrInvalidOption naming both types.
+type Knob = struct{ apply func(configurable) }
+
+// configurable is what an Option applies to: *config[T] for the T of the
+// constructor it is given to.
+type configurable interface{ knobs() *settings }
+
+// settings are the knobs: everything the options set that does not involve T.
+type settings struct {
 	groups      int
 	scheduler   schedulers.Scheduler
 	supplier    aggregate.SchedulerSupplier
 	maxPending  int
 	policy      ErrorPolicy
 	observers   []Observer
-	outcomes    []func(context.Context, Result[T])
-	discards    []func(T, error)
-	contextOf   func(context.Context, T) context.Context
-	ends        []func() // called at the physical end, before Done closes
 	logger      *slog.Logger
 	failLevel   slog.Level
 	stopTimeout time.Duration
 	perKey      bool
-	keyOf       func(T) string // WithKeyOrderingBy's
 	invalid     []error
 }
 
+type config[T any] struct {
+	settings
+	outcomes  []func(context.Context, Result[T])
+	discards  []func(T, error)
+	contextOf func(context.Context, T) context.Context
+	ends      []func()       // called at the physical end, before Done closes
+	keyOf     func(T) string // WithKeyOrderingBy's
+}
+
+func (c *config[T]) knobs() *settings { return &c.settings }
+
 func newConfig[T any](opts []Option[T]) config[T] {
-	c := config[T]{
+	c := config[T]{settings: settings{
 		groups:      aggregate.DefaultParallelism,
 		maxPending:  DefaultMaxPending,
 		logger:      slog.Default(),
 		failLevel:   DefaultFailureLogLevel,
 		stopTimeout: component.DefaultShutdownTimeout,
-	}
+	}}
 	for _, opt := range opts {
-		if opt != nil {
-			opt(&c)
+		if opt.apply != nil {
+			opt.apply(&c)
 		}
 	}
 	c.logger = component.GuardLogger(c.logger)
 	return c
 }
 
-func (c *config[T]) reject(format string, args ...any) {
-	c.invalid = append(c.invalid, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
+func (s *settings) reject(format string, args ...any) {
+	s.invalid = append(s.invalid, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
 }
+
+// knob makes the Knob that applies set.
+func knob(set func(*settings)) Knob {
+	return Knob{func(c configurable) { set(c.knobs()) }}
+}
+
+// hook makes the Option[T] that applies set, refusing (by name) a config of
+// another exchange type, which only an explicit conversion can bring.
+func hook[T any](name string, set func(*config[T])) Option[T] {
+	return Option[T]{func(c configurable) {
+		tc, ok := c.(*config[T])
+		if !ok {
+			c.knobs().reject("%s takes %s exchanges, given to a constructor of another type", name, typeName[T]())
+			return
+		}
+		set(tc)
+	}}
+}
+
+func typeName[T any]() string { return fmt.Sprintf("%T", (*T)(nil))[1:] }
 
 // WithParallelism sets the number of groups (default
 // aggregate.DefaultParallelism, 64 x GOMAXPROCS): exchanges are spread over
@@ -69,8 +111,8 @@ func (c *config[T]) reject(format string, args ...any) {
 // scheduler's parallelism bounds those. A group costs a pointer until it
 // first holds an exchange, then about 100 bytes plus a chunk of 32 slots.
 // Below 1, the constructor returns ErrInvalidParallelism.
-func WithParallelism[T any](groups int) Option[T] {
-	return func(c *config[T]) { c.groups = groups }
+func WithParallelism(groups int) Knob {
+	return knob(func(c *settings) { c.groups = groups })
 }
 
 // WithKeyOrdering orders by aggregate id rather than by group: the
@@ -87,8 +129,8 @@ func WithParallelism[T any](groups int) Option[T] {
 // lane, idle or not. For New and NewMain;
 // NewKeyed returns ErrInvalidOption (its key is a group: see
 // WithKeyOrderingBy).
-func WithKeyOrdering[T any]() Option[T] {
-	return func(c *config[T]) { c.perKey = true }
+func WithKeyOrdering() Knob {
+	return knob(func(c *settings) { c.perKey = true })
 }
 
 // WithKeyOrderingBy is WithKeyOrdering for NewKeyed: exchanges are ordered
@@ -98,12 +140,12 @@ func WithKeyOrdering[T any]() Option[T] {
 // New and NewMain return ErrInvalidOption (they order by AggregateID:
 // WithKeyOrdering); nil is invalid.
 func WithKeyOrderingBy[T any](id func(T) string) Option[T] {
-	return func(c *config[T]) {
+	return hook("WithKeyOrderingBy", func(c *config[T]) {
 		if id == nil {
 			c.reject("nil WithKeyOrderingBy id function")
 		}
 		c.perKey, c.keyOf = true, id
-	}
+	})
 }
 
 // WithScheduler runs the handlers on s, which the dispatcher borrows: it
@@ -111,26 +153,26 @@ func WithKeyOrderingBy[T any](id func(T) string) Option[T] {
 // WithSchedulerSupplier; nil is invalid. Without either, the dispatcher owns
 // a schedulers.NewParallel("<name>-<aggregate>", schedulers.DefaultPoolSize)
 // made at Prepare with the dispatcher's logger, and disposes it at its end.
-func WithScheduler[T any](s schedulers.Scheduler) Option[T] {
-	return func(c *config[T]) {
+func WithScheduler(s schedulers.Scheduler) Knob {
+	return knob(func(c *settings) {
 		if s == nil {
 			c.reject("nil scheduler")
 		}
 		c.scheduler = s
-	}
+	})
 }
 
 // WithSchedulerSupplier makes Prepare take the scheduler from
 // s.GetOrInitialize(named aggregate). The supplier is lent: the dispatcher
 // never stops it; its owner does, after the dispatcher stopped. Exclusive
 // with WithScheduler; nil is invalid.
-func WithSchedulerSupplier[T any](s aggregate.SchedulerSupplier) Option[T] {
-	return func(c *config[T]) {
+func WithSchedulerSupplier(s aggregate.SchedulerSupplier) Knob {
+	return knob(func(c *settings) {
 		if s == nil {
 			c.reject("nil scheduler supplier")
 		}
 		c.supplier = s
-	}
+	})
 }
 
 // WithMaxPending sets the pending budget: at most n exchanges admitted and
@@ -139,36 +181,36 @@ func WithSchedulerSupplier[T any](s aggregate.SchedulerSupplier) Option[T] {
 // (backpressure); one slow aggregate may use all of it, and the others keep
 // flowing while any is left. Memory bound: n exchanges, plus one chunk of 32
 // slots per group that holds or held exchanges, plus one spare chunk each.
-func WithMaxPending[T any](n int) Option[T] {
-	return func(c *config[T]) {
+func WithMaxPending(n int) Knob {
+	return knob(func(c *settings) {
 		if n < 1 {
 			c.reject("max pending %d is below 1", n)
 		}
 		c.maxPending = n
-	}
+	})
 }
 
 // WithErrorPolicy sets what a handler failure does (default Continue).
-func WithErrorPolicy[T any](p ErrorPolicy) Option[T] {
-	return func(c *config[T]) {
+func WithErrorPolicy(p ErrorPolicy) Knob {
+	return knob(func(c *settings) {
 		if p != Continue && p != StopOnError {
 			c.reject("unknown error policy %d", int(p))
 		}
 		c.policy = p
-	}
+	})
 }
 
 // WithObserver adds an Observer of every exchange (default: none). Given
 // more than once, every Observer sees every event, in the order given. nil
 // is invalid. Cost: timing each exchange (three clock reads) and the calls.
-func WithObserver[T any](obs Observer) Option[T] {
-	return func(c *config[T]) {
+func WithObserver(obs Observer) Knob {
+	return knob(func(c *settings) {
 		if obs == nil {
 			c.reject("nil observer")
 			return
 		}
 		c.observers = append(c.observers, obs)
-	}
+	})
 }
 
 // WithDiscardHook adds a hook called once for every exchange received and
@@ -180,26 +222,26 @@ func WithObserver[T any](obs Observer) Option[T] {
 // hooks, with the same guarantees. It may run on any goroutine,
 // concurrently with itself, and must be quick; a panic of it is recovered
 // and logged.
-func WithDiscardHook[T any](hook func(exchange T, reason error)) Option[T] {
-	return func(c *config[T]) {
-		if hook == nil {
+func WithDiscardHook[T any](discard func(exchange T, reason error)) Option[T] {
+	return hook("WithDiscardHook", func(c *config[T]) {
+		if discard == nil {
 			c.reject("nil discard hook")
 			return
 		}
-		c.discards = append(c.discards, hook)
-	}
+		c.discards = append(c.discards, discard)
+	})
 }
 
 // WithLogger sets the logger of failures and lifecycle events, also given
 // to the scheduler the dispatcher makes for itself (default
 // slog.Default()). nil is invalid.
-func WithLogger[T any](l *slog.Logger) Option[T] {
-	return func(c *config[T]) {
+func WithLogger(l *slog.Logger) Knob {
+	return knob(func(c *settings) {
 		if l == nil {
 			c.reject("nil logger")
 		}
 		c.logger = l
-	}
+	})
 }
 
 // DefaultFailureLogLevel is the level at which a handler's failure is
@@ -215,19 +257,19 @@ const DefaultFailureLogLevel = slog.LevelDebug
 // with the handler's ctx and carries the dispatcher, the named aggregate,
 // the aggregate id (for New and NewMain exchanges), the outcome and the
 // error. A handler's panic is logged at Error whatever the level.
-func WithFailureLogLevel[T any](level slog.Level) Option[T] {
-	return func(c *config[T]) { c.failLevel = level }
+func WithFailureLogLevel(level slog.Level) Knob {
+	return knob(func(c *settings) { c.failLevel = level })
 }
 
 // WithStopTimeout sets how long Run lets a graceful stop take once its ctx
 // ended, before it forces (default component.DefaultShutdownTimeout; positive).
-func WithStopTimeout[T any](d time.Duration) Option[T] {
-	return func(c *config[T]) {
+func WithStopTimeout(d time.Duration) Knob {
+	return knob(func(c *settings) {
 		if d <= 0 {
 			c.reject("stop timeout %v is not positive", d)
 		}
 		c.stopTimeout = d
-	}
+	})
 }
 
 // ErrorPolicy says what a handler's failure does to the dispatcher.

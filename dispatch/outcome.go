@@ -46,14 +46,14 @@ type Result[T any] struct {
 // one before it (or the Observer's Finished or Discarded) ends the goroutine
 // with runtime.Goexit. nil is invalid. Cost: timing each exchange
 // (three clock reads) and one call.
-func WithOutcomeHook[T any](hook func(ctx context.Context, r Result[T])) Option[T] {
-	return func(c *config[T]) {
-		if hook == nil {
+func WithOutcomeHook[T any](outcome func(ctx context.Context, r Result[T])) Option[T] {
+	return hook("WithOutcomeHook", func(c *config[T]) {
+		if outcome == nil {
 			c.reject("nil outcome hook")
 			return
 		}
-		c.outcomes = append(c.outcomes, hook)
-	}
+		c.outcomes = append(c.outcomes, outcome)
+	})
 }
 
 // WithContextOf derives each exchange's context from the handler's context
@@ -65,12 +65,12 @@ func WithOutcomeHook[T any](hook func(ctx context.Context, r Result[T])) Option[
 // a handler's panic does (OutcomePanic, a *PanicError), and the handler is
 // not called. nil is invalid.
 func WithContextOf[T any](of func(ctx context.Context, exchange T) context.Context) Option[T] {
-	return func(c *config[T]) {
+	return hook("WithContextOf", func(c *config[T]) {
 		if of == nil {
 			c.reject("nil context function")
 		}
 		c.contextOf = of
-	}
+	})
 }
 
 // groupKeyCtx is the context key of the group index in a handler's ctx;

@@ -55,7 +55,7 @@ func TestObserverLabelsPerChild(t *testing.T) {
 	xs := mixed(90, 5, orders, invoices, payments) // payments has no lanes
 	a, b := &labelsObserver{}, &labelsObserver{}
 	m := newMain(t, flux.FromSlice(xs), testkit.Perform, sup,
-		dispatch.WithObserver[testkit.Exchange](a), dispatch.WithObserver[testkit.Exchange](b))
+		dispatch.WithObserver(a), dispatch.WithObserver(b))
 	require.NoError(t, m.Run(t.Context()))
 	ordersL := dispatch.Labels{Dispatcher: "events-Order", Aggregate: orders}
 	invoicesL := dispatch.Labels{Dispatcher: "events-Invoice", Aggregate: aggregate.Materialize(invoices)}
@@ -106,7 +106,7 @@ func TestOutcomeHookAndExchangeContext(t *testing.T) {
 		{ID: aggregate.NewID(orders, "c"), Seq: 3},
 	}
 	d := started(t, flux.FromSlice(xs), handler,
-		dispatch.WithParallelism[testkit.Exchange](groups),
+		dispatch.WithParallelism(groups),
 		dispatch.WithOutcomeHook(hook),
 		dispatch.WithContextOf(func(ctx context.Context, x testkit.Exchange) context.Context {
 			return context.WithValue(ctx, traceKey{}, x.Seq)
@@ -202,7 +202,7 @@ func TestFailureLogPolicy(t *testing.T) {
 	levels := func(opts ...dispatch.Option[testkit.Exchange]) (*recordingHandler, []slog.Level) {
 		h := &recordingHandler{}
 		d := started(t, flux.FromSlice(xs), testkit.Perform, append(opts,
-			dispatch.WithLogger[testkit.Exchange](slog.New(h)),
+			dispatch.WithLogger(slog.New(h)),
 			dispatch.WithContextOf(func(ctx context.Context, x testkit.Exchange) context.Context {
 				return context.WithValue(ctx, logTraceKey{}, x.ID.ID)
 			}))...)
@@ -228,7 +228,7 @@ func TestFailureLogPolicy(t *testing.T) {
 	}
 	_, got := levels()
 	require.Equal(t, []slog.Level{dispatch.DefaultFailureLogLevel, slog.LevelError}, got)
-	_, got = levels(dispatch.WithFailureLogLevel[testkit.Exchange](slog.LevelWarn))
+	_, got = levels(dispatch.WithFailureLogLevel(slog.LevelWarn))
 	require.Equal(t, []slog.Level{slog.LevelWarn, slog.LevelError}, got)
 
 	// At the default logger's level, a run with routine refusals prints nothing.
@@ -238,7 +238,7 @@ func TestFailureLogPolicy(t *testing.T) {
 		refusals[i] = testkit.Exchange{ID: aggregate.NewID(orders, "x"), Seq: i, Do: testkit.Fail}
 	}
 	d := started(t, flux.FromSlice(refusals), testkit.Perform,
-		dispatch.WithLogger[testkit.Exchange](slog.New(slog.NewTextHandler(&buf, nil))))
+		dispatch.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 	<-d.Done()
 	require.Equal(t, int64(100), d.Stats().Failed)
 	require.Empty(t, strings.TrimSpace(buf.String()))
@@ -252,7 +252,7 @@ func TestOutcomeHookPanicIsContained(t *testing.T) {
 		xs[i] = testkit.Exchange{ID: aggregate.NewID(orders, "a"), Seq: i}
 	}
 	d := started(t, flux.FromSlice(xs), testkit.Perform,
-		dispatch.WithLogger[testkit.Exchange](slog.New(h)),
+		dispatch.WithLogger(slog.New(h)),
 		dispatch.WithOutcomeHook(func(context.Context, dispatch.Result[testkit.Exchange]) { panic("hook") }))
 	<-d.Done()
 	require.Equal(t, dispatch.Stats{Received: 50, Succeeded: 50}, d.Stats())
@@ -267,7 +267,7 @@ func TestOutcomeOptionsRefuseNil(t *testing.T) {
 	for _, opt := range []dispatch.Option[testkit.Exchange]{
 		dispatch.WithOutcomeHook[testkit.Exchange](nil),
 		dispatch.WithContextOf[testkit.Exchange](nil),
-		dispatch.WithObserver[testkit.Exchange](nil),
+		dispatch.WithObserver(nil),
 	} {
 		_, err := dispatch.New("orders", orders, flux.Empty[testkit.Exchange](), testkit.Perform, opt)
 		require.ErrorIs(t, err, dispatch.ErrInvalidOption)

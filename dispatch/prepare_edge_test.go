@@ -26,7 +26,7 @@ func TestQuiesceThenForceDuringPrepare(t *testing.T) {
 	}
 	defer func() { sup.ForceStop(); <-sup.Done() }()
 	d, err := dispatch.New("edge", orders, flux.FromSlice(exchanges(5, 1)), testkit.Perform, quiet,
-		dispatch.WithSchedulerSupplier[testkit.Exchange](sup))
+		dispatch.WithSchedulerSupplier(sup))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,10 +61,10 @@ func runWorkload(rt *rapid.T, p, pool, budget int, perKey bool, w testkit.Worklo
 	source, emitted := counted(flux.FromSlice(w.Exchanges))
 	var keyed dispatch.Option[testkit.Exchange]
 	if perKey {
-		keyed = dispatch.WithKeyOrdering[testkit.Exchange]()
+		keyed = dispatch.WithKeyOrdering()
 	}
 	d, err := dispatch.New("property", orders, source, rec.Handle, quiet, keyed,
-		dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithMaxPending[testkit.Exchange](budget), dispatch.WithScheduler[testkit.Exchange](sched),
+		dispatch.WithParallelism(p), dispatch.WithMaxPending(budget), dispatch.WithScheduler(sched),
 		dispatch.WithDiscardHook(func(_ testkit.Exchange, reason error) {
 			hooked.Add(1)
 			switch {
@@ -177,10 +177,10 @@ func runMain(rt *rapid.T, p, budget int, perKey bool, w testkit.Workload) {
 	source, emitted := counted(flux.FromSlice(w.Exchanges))
 	var keyed dispatch.Option[testkit.Exchange]
 	if perKey {
-		keyed = dispatch.WithKeyOrdering[testkit.Exchange]()
+		keyed = dispatch.WithKeyOrdering()
 	}
 	m, err := dispatch.NewMain("property", []aggregate.NamedAggregate{orders, invoices}, source,
-		rec.Handle, sup, quiet, keyed, dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithMaxPending[testkit.Exchange](budget),
+		rec.Handle, sup, quiet, keyed, dispatch.WithParallelism(p), dispatch.WithMaxPending(budget),
 		dispatch.WithDiscardHook(func(x testkit.Exchange, reason error) {
 			hooked.Add(1)
 			stopped := errors.Is(reason, dispatch.ErrStopped) || errors.Is(reason, dispatch.ErrForceStopped)

@@ -53,14 +53,14 @@ func NewResults[T any](buffer int) (*Results[T], error) {
 // WithOutcomeHook) and completes r at the dispatcher's end. A Results serves
 // one dispatcher: given to a second one, or nil, it is an invalid option.
 func WithResults[T any](r *Results[T]) Option[T] {
-	return func(c *config[T]) {
+	return hook("WithResults", func(c *config[T]) {
 		if r == nil || !r.attached.CompareAndSwap(false, true) {
 			c.reject("a Results is nil or attached to another dispatcher")
 			return
 		}
 		c.outcomes = append(c.outcomes, r.send)
 		c.ends = append(c.ends, r.complete)
-	}
+	})
 }
 
 // send is the outcome hook: it waits for room, or drops once the handlers'

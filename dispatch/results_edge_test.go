@@ -20,7 +20,7 @@ func edgeResultsOf(t *testing.T, n, buffer int) (*dispatch.Dispatcher[int], *dis
 	require.NoError(t, err)
 	d, err := dispatch.NewKeyed("ledger", edgeContextOfNamed, flux.FromSlice(make([]int, n)),
 		func(int) int { return 0 }, func(context.Context, int) error { return nil },
-		quietOf[int](), dispatch.WithParallelism[int](1), dispatch.WithResults(r))
+		quietOf[int](), dispatch.WithParallelism(1), dispatch.WithResults(r))
 	require.NoError(t, err)
 	require.NoError(t, d.Prepare(t.Context()))
 	require.NoError(t, d.Start())

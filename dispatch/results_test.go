@@ -76,7 +76,7 @@ func TestResultsStalledReaderIsBoundedByTheStopTimeout(t *testing.T) {
 		require.NoError(t, err)
 		xs := mixed(100, 5, orders)
 		d, err := dispatch.New("orders", orders, flux.FromSlice(xs), testkit.Perform, quiet,
-			dispatch.WithResults(r), dispatch.WithStopTimeout[testkit.Exchange](time.Second))
+			dispatch.WithResults(r), dispatch.WithStopTimeout(time.Second))
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)

@@ -63,7 +63,7 @@ func TestRuntimeRunEndsWithFiniteDispatcher(t *testing.T) {
 		d, err := dispatch.New("orders", orders, flux.FromSlice(exchanges(10, 3)), func(context.Context, testkit.Exchange) error {
 			handled.Add(1)
 			return nil
-		}, quiet, dispatch.WithSchedulerSupplier[testkit.Exchange](sup))
+		}, quiet, dispatch.WithSchedulerSupplier(sup))
 		require.NoError(t, err)
 		rt, err := component.NewRuntime("app", []component.Component{d}, component.WithOwned(sup))
 		require.NoError(t, err)
@@ -154,7 +154,7 @@ func TestRuntimeStopGracefullyFromInside(t *testing.T) {
 				return errors.New("StopGracefully waited")
 			}
 			return nil
-		}, quiet, dispatch.WithScheduler[testkit.Exchange](schedulers.Immediate()))
+		}, quiet, dispatch.WithScheduler(schedulers.Immediate()))
 		require.NoError(t, err)
 		rt, err = component.NewRuntime("app", []component.Component{d})
 		require.NoError(t, err)

@@ -29,7 +29,7 @@ func TestRuntimeStopGracefullyReturnsAtTheEnd(t *testing.T) {
 					handler = func(context.Context, deposit) error { return errRefused }
 				}
 				d, err := dispatch.New[deposit]("deposits", accounts, nil, handler,
-					dispatch.WithErrorPolicy[deposit](dispatch.StopOnError), quietOf[deposit]())
+					dispatch.WithErrorPolicy(dispatch.StopOnError), quietOf[deposit]())
 				if err != nil {
 					t.Fatal(err)
 				}

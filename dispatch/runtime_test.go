@@ -321,7 +321,7 @@ func TestRuntimeDoneWaitsForComponentsAfterTimeout(t *testing.T) {
 		d, err := dispatch.New("orders", orders, flux.FromSlice(exchanges(4, 2)), func(context.Context, testkit.Exchange) error {
 			<-release // ignores its context
 			return nil
-		}, quiet, dispatch.WithSchedulerSupplier[testkit.Exchange](sup))
+		}, quiet, dispatch.WithSchedulerSupplier(sup))
 		require.NoError(t, err)
 		rt, err := component.NewRuntime("app", []component.Component{d}, component.WithOwned(sup), component.WithShutdownTimeout(time.Second))
 		require.NoError(t, err)

@@ -34,7 +34,7 @@ func TestSeedOneSchedulerPerNamedAggregate(t *testing.T) {
 	spellings := []aggregate.NamedAggregate{orders, aggregate.NewID(orders, "order-1"), aggregate.MaterializedNamedAggregate{Context: "sales", Aggregate: "Order"}}
 	var ds []*dispatch.Dispatcher[testkit.Exchange]
 	for _, named := range spellings {
-		d, err := dispatch.New("d", named, flux.FromSlice(exchanges(10, 3)), testkit.Perform, dispatch.WithSchedulerSupplier[testkit.Exchange](sup), quiet)
+		d, err := dispatch.New("d", named, flux.FromSlice(exchanges(10, 3)), testkit.Perform, dispatch.WithSchedulerSupplier(sup), quiet)
 		require.NoError(t, err)
 		require.NoError(t, d.Prepare(t.Context()))
 		require.NoError(t, d.Start())
@@ -42,7 +42,7 @@ func TestSeedOneSchedulerPerNamedAggregate(t *testing.T) {
 	}
 	assert.Equal(t, int32(1), created.Load(), "one scheduler for sales.Order")
 	invoices := aggregate.MaterializedNamedAggregate{Context: "sales", Aggregate: "Invoice"}
-	d, err := dispatch.New("d", invoices, flux.FromSlice(exchanges(10, 3)), testkit.Perform, dispatch.WithSchedulerSupplier[testkit.Exchange](sup), quiet)
+	d, err := dispatch.New("d", invoices, flux.FromSlice(exchanges(10, 3)), testkit.Perform, dispatch.WithSchedulerSupplier(sup), quiet)
 	require.NoError(t, err)
 	require.NoError(t, d.Prepare(t.Context()))
 	require.NoError(t, d.Start())
@@ -76,7 +76,7 @@ func TestSeedOneIDOneGroup(t *testing.T) {
 			return nil
 		}
 		xs := []testkit.Exchange{{ID: aggregate.NewID(orders, "Aa")}, {ID: aggregate.NewID(orders, "BB")}}
-		d := started(t, flux.FromSlice(xs), rec, dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithScheduler[testkit.Exchange](newParallel(t, 4)))
+		d := started(t, flux.FromSlice(xs), rec, dispatch.WithParallelism(p), dispatch.WithScheduler(newParallel(t, 4)))
 		synctest.Wait()
 		mu.Lock()
 		assert.Empty(t, handled, "BB waits behind Aa in their common group")
@@ -86,7 +86,7 @@ func TestSeedOneIDOneGroup(t *testing.T) {
 		assert.Equal(t, []string{"Aa", "BB"}, handled)
 
 		other := started(t, flux.FromSlice([]testkit.Exchange{{ID: aggregate.NewID(orders, "id")}}), testkit.Perform,
-			dispatch.WithParallelism[testkit.Exchange](p))
+			dispatch.WithParallelism(p))
 		<-other.Done()
 		assert.Equal(t, int64(1), other.Stats().Succeeded)
 	})
@@ -127,7 +127,7 @@ func maxConcurrency(t *testing.T, xs []testkit.Exchange, opts ...dispatch.Option
 // scheduler goroutines, still one handler at a time.
 func TestSeedOneGroupIsSerial(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		got := maxConcurrency(t, exchanges(200, 40), dispatch.WithParallelism[testkit.Exchange](1), dispatch.WithScheduler[testkit.Exchange](newParallel(t, 8)))
+		got := maxConcurrency(t, exchanges(200, 40), dispatch.WithParallelism(1), dispatch.WithScheduler(newParallel(t, 8)))
 		assert.Equal(t, int32(1), got)
 	})
 }
@@ -137,7 +137,7 @@ func TestSeedOneGroupIsSerial(t *testing.T) {
 // never beyond it.
 func TestSeedDifferentIDsRunConcurrently(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		got := maxConcurrency(t, exchanges(400, 40), dispatch.WithParallelism[testkit.Exchange](64), dispatch.WithScheduler[testkit.Exchange](newParallel(t, 4)))
+		got := maxConcurrency(t, exchanges(400, 40), dispatch.WithParallelism(64), dispatch.WithScheduler(newParallel(t, 4)))
 		assert.Equal(t, int32(4), got, "at most the scheduler's parallelism, and reached")
 	})
 }
@@ -154,7 +154,7 @@ func TestDefaultGroupKeyForInterfaceAndPointerExchanges(t *testing.T) {
 			defer mu.Unlock()
 			seen = append(seen, x.AggregateID().ID)
 			return nil
-		}, dispatch.WithParallelism[aggregate.IDCapable](16), dispatch.WithScheduler[aggregate.IDCapable](schedulers.Immediate()))
+		}, dispatch.WithParallelism(16), dispatch.WithScheduler(schedulers.Immediate()))
 		<-d.Done()
 		require.NoError(t, d.Err())
 		assert.ElementsMatch(t, ids, seen)

@@ -63,7 +63,7 @@ func TestForceStopWhilePrepareWaitsInTheSupplier(t *testing.T) {
 					State() component.State
 				}
 				if kind == "dispatcher" {
-					d := newDispatcher(t, flux.FromSlice(exchanges(3, 1)), dispatch.WithSchedulerSupplier[testkit.Exchange](sup))
+					d := newDispatcher(t, flux.FromSlice(exchanges(3, 1)), dispatch.WithSchedulerSupplier(sup))
 					c = d
 				} else {
 					c = newMain(t, flux.FromSlice(exchanges(3, 1)), testkit.Perform, sup)
@@ -103,7 +103,7 @@ func TestForceStopRacingTheEndOfPrepare(t *testing.T) {
 				runtime.Gosched()
 			}
 		}
-		d = newDispatcher(t, flux.FromSlice(exchanges(3, 1)), dispatch.WithSchedulerSupplier[testkit.Exchange](sup))
+		d = newDispatcher(t, flux.FromSlice(exchanges(3, 1)), dispatch.WithSchedulerSupplier(sup))
 		errc := make(chan error, 1)
 		go func() { errc <- d.Prepare(t.Context()) }()
 		<-sup.entered
@@ -182,7 +182,7 @@ func TestStopGracefullyFromItsOwnHandler(t *testing.T) {
 				stopped <- err
 			}
 			return nil
-		}, quiet, dispatch.WithParallelism[testkit.Exchange](3), dispatch.WithScheduler[testkit.Exchange](newParallel(t, 2)))
+		}, quiet, dispatch.WithParallelism(3), dispatch.WithScheduler(newParallel(t, 2)))
 		require.NoError(t, err)
 		require.NoError(t, d.Prepare(t.Context()))
 		require.NoError(t, d.Start())
@@ -209,7 +209,7 @@ func TestStopGracefullyTimeoutNamesTheRunningGroup(t *testing.T) {
 		d := started(t, flux.FromSlice([]testkit.Exchange{{ID: id}, {ID: id, Seq: 1}}), func(context.Context, testkit.Exchange) error {
 			<-release // ignores its ctx
 			return nil
-		}, dispatch.WithParallelism[testkit.Exchange](p))
+		}, dispatch.WithParallelism(p))
 		synctest.Wait()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
@@ -321,8 +321,8 @@ func TestPanickingObserverIsCheap(t *testing.T) {
 	for i := range xs {
 		xs[i] = testkit.Exchange{ID: aggregate.NewID(orders, itoa(i%50)), Seq: i / 50}
 	}
-	d := started(t, flux.FromSlice(xs), testkit.Perform, dispatch.WithObserver[testkit.Exchange](obs),
-		dispatch.WithLogger[testkit.Exchange](slog.New(logs)), dispatch.WithScheduler[testkit.Exchange](newParallel(t, 2)))
+	d := started(t, flux.FromSlice(xs), testkit.Perform, dispatch.WithObserver(obs),
+		dispatch.WithLogger(slog.New(logs)), dispatch.WithScheduler(newParallel(t, 2)))
 	<-d.Done()
 	require.NoError(t, d.Err())
 	assert.Equal(t, dispatch.Stats{Received: n, Succeeded: n}, d.Stats())
@@ -354,7 +354,7 @@ func TestWithLoggerReachesTheOwnedScheduler(t *testing.T) {
 				runtime.Goexit()
 			}
 			return nil
-		}, dispatch.WithLogger[testkit.Exchange](slog.New(logs)))
+		}, dispatch.WithLogger(slog.New(logs)))
 		<-d.Done()
 		assert.Equal(t, dispatch.Stats{Received: 10, Succeeded: 9, Failed: 1}, d.Stats())
 		rs := logs.withMessage("schedulers: task panicked")
@@ -385,7 +385,7 @@ func TestDoneWaitsForTheDiscardHook(t *testing.T) {
 		entered, release := make(chan struct{}), make(chan struct{})
 		var hooked atomic.Int64
 		d := started(t, flux.FromSlice([]testkit.Exchange{{ID: a, Do: testkit.Block}, {ID: b}}), testkit.Perform,
-			dispatch.WithParallelism[testkit.Exchange](p), dispatch.WithScheduler[testkit.Exchange](newParallel(t, 1)),
+			dispatch.WithParallelism(p), dispatch.WithScheduler(newParallel(t, 1)),
 			dispatch.WithDiscardHook(func(testkit.Exchange, error) {
 				close(entered)
 				<-release

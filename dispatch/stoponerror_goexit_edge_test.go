@@ -21,8 +21,8 @@ import (
 func TestStopOnErrorHoldsWhenAHookOrFinishedGoexits(t *testing.T) {
 	errBoom := errors.New("boom")
 	cases := map[string]dispatch.Option[int]{
-		"outcome hook": dispatch.WithOutcomeHook[int](func(context.Context, dispatch.Result[int]) { runtime.Goexit() }),
-		"Finished":     dispatch.WithObserver[int](goexitOnFinished{&countingObserver{}}),
+		"outcome hook": dispatch.WithOutcomeHook(func(context.Context, dispatch.Result[int]) { runtime.Goexit() }),
+		"Finished":     dispatch.WithObserver(goexitOnFinished{&countingObserver{}}),
 	}
 	for name, opt := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -36,7 +36,7 @@ func TestStopOnErrorHoldsWhenAHookOrFinishedGoexits(t *testing.T) {
 						return errBoom
 					}
 					return nil
-				}, opt, dispatch.WithErrorPolicy[int](dispatch.StopOnError), dispatch.WithMaxPending[int](1))
+				}, opt, dispatch.WithErrorPolicy(dispatch.StopOnError), dispatch.WithMaxPending(1))
 				<-d.Done()
 				require.ErrorIs(t, d.Err(), errBoom, "StopOnError: the first failure is Err")
 				s := d.Stats()

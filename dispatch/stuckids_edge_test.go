@@ -23,7 +23,7 @@ import (
 func TestGracefulTimeoutNamesTheStuckAggregateIDs(t *testing.T) {
 	for name, ordering := range map[string][]dispatch.Option[testkit.Exchange]{
 		"groups": nil,
-		"keys":   {dispatch.WithKeyOrdering[testkit.Exchange]()},
+		"keys":   {dispatch.WithKeyOrdering()},
 	} {
 		t.Run(name, func(t *testing.T) { stuckIDsNamed(t, ordering) })
 	}
@@ -49,8 +49,8 @@ func stuckIDsNamed(t *testing.T, ordering []dispatch.Option[testkit.Exchange]) {
 			running <- struct{}{}
 			<-ctx.Done() // until the force
 			return ctx.Err()
-		}, append([]dispatch.Option[testkit.Exchange]{quiet, dispatch.WithParallelism[testkit.Exchange](groups),
-			dispatch.WithScheduler[testkit.Exchange](sched), dispatch.WithStopTimeout[testkit.Exchange](time.Second)}, ordering...)...)
+		}, append([]dispatch.Option[testkit.Exchange]{quiet, dispatch.WithParallelism(groups),
+			dispatch.WithScheduler(sched), dispatch.WithStopTimeout(time.Second)}, ordering...)...)
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(t.Context())
 		ran := make(chan error, 1)

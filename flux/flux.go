@@ -145,20 +145,6 @@ func isGoexit(err error) bool {
 	return ok && p.Value == component.ErrGoexit
 }
 
-// errUnwound is set in an error variable before user code runs, for the
-// deferred call after it: still there, the code did not return (a
-// runtime.Goexit), and unwound puts goexitError in its place. So the stack
-// is captured on that way out only, not on every call that returns.
-var errUnwound = errors.New("flux: unwound")
-
-// unwound returns err, or goexitError(op) in place of errUnwound.
-func unwound(err error, op string) error {
-	if err == errUnwound {
-		return goexitError(op)
-	}
-	return err
-}
-
 func call0(fn func()) (err error) {
 	defer component.Catch(&err)
 	fn()

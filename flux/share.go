@@ -87,15 +87,13 @@ type connection[T any] struct {
 
 func (r *refCount[T]) subscribe(ctx context.Context, emit func(T) error) (err error) {
 	c, sub := r.join(ctx)
-	// Left on every exit, a runtime.Goexit of the downstream included (err
-	// is then still the Goexit's error), so that the upstream is cancelled
-	// and joined once the last subscriber is gone.
-	err = errUnwound
-	defer func() {
-		err = unwound(err, "RefCount")
-		r.leave(c, sub, err)
-	}()
-	err = c.hub.drain(ctx, sub, emit)
+	// Left on every exit, a runtime.Goexit of the downstream included (with
+	// the Goexit's error then), so that the upstream is cancelled and joined
+	// once the last subscriber is gone.
+	err = component.Call(func() error { return c.hub.drain(ctx, sub, emit) }, func(p *component.PanicError) {
+		r.leave(c, sub, exitedAs("RefCount", p))
+	})
+	r.leave(c, sub, err)
 	return err
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+
+	"github.com/aggflow/aggflow/component"
 )
 
 // errUnicastSubscribed is the error of a second Subscribe to a unicast sink.
@@ -38,14 +40,12 @@ func (s *ManySink[T]) subscribe(ctx context.Context, emit func(T) error) (err er
 		return err
 	}
 	// Detached on every exit, a runtime.Goexit of the downstream included
-	// (err is then still the Goexit's error): a subscriber left attached
-	// would hold the sink's emitters for ever.
-	err = errUnwound
-	defer func() {
-		err = unwound(err, sinkNames[s.kind])
-		s.detach(sub, err, s.kind == unicastKind)
-	}()
-	err = s.drain(ctx, sub, emit)
+	// (with the Goexit's error then): a subscriber left attached would hold
+	// the sink's emitters for ever.
+	err = component.Call(func() error { return s.drain(ctx, sub, emit) }, func(p *component.PanicError) {
+		s.detach(sub, exitedAs(sinkNames[s.kind], p), s.kind == unicastKind)
+	})
+	s.detach(sub, err, s.kind == unicastKind)
 	return err
 }
 

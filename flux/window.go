@@ -201,13 +201,12 @@ func (w *windower[T]) flux(p *pipe[T]) Flux[T] {
 // open with its end.
 func (w *windower[T]) route(f Flux[T]) (uerr error) {
 	// The window open is ended on every exit, a runtime.Goexit in the
-	// upstream included (uerr keeps the Goexit's error then).
-	uerr = errUnwound
-	defer func() {
-		uerr = unwound(uerr, w.op)
-		w.closeOpen(&uerr)
-	}()
-	uerr = runCaught(f, w.uctx, w.next)
+	// upstream included (with the Goexit's error then).
+	uerr = component.Call(func() error { return f.run(w.uctx, w.next) }, func(p *component.PanicError) {
+		err := exitedAs(w.op, p)
+		w.closeOpen(&err)
+	})
+	w.closeOpen(&uerr)
 	return uerr
 }
 

@@ -97,7 +97,7 @@ func TestMaxHeldBadInput(t *testing.T) {
 	}{{0, 0}, {10, -1}} {
 		_, err := partition.NewDispatcher("accounts", accounts, newParallel(t, 1), func(x op) string { return x.id },
 			func(context.Context, partition.Delivery[op]) error { return nil },
-			partition.WithMaxHeld[op](c.records, c.bytes))
+			partition.WithMaxHeld(c.records, c.bytes))
 		require.ErrorIs(t, err, partition.ErrInvalidArgument)
 		require.ErrorContains(t, err, "max held")
 	}

@@ -41,7 +41,7 @@ type Dispatcher[T any] struct {
 	sched   schedulers.Scheduler
 	idOf    func(T) string
 	handler dispatch.Handler[Delivery[T]]
-	cfg     config[T]
+	cfg     config
 	fail    *failures[T]
 
 	mu     sync.Mutex
@@ -50,16 +50,17 @@ type Dispatcher[T any] struct {
 	closed bool
 }
 
-// Option configures NewDispatcher.
-type Option[T any] func(*config[T])
+// Option configures NewDispatcher. No option involves the exchange type, so
+// none takes a type argument. The zero (nil) Option is ignored.
+type Option func(*config)
 
-type config[T any] struct {
+type config struct {
 	groups, maxPending int
 	maxHeld            int   // records held above the prefix (Tracker.SetBound)
 	maxHeldBytes       int64 // bytes held above the prefix, 0: records only
 	grace              time.Duration
 	logger             *slog.Logger
-	dispatch           []dispatch.Option[Delivery[T]]
+	dispatch           []dispatch.Knob
 	failure            FailurePolicy
 	actions            FailureActions
 	keyOrdering        bool
@@ -67,12 +68,12 @@ type config[T any] struct {
 
 // WithGroups sets the number of groups of each partition (default
 // aggregate.DefaultParallelism).
-func WithGroups[T any](n int) Option[T] { return func(c *config[T]) { c.groups = n } }
+func WithGroups(n int) Option { return func(c *config) { c.groups = n } }
 
 // WithMaxPending sets each partition's pending budget: at most n deliveries
 // admitted and not finished (default dispatch.DefaultMaxPending). Deliver
 // waits while it is used up, which is how a binding's fetch loop slows down.
-func WithMaxPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxPending = n } }
+func WithMaxPending(n int) Option { return func(c *config) { c.maxPending = n } }
 
 // WithMaxHeld sets each partition's bound above its finished prefix: at
 // most records positions held, finished or not, and bytes of them (as the
@@ -84,24 +85,28 @@ func WithMaxPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxP
 // partition holds at most the bound plus one fetched batch; its pending
 // budget (WithMaxPending, unfinished only) is a part of it, so pending <=
 // min(pending budget, held). Costs nothing per record beyond Track's.
-func WithMaxHeld[T any](records int, bytes int64) Option[T] {
-	return func(c *config[T]) { c.maxHeld, c.maxHeldBytes = records, bytes }
+func WithMaxHeld(records int, bytes int64) Option {
+	return func(c *config) { c.maxHeld, c.maxHeldBytes = records, bytes }
 }
 
 // WithForceGrace sets how long Revoke and Lose wait for the handlers a force
 // cancelled before they give up with ErrNotDrained (default 1 s).
-func WithForceGrace[T any](d time.Duration) Option[T] { return func(c *config[T]) { c.grace = d } }
+func WithForceGrace(d time.Duration) Option { return func(c *config) { c.grace = d } }
 
 // WithLogger sets the logger of the intakes and of tracker faults (default
 // slog.Default()).
-func WithLogger[T any](l *slog.Logger) Option[T] { return func(c *config[T]) { c.logger = l } }
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithDispatchOptions passes options to every partition's dispatcher:
 // observers, outcome hooks, the failure log level, the error policy.
 // WithScheduler, WithParallelism, WithMaxPending and WithLogger are the
-// Dispatcher's to set.
-func WithDispatchOptions[T any](opts ...dispatch.Option[Delivery[T]]) Option[T] {
-	return func(c *config[T]) { c.dispatch = append(c.dispatch, opts...) }
+// Dispatcher's to set. A hook given here (a dispatch.Option of
+// Delivery[T], such as dispatch.WithOutcomeHook) is passed as a
+// dispatch.Knob, so its exchange type is checked when a partition is
+// assigned, not when the program compiles: one of another type makes
+// Assign fail with dispatch.ErrInvalidOption naming both types.
+func WithDispatchOptions(opts ...dispatch.Knob) Option {
+	return func(c *config) { c.dispatch = append(c.dispatch, opts...) }
 }
 
 // NewDispatcher returns a Dispatcher named name for the exchanges of named,
@@ -109,8 +114,8 @@ func WithDispatchOptions[T any](opts ...dispatch.Option[Delivery[T]]) Option[T] 
 // Dispatcher closed); idOf gives an exchange's aggregate id, which picks its
 // group. It starts nothing. Invalid arguments return ErrInvalidArgument.
 func NewDispatcher[T any](name string, named aggregate.NamedAggregate, sched schedulers.Scheduler,
-	idOf func(T) string, handler dispatch.Handler[Delivery[T]], opts ...Option[T]) (*Dispatcher[T], error) {
-	c := config[T]{groups: aggregate.DefaultParallelism, maxPending: dispatch.DefaultMaxPending,
+	idOf func(T) string, handler dispatch.Handler[Delivery[T]], opts ...Option) (*Dispatcher[T], error) {
+	c := config{groups: aggregate.DefaultParallelism, maxPending: dispatch.DefaultMaxPending,
 		maxHeld: DefaultMaxHeldRecords, maxHeldBytes: DefaultMaxHeldBytes, grace: time.Second, logger: slog.Default()}
 	for _, o := range opts {
 		if o != nil {
@@ -166,13 +171,14 @@ func (d *Dispatcher[T]) Assign(ctx context.Context, p int32, from int64) (*Intak
 	in.t.SetBound(d.cfg.maxHeld, d.cfg.maxHeldBytes)
 	groups := d.cfg.groups
 	idOf := d.idOf
-	opts := append([]dispatch.Option[Delivery[T]]{
-		dispatch.WithLogger[Delivery[T]](d.cfg.logger),
-	}, d.cfg.dispatch...)
+	opts := []dispatch.Option[Delivery[T]]{dispatch.WithLogger(d.cfg.logger)}
+	for _, o := range d.cfg.dispatch {
+		opts = append(opts, o)
+	}
 	opts = append(opts,
-		dispatch.WithScheduler[Delivery[T]](d.sched),
-		dispatch.WithParallelism[Delivery[T]](groups),
-		dispatch.WithMaxPending[Delivery[T]](d.cfg.maxPending),
+		dispatch.WithScheduler(d.sched),
+		dispatch.WithParallelism(groups),
+		dispatch.WithMaxPending(d.cfg.maxPending),
 		dispatch.WithOutcomeHook(in.settle))
 	if d.cfg.keyOrdering {
 		opts = append(opts, dispatch.WithKeyOrderingBy(func(x Delivery[T]) string { return idOf(x.Exchange) }))
@@ -403,12 +409,10 @@ func (d *Dispatcher[T]) Close(ctx context.Context) ([]Settled, error) {
 	d.mu.Unlock()
 	ps := d.Owned()
 	settled := make([]Settled, len(ps))
-	errs := make([]error, len(ps))
-	var wg sync.WaitGroup
-	for i, p := range ps {
-		wg.Go(func() { settled[i], errs[i] = d.Revoke(ctx, p) })
-	}
-	wg.Wait()
+	errs := component.GoEach(len(ps), func(i int) (err error) {
+		settled[i], err = d.Revoke(ctx, ps[i])
+		return err
+	})
 	return settled, errors.Join(errs...)
 }
 
@@ -418,4 +422,4 @@ func (d *Dispatcher[T]) Close(ctx context.Context) ([]Settled, error) {
 // Consumer's KEY order does (dispatch.WithKeyOrderingBy). The group still
 // names the deliveries in results and logs. Cost: a map look-up and a
 // second call of the id function per delivery.
-func WithKeyOrdering[T any]() Option[T] { return func(c *config[T]) { c.keyOrdering = true } }
+func WithKeyOrdering() Option { return func(c *config) { c.keyOrdering = true } }

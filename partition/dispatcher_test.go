@@ -84,7 +84,7 @@ func TestDispatcherDrainsAndSettles(t *testing.T) {
 			sched := newParallel(t, 3)
 			d, err := partition.NewDispatcher("accounts", accounts, sched, func(x op) string { return x.id },
 				l.handle(func(x op) time.Duration { return time.Duration(delays[x.seq%len(delays)]) * time.Millisecond }),
-				partition.WithGroups[op](16), partition.WithMaxPending[op](32))
+				partition.WithGroups(16), partition.WithMaxPending(32))
 			require.NoError(t, err)
 			in, err := d.Assign(t.Context(), 3, 100)
 			require.NoError(t, err)
@@ -123,7 +123,7 @@ func TestRevokeUnderLoadForcesAndSettlesBelowTheDiscards(t *testing.T) {
 		sched := newParallel(t, 2)
 		d, err := partition.NewDispatcher("accounts", accounts, sched, func(x op) string { return x.id },
 			l.handle(func(x op) time.Duration { return time.Duration(x.seq+1) * 10 * time.Millisecond }),
-			partition.WithGroups[op](8))
+			partition.WithGroups(8))
 		require.NoError(t, err)
 		in, err := d.Assign(t.Context(), 0, 1)
 		require.NoError(t, err)
@@ -172,7 +172,7 @@ func TestRevokeBoundedByTheGrace(t *testing.T) {
 					<-release // ignores its context
 				}
 				return nil
-			}, partition.WithForceGrace[op](time.Second))
+			}, partition.WithForceGrace(time.Second))
 		require.NoError(t, err)
 		in, err := d.Assign(t.Context(), 1, 1)
 		require.NoError(t, err)

@@ -196,13 +196,13 @@ type FailureStats struct {
 // policy makes NewDispatcher return ErrInvalidArgument naming the field.
 // Cost: none while handlers succeed but a deferred call per exchange when
 // the policy retries, dead-letters or stops.
-func WithFailurePolicy[T any](p FailurePolicy) Option[T] {
-	return func(c *config[T]) { c.failure = p }
+func WithFailurePolicy(p FailurePolicy) Option {
+	return func(c *config) { c.failure = p }
 }
 
 // WithFailureActions sets the binding's side of the failure policy.
-func WithFailureActions[T any](a FailureActions) Option[T] {
-	return func(c *config[T]) { c.actions = a }
+func WithFailureActions(a FailureActions) Option {
+	return func(c *config) { c.actions = a }
 }
 
 // check validates the policy against the actions and fills in its

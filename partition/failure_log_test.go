@@ -66,7 +66,7 @@ func TestFailureSettledWarnsRateLimited(t *testing.T) {
 		d, err := partition.NewDispatcher("accounts", accounts, newParallel(t, 2), func(x op) string { return x.id },
 			func(_ context.Context, x partition.Delivery[op]) error {
 				return fmt.Errorf("refused %s", x.Exchange.id)
-			}, partition.WithLogger[op](slog.New(logs)))
+			}, partition.WithLogger(slog.New(logs)))
 		require.NoError(t, err)
 		p0, err := d.Assign(t.Context(), 0, 1)
 		require.NoError(t, err)

@@ -66,10 +66,10 @@ func idsSharing(of string, groups int, same bool) string {
 	}
 }
 
-func failureDispatcher(t *testing.T, h func(context.Context, partition.Delivery[op]) error, opts ...partition.Option[op]) *partition.Dispatcher[op] {
+func failureDispatcher(t *testing.T, h func(context.Context, partition.Delivery[op]) error, opts ...partition.Option) *partition.Dispatcher[op] {
 	t.Helper()
 	d, err := partition.NewDispatcher("accounts", accounts, newParallel(t, 4), func(x op) string { return x.id }, h,
-		append([]partition.Option[op]{partition.WithGroups[op](4)}, opts...)...)
+		append([]partition.Option{partition.WithGroups(4)}, opts...)...)
 	require.NoError(t, err)
 	return d
 }
@@ -89,7 +89,7 @@ func TestFailureRetryInOrderWithBackoff(t *testing.T) {
 				return errRefused
 			}
 			return nil
-		}, partition.WithFailurePolicy[op](partition.FailurePolicy{Retries: 5,
+		}, partition.WithFailurePolicy(partition.FailurePolicy{Retries: 5,
 			Backoff: partition.Backoff{Min: 100 * time.Millisecond, Max: time.Second, Factor: 2, Jitter: 0.5}}))
 		in, err := d.Assign(t.Context(), 0, 1)
 		require.NoError(t, err)
@@ -128,7 +128,7 @@ func TestFailureRetriesSpentThenSettled(t *testing.T) {
 		d := failureDispatcher(t, func(_ context.Context, x partition.Delivery[op]) error {
 			rec.add(x)
 			return errRefused
-		}, partition.WithLogger[op](slog.New(logs)), partition.WithFailurePolicy[op](partition.FailurePolicy{Retries: 2,
+		}, partition.WithLogger(slog.New(logs)), partition.WithFailurePolicy(partition.FailurePolicy{Retries: 2,
 			Backoff: partition.Backoff{Min: 500 * time.Millisecond, Max: 500 * time.Millisecond}}))
 		in, err := d.Assign(t.Context(), 0, 1)
 		require.NoError(t, err)
@@ -155,7 +155,7 @@ func TestFailureRetriesSpentThenSettled(t *testing.T) {
 		d = failureDispatcher(t, func(_ context.Context, x partition.Delivery[op]) error {
 			rec.add(x)
 			return errRefused
-		}, partition.WithFailurePolicy[op](partition.FailurePolicy{MaxElapsed: 3500 * time.Millisecond,
+		}, partition.WithFailurePolicy(partition.FailurePolicy{MaxElapsed: 3500 * time.Millisecond,
 			Backoff: partition.Backoff{Min: time.Second, Max: time.Minute}}))
 		in, err = d.Assign(t.Context(), 0, 1)
 		require.NoError(t, err)
@@ -178,7 +178,7 @@ func TestFailureForceCancelsTheWait(t *testing.T) {
 				return errRefused
 			}
 			return nil
-		}, partition.WithFailurePolicy[op](partition.FailurePolicy{Retries: 5, Backoff: partition.Backoff{Min: time.Hour}}))
+		}, partition.WithFailurePolicy(partition.FailurePolicy{Retries: 5, Backoff: partition.Backoff{Min: time.Hour}}))
 		in, err := d.Assign(t.Context(), 0, 1)
 		require.NoError(t, err)
 		for i, id := range []string{"a", "a", idsSharing("a", 4, false)} {
@@ -212,7 +212,7 @@ func TestFailurePanicIsRetried(t *testing.T) {
 				panic("boom")
 			}
 			return nil
-		}, partition.WithFailurePolicy[op](partition.FailurePolicy{Retries: 1}))
+		}, partition.WithFailurePolicy(partition.FailurePolicy{Retries: 1}))
 		in, err := d.Assign(t.Context(), 0, 1)
 		require.NoError(t, err)
 		require.NoError(t, in.Deliver(t.Context(), op{"a", 0}, 1, 1))
@@ -236,8 +236,8 @@ func TestFailureStop(t *testing.T) {
 				return errRefused
 			}
 			return nil
-		}, partition.WithFailurePolicy[op](partition.FailurePolicy{Then: partition.Stop()}),
-			partition.WithFailureActions[op](partition.FailureActions{Stop: func(err error) {
+		}, partition.WithFailurePolicy(partition.FailurePolicy{Then: partition.Stop()}),
+			partition.WithFailureActions(partition.FailureActions{Stop: func(err error) {
 				mu.Lock()
 				stops = append(stops, err)
 				mu.Unlock()
@@ -272,9 +272,9 @@ func TestFailureDeadLetter(t *testing.T) {
 				return errRefused
 			}
 			return nil
-		}, partition.WithFailurePolicy[op](partition.FailurePolicy{Retries: 1, Then: partition.DeadLetter("dlq"),
+		}, partition.WithFailurePolicy(partition.FailurePolicy{Retries: 1, Then: partition.DeadLetter("dlq"),
 			Backoff: partition.Backoff{Min: time.Second, Max: time.Second}}),
-			partition.WithFailureActions[op](partition.FailureActions{DeadLetter: func(_ context.Context, l partition.Letter) error {
+			partition.WithFailureActions(partition.FailureActions{DeadLetter: func(_ context.Context, l partition.Letter) error {
 				p, _ := in.Prefix()
 				prefixes = append(prefixes, p)
 				if fails > 0 {
@@ -305,8 +305,8 @@ func TestFailureDeadLetter(t *testing.T) {
 		// The publisher never succeeds: a force ends the tries, and the
 		// position stays unfinished.
 		d = failureDispatcher(t, func(context.Context, partition.Delivery[op]) error { return errRefused },
-			partition.WithFailurePolicy[op](partition.FailurePolicy{Then: partition.DeadLetter("dlq")}),
-			partition.WithFailureActions[op](partition.FailureActions{DeadLetter: func(context.Context, partition.Letter) error {
+			partition.WithFailurePolicy(partition.FailurePolicy{Then: partition.DeadLetter("dlq")}),
+			partition.WithFailureActions(partition.FailureActions{DeadLetter: func(context.Context, partition.Letter) error {
 				return errors.New("no stream")
 			}}))
 		in, err = d.Assign(t.Context(), 1, 1)
@@ -343,7 +343,7 @@ func TestFailurePolicyInvalid(t *testing.T) {
 	} {
 		_, err := partition.NewDispatcher("accounts", accounts, sched, func(x op) string { return x.id },
 			func(context.Context, partition.Delivery[op]) error { return nil },
-			partition.WithFailurePolicy[op](c.p), partition.WithFailureActions[op](c.a))
+			partition.WithFailurePolicy(c.p), partition.WithFailureActions(c.a))
 		require.ErrorIs(t, err, partition.ErrInvalidArgument, c.want)
 		require.ErrorContains(t, err, c.want)
 	}
@@ -362,8 +362,8 @@ func TestFailureGoexit(t *testing.T) {
 			}
 			return nil
 		}
-		d := failureDispatcher(t, h, partition.WithFailurePolicy[op](partition.FailurePolicy{Retries: 3, Then: partition.DeadLetter("dlq")}),
-			partition.WithFailureActions[op](partition.FailureActions{
+		d := failureDispatcher(t, h, partition.WithFailurePolicy(partition.FailurePolicy{Retries: 3, Then: partition.DeadLetter("dlq")}),
+			partition.WithFailureActions(partition.FailureActions{
 				DeadLetter: func(context.Context, partition.Letter) error { return nil },
 				Stop:       func(err error) { stops = append(stops, err) }}))
 		in, err := d.Assign(t.Context(), 0, 1)
@@ -408,8 +408,8 @@ func TestFailureBackoffBounds(t *testing.T) {
 			d := failureDispatcher(t, func(_ context.Context, x partition.Delivery[op]) error {
 				rec.add(x)
 				return errRefused
-			}, partition.WithFailurePolicy[op](partition.FailurePolicy{Retries: retries, Backoff: b}),
-				partition.WithLogger[op](slog.New(&capture{level: slog.LevelError})))
+			}, partition.WithFailurePolicy(partition.FailurePolicy{Retries: retries, Backoff: b}),
+				partition.WithLogger(slog.New(&capture{level: slog.LevelError})))
 			in, err := d.Assign(t.Context(), 0, 1)
 			require.NoError(t, err)
 			require.NoError(t, in.Deliver(t.Context(), op{"a", 0}, 1, 1))
@@ -445,8 +445,8 @@ func TestFailureLogHandlerPanicCostsOnlyTheLine(t *testing.T) {
 					return errRefused
 				}
 				return nil
-			}, partition.WithLogger[op](slog.New(&panicky{})), partition.WithFailurePolicy[op](p),
-				partition.WithFailureActions[op](partition.FailureActions{
+			}, partition.WithLogger(slog.New(&panicky{})), partition.WithFailurePolicy(p),
+				partition.WithFailureActions(partition.FailureActions{
 					DeadLetter: func(context.Context, partition.Letter) error { return nil },
 					Stop:       func(err error) { stops = append(stops, err) }}))
 			in, err := d.Assign(t.Context(), 0, 1)

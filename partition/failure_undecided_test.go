@@ -22,7 +22,7 @@ func TestFailureUndecidedStops(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		idOf func(op) string
-		opts []partition.Option[op]
+		opts []partition.Option
 	}{
 		{name: "id function panics", idOf: func(x op) string {
 			if x.seq == 1 {
@@ -31,7 +31,7 @@ func TestFailureUndecidedStops(t *testing.T) {
 			return x.id
 		}},
 		{name: "own ctx ended", idOf: func(x op) string { return x.id },
-			opts: []partition.Option[op]{partition.WithDispatchOptions(dispatch.WithContextOf(
+			opts: []partition.Option{partition.WithDispatchOptions(dispatch.WithContextOf(
 				func(ctx context.Context, x partition.Delivery[op]) context.Context {
 					if x.Exchange.seq != 1 {
 						return ctx
@@ -47,9 +47,9 @@ func TestFailureUndecidedStops(t *testing.T) {
 					var mu sync.Mutex
 					var stops []error
 					letters := 0
-					opts := append([]partition.Option[op]{partition.WithGroups[op](4), partition.WithLogger[op](slog.New(slog.DiscardHandler)),
-						partition.WithFailurePolicy[op](partition.FailurePolicy{Retries: 2, Then: then}),
-						partition.WithFailureActions[op](partition.FailureActions{
+					opts := append([]partition.Option{partition.WithGroups(4), partition.WithLogger(slog.New(slog.DiscardHandler)),
+						partition.WithFailurePolicy(partition.FailurePolicy{Retries: 2, Then: then}),
+						partition.WithFailureActions(partition.FailureActions{
 							DeadLetter: func(context.Context, partition.Letter) error {
 								mu.Lock()
 								letters++

@@ -37,7 +37,7 @@ func TestForcedPanicDoesNotFinishItsPosition(t *testing.T) {
 							fail(ctx.Err())
 						}
 						return nil
-					}, partition.WithGroups[op](4), partition.WithLogger[op](quiet))
+					}, partition.WithGroups(4), partition.WithLogger(quiet))
 				require.NoError(t, err)
 				in, err := d.Assign(t.Context(), 0, 1)
 				require.NoError(t, err)

@@ -26,7 +26,7 @@ func TestKeyOrderingRetryBlocksOnlyItsKey(t *testing.T) {
 				return errRefused
 			}
 			return nil
-		}, partition.WithKeyOrdering[op](), partition.WithFailurePolicy[op](partition.FailurePolicy{Retries: 5,
+		}, partition.WithKeyOrdering(), partition.WithFailurePolicy(partition.FailurePolicy{Retries: 5,
 			Backoff: partition.Backoff{Min: time.Second, Max: time.Second}}))
 		in, err := d.Assign(t.Context(), 0, 1)
 		require.NoError(t, err)

@@ -14,8 +14,10 @@ import (
 
 // BareGoSites parses every non-test Go file of the module rooted at dir
 // (its nested modules, testdata and dot-directories skipped) and returns,
-// as "file:line:col: go statement" or "...: recover()", each go statement
-// and each call of the builtin recover outside allowed: paths relative to
+// as "file:line:col: go statement", "...: recover()" or "...: Go(f) of a
+// WaitGroup or group", each go statement, each call of the builtin recover
+// and each one-argument Go method call (sync.WaitGroup.Go, errgroup's)
+// outside allowed: paths relative to
 // dir, slash-separated, matched as prefixes ("internal/", "guard.go").
 // aggflow's modules start goroutines with component's Lifecycle.Go or
 // component.Go and run user code under component.Call or Catch, so that a
@@ -55,6 +57,12 @@ func BareGoSites(dir string, allowed ...string) ([]string, error) {
 			case *ast.CallExpr:
 				if id, ok := n.Fun.(*ast.Ident); ok && id.Name == "recover" && id.Obj == nil { // the builtin resolves to no object
 					sites = append(sites, fmt.Sprintf("%s: recover()", fset.Position(n.Pos())))
+				}
+				// A Go method of one argument starts f unguarded:
+				// sync.WaitGroup's, errgroup.Group's (component.Go and
+				// Lifecycle.Go take two).
+				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Go" && len(n.Args) == 1 {
+					sites = append(sites, fmt.Sprintf("%s: Go(f) of a WaitGroup or group", fset.Position(n.Pos())))
 				}
 			}
 			return true

@@ -30,7 +30,7 @@ func BenchmarkSuccess(b *testing.B) {
 	b.Run("handler", func(b *testing.B) { benchCall(b, succeed) })
 	b.Run("Retry", func(b *testing.B) { benchCall(b, retry(b)(succeed)) })
 	b.Run("Retry/no-elapsed-bound", func(b *testing.B) {
-		benchCall(b, retry(b, middleware.WithMaxElapsedTime[job](0))(succeed))
+		benchCall(b, retry(b, middleware.WithMaxElapsedTime(0))(succeed))
 	})
 	b.Run("Timeout", func(b *testing.B) { benchCall(b, timeout(b, 1<<40)(succeed)) })
 	b.Run("DeadLetter", func(b *testing.B) { benchCall(b, dl(succeed)) })
@@ -42,7 +42,7 @@ func BenchmarkSuccess(b *testing.B) {
 // The cost of one retry with no wait: an exchange whose first attempt fails
 // and second succeeds.
 func BenchmarkOneRetry(b *testing.B) {
-	zero := middleware.WithBackOff[job](func() backoff.BackOff { return &backoff.ZeroBackOff{} })
+	zero := middleware.WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} })
 	failOnce := func() dispatch.Handler[job] {
 		odd := false
 		return func(context.Context, job) error {

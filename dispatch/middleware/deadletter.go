@@ -23,7 +23,7 @@ import (
 //     the error passes unchanged, because the exchange failed of the stop,
 //     not of itself, and must not be acked (a broker delivers it again).
 //   - A panic, the handler's or hook's, is not caught: it is the handler's
-//     panic, which the dispatcher recovers into *dispatch.PanicError. A
+//     panic, which the dispatcher recovers into *component.PanicError. A
 //     panicking exchange is therefore never dead-lettered.
 //
 // hook runs inline, in the exchange's group: the next exchange of the group

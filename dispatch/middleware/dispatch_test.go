@@ -52,11 +52,11 @@ func TestForceStopInterruptsABackoffWait(t *testing.T) {
 		f := newFlaky()
 		obs := &outcomes{}
 		calls := 0
-		h := retry(t, constant(time.Hour), middleware.WithMaxElapsedTime[job](0))(func(ctx context.Context, j job) error {
+		h := retry(t, constant(time.Hour), middleware.WithMaxElapsedTime(0))(func(ctx context.Context, j job) error {
 			calls++
 			return f.handle(ctx, j)
 		})
-		d := start(t, xs, h, 4, dispatch.WithObserver[job](obs))
+		d := start(t, xs, h, 4, dispatch.WithObserver(obs))
 		synctest.Wait() // the first attempt failed; the hour's wait began
 		require.Equal(t, 1, calls)
 		t0 := time.Now()
@@ -98,7 +98,7 @@ func TestGracefulStopDeadlineThenForce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		xs := jobs([]string{"alice", "alice"}, []int{3, 0})
 		obs := &outcomes{}
-		d := start(t, xs, retry(t, constant(time.Second))(newFlaky().handle), 4, dispatch.WithObserver[job](obs))
+		d := start(t, xs, retry(t, constant(time.Second))(newFlaky().handle), 4, dispatch.WithObserver(obs))
 		synctest.Wait()
 		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 		defer cancel()
@@ -124,7 +124,7 @@ func TestRetryPanicReachesTheDispatcher(t *testing.T) {
 			calls++
 			panic("boom")
 		})
-		d := start(t, jobs([]string{"alice"}, []int{0}), h, 4, dispatch.WithObserver[job](obs))
+		d := start(t, jobs([]string{"alice"}, []int{0}), h, 4, dispatch.WithObserver(obs))
 		<-d.Done()
 		require.Equal(t, 1, calls)
 		require.Equal(t, []dispatch.Outcome{dispatch.OutcomePanic}, obs.finished)
@@ -150,8 +150,8 @@ func TestDeadLetterOnADispatcher(t *testing.T) {
 			return nil
 		})
 		obs := &outcomes{}
-		h := middleware.Chain(newFlaky().handle, dl, retry(t, constant(time.Second), middleware.WithMaxTries[job](3)))
-		d := start(t, xs, h, 1, dispatch.WithObserver[job](obs)) // one group: the hook's append is serial
+		h := middleware.Chain(newFlaky().handle, dl, retry(t, constant(time.Second), middleware.WithMaxTries(3)))
+		d := start(t, xs, h, 1, dispatch.WithObserver(obs)) // one group: the hook's append is serial
 		<-d.Done()
 		require.Equal(t, dispatch.Stats{Received: 3, Succeeded: 2, Failed: 1}, d.Stats())
 		require.Equal(t, []job{xs[0]}, parked)
@@ -179,8 +179,8 @@ func TestDeadLetterSkipsAForcedExchange(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hooked := 0
 		dl := deadLetter(t, func(context.Context, job, error) error { hooked++; return nil })
-		forever := middleware.WithBackOff[job](func() backoff.BackOff { return backoff.NewConstantBackOff(time.Minute) })
-		h := middleware.Chain(newFlaky().handle, dl, retry(t, forever, middleware.WithMaxElapsedTime[job](0)))
+		forever := middleware.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Minute) })
+		h := middleware.Chain(newFlaky().handle, dl, retry(t, forever, middleware.WithMaxElapsedTime(0)))
 		d := start(t, jobs([]string{"alice"}, []int{1 << 30}), h, 1)
 		synctest.Wait()
 		d.ForceStop()
@@ -197,7 +197,7 @@ func TestDeadLetterHookPanicOnADispatcher(t *testing.T) {
 		obs := &outcomes{}
 		dl := deadLetter(t, func(context.Context, job, error) error { panic("hook") })
 		h := middleware.Chain(newFlaky().handle, dl)
-		d := start(t, jobs([]string{"alice", "alice"}, []int{1, 0}), h, 1, dispatch.WithObserver[job](obs))
+		d := start(t, jobs([]string{"alice", "alice"}, []int{1, 0}), h, 1, dispatch.WithObserver(obs))
 		<-d.Done()
 		require.Equal(t, dispatch.Stats{Received: 2, Succeeded: 1, Failed: 1}, d.Stats(), "the group went on")
 		require.Equal(t, []dispatch.Outcome{dispatch.OutcomePanic, dispatch.OutcomeSuccess}, obs.finished)
@@ -246,7 +246,7 @@ func TestBackoffHoldsASchedulerGoroutine(t *testing.T) {
 					}
 					return nil
 				})
-				d := start(t, jobs(ids, []int{3, 3, 0, 0, 0, 0, 0, 0}), h, groups, dispatch.WithScheduler[job](sched))
+				d := start(t, jobs(ids, []int{3, 3, 0, 0, 0, 0, 0, 0}), h, groups, dispatch.WithScheduler(sched))
 				<-d.Done()
 				require.NoError(t, sched.DisposeGracefully(context.Background()))
 				require.Equal(t, 3*time.Second, time.Since(t0), "the slow ones took their three waits")

@@ -37,7 +37,7 @@
 //
 // Nothing here recovers: a panic of the handler, or of a policy, predicate
 // or hook called by a middleware, is the handler's panic, which the
-// dispatcher recovers into *dispatch.PanicError. A panic is not retried
+// dispatcher recovers into *component.PanicError. A panic is not retried
 // and not dead-lettered.
 //
 // # Order of composition

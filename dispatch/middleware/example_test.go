@@ -68,7 +68,7 @@ func (l *ledger) print() {
 // until every deposit ended, and returns its stats.
 func runDeposits(h dispatch.Handler[deposit], names ...string) dispatch.Stats {
 	d, err := dispatch.New("deposits", accounts, flux.FromSlice(depositsOf(names...)), h,
-		dispatch.WithLogger[deposit](discardLogger))
+		dispatch.WithLogger(discardLogger))
 	if err != nil {
 		panic(err)
 	}
@@ -87,8 +87,8 @@ func runDeposits(h dispatch.Handler[deposit], names ...string) dispatch.Stats {
 func ExampleRetry() {
 	l := &ledger{history: map[string][]int{}}
 	retry, err := middleware.Retry(
-		middleware.WithBackOff[deposit](func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }),
-		middleware.WithMaxTries[deposit](5),
+		middleware.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }),
+		middleware.WithMaxTries(5),
 		middleware.WithOnAttempt(func(_ context.Context, x deposit, a middleware.Attempt) {
 			fmt.Printf("%s %d: attempt %d: %v, next in %v\n", x.account.ID, x.amount, a.Number, a.Err, a.Next)
 		}))
@@ -117,9 +117,9 @@ func ExampleDeadLetter() {
 	if err != nil {
 		panic(err)
 	}
-	retry, err := middleware.Retry(
-		middleware.WithBackOff[deposit](func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }),
-		middleware.WithMaxTries[deposit](3))
+	retry, err := middleware.Retry[deposit](
+		middleware.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }),
+		middleware.WithMaxTries(3))
 	if err != nil {
 		panic(err)
 	}

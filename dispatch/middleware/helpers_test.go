@@ -82,7 +82,7 @@ func start(t tb, xs []job, h dispatch.Handler[job], groups int, opts ...dispatch
 	if xs != nil {
 		src = flux.FromSlice(xs)
 	}
-	opts = append([]dispatch.Option[job]{dispatch.WithParallelism[job](groups), dispatch.WithLogger[job](discardLogger)}, opts...)
+	opts = append([]dispatch.Option[job]{dispatch.WithParallelism(groups), dispatch.WithLogger(discardLogger)}, opts...)
 	d, err := dispatch.New("jobs", accounts, src, h, opts...)
 	require.NoError(t, err)
 	require.NoError(t, d.Prepare(context.Background()))

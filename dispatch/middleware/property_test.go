@@ -45,11 +45,11 @@ func TestPropertyRetryKeepsPerKeyOrder(t *testing.T) {
 				time.Sleep(work) // the handler's own time, virtual
 				return f.handle(ctx, j)
 			})
-			policy := middleware.WithBackOff[job](func() backoff.BackOff { return backoff.NewConstantBackOff(wait) })
+			policy := middleware.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(wait) })
 			outer := testkit.NewRecorder(tagOf(groups), retry(t, policy)(inner.Handle))
 			sched, err := schedulers.NewParallel("retry-property", pool)
 			require.NoError(t, err)
-			d := start(t, xs, outer.Handle, groups, dispatch.WithScheduler[job](sched))
+			d := start(t, xs, outer.Handle, groups, dispatch.WithScheduler(sched))
 			<-d.Done()
 			require.NoError(t, sched.DisposeGracefully(context.Background()))
 

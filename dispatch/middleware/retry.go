@@ -42,7 +42,7 @@ import (
 //     last attempt's error.
 //
 // A panic is not retried: it goes up through Retry, and the dispatcher
-// recovers it into *dispatch.PanicError (so does a panic of a policy,
+// recovers it into *component.PanicError (so does a panic of a policy,
 // predicate or hook, all called on the handler's goroutine).
 //
 // An invalid option returns an error wrapping ErrInvalidOption. Cost: an

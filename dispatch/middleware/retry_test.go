@@ -34,7 +34,7 @@ func (s *script) handle(context.Context, job) error {
 }
 
 func constant(d time.Duration) middleware.RetryOption[job] {
-	return middleware.WithBackOff[job](func() backoff.BackOff { return backoff.NewConstantBackOff(d) })
+	return middleware.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(d) })
 }
 
 func TestRetrySucceedsAfterTransientFailures(t *testing.T) {
@@ -51,7 +51,7 @@ func TestRetryExhaustsMaxTries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		last := errors.New("third")
 		s := newScript(errTransient, errTransient, last, nil)
-		err := retry(t, constant(time.Second), middleware.WithMaxTries[job](3))(s.handle)(t.Context(), job{})
+		err := retry(t, constant(time.Second), middleware.WithMaxTries(3))(s.handle)(t.Context(), job{})
 		require.ErrorIs(t, err, middleware.ErrRetriesExhausted)
 		require.ErrorIs(t, err, last, "the last attempt's error is wrapped")
 		require.EqualError(t, err, "middleware: retries exhausted after attempt 3: third")
@@ -62,7 +62,7 @@ func TestRetryExhaustsMaxTries(t *testing.T) {
 func TestRetryMaxTriesOneNeverRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScript(errTransient)
-		err := retry(t, middleware.WithMaxTries[job](1))(s.handle)(t.Context(), job{})
+		err := retry(t, middleware.WithMaxTries(1))(s.handle)(t.Context(), job{})
 		require.ErrorIs(t, err, middleware.ErrRetriesExhausted)
 		require.ErrorIs(t, err, errTransient)
 		require.Len(t, s.calls, 1)
@@ -73,7 +73,7 @@ func TestRetryMaxTriesOneNeverRetries(t *testing.T) {
 func TestRetryMaxElapsedTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScript(errTransient, errTransient, errTransient, errTransient, errTransient, errTransient)
-		err := retry(t, constant(time.Second), middleware.WithMaxElapsedTime[job](3500*time.Millisecond))(s.handle)(t.Context(), job{})
+		err := retry(t, constant(time.Second), middleware.WithMaxElapsedTime(3500*time.Millisecond))(s.handle)(t.Context(), job{})
 		require.ErrorIs(t, err, middleware.ErrRetriesExhausted)
 		require.Equal(t, []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second}, s.calls,
 			"a fourth wait would end at 4 s")
@@ -95,7 +95,7 @@ func TestRetryElapsedCountsFromTheFirstFailure(t *testing.T) {
 			}
 			return errTransient
 		}
-		err := retry(t, constant(time.Second), middleware.WithMaxElapsedTime[job](2*time.Second))(h)(t.Context(), job{})
+		err := retry(t, constant(time.Second), middleware.WithMaxElapsedTime(2*time.Second))(h)(t.Context(), job{})
 		require.ErrorIs(t, err, middleware.ErrRetriesExhausted)
 		require.Equal(t, []time.Duration{0, 6 * time.Second, 7 * time.Second}, starts)
 	})
@@ -108,7 +108,7 @@ func TestRetryUnboundedRetriesUntilSuccess(t *testing.T) {
 			errs[i] = errTransient
 		}
 		s := newScript(errs...)
-		err := retry(t, constant(time.Hour), middleware.WithMaxElapsedTime[job](0))(s.handle)(t.Context(), job{})
+		err := retry(t, constant(time.Hour), middleware.WithMaxElapsedTime(0))(s.handle)(t.Context(), job{})
 		require.NoError(t, err)
 		require.Len(t, s.calls, 201, "no bound on tries nor time")
 		require.Equal(t, 200*time.Hour, s.calls[200])
@@ -118,7 +118,7 @@ func TestRetryUnboundedRetriesUntilSuccess(t *testing.T) {
 func TestRetryPolicyStopExhausts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScript(errTransient, errTransient)
-		stop := middleware.WithBackOff[job](func() backoff.BackOff { return &backoff.StopBackOff{} })
+		stop := middleware.WithBackOff(func() backoff.BackOff { return &backoff.StopBackOff{} })
 		err := retry(t, stop)(s.handle)(t.Context(), job{})
 		require.ErrorIs(t, err, middleware.ErrRetriesExhausted)
 		require.Len(t, s.calls, 1)
@@ -134,8 +134,8 @@ func TestRetryDoesNotRetryNonRetryableErrors(t *testing.T) {
 	}{
 		"context.Canceled":      {fmt.Errorf("db: %w", context.Canceled), nil},
 		"backoff.Permanent":     {permanent, nil},
-		"predicate says no":     {fatal, []middleware.RetryOption[job]{middleware.WithRetryable[job](func(err error) bool { return !errors.Is(err, fatal) })}},
-		"permanent beats a yes": {permanent, []middleware.RetryOption[job]{middleware.WithRetryable[job](func(error) bool { return true })}},
+		"predicate says no":     {fatal, []middleware.RetryOption[job]{middleware.WithRetryable(func(err error) bool { return !errors.Is(err, fatal) })}},
+		"permanent beats a yes": {permanent, []middleware.RetryOption[job]{middleware.WithRetryable(func(error) bool { return true })}},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -217,10 +217,10 @@ func TestRetryReportsEachFailedAttempt(t *testing.T) {
 			require.Equal(t, 7, j.seq, "the hook gets the exchange")
 			seen = append(seen, a)
 		})
-		exp := middleware.WithBackOff[job](func() backoff.BackOff {
+		exp := middleware.WithBackOff(func() backoff.BackOff {
 			return &backoff.ExponentialBackOff{InitialInterval: time.Second, Multiplier: 2, MaxInterval: time.Minute}
 		})
-		err := retry(t, exp, hook, middleware.WithMaxTries[job](3))(s.handle)(t.Context(), job{seq: 7})
+		err := retry(t, exp, hook, middleware.WithMaxTries(3))(s.handle)(t.Context(), job{seq: 7})
 		require.ErrorIs(t, err, middleware.ErrRetriesExhausted)
 		require.Equal(t, []middleware.Attempt{
 			{Number: 1, Err: e1, Next: time.Second},
@@ -246,7 +246,7 @@ func TestRetryReportsANonRetryableFirstAttempt(t *testing.T) {
 func TestRetryPolicyPerExchange(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		made := 0
-		policy := middleware.WithBackOff[job](func() backoff.BackOff {
+		policy := middleware.WithBackOff(func() backoff.BackOff {
 			made++
 			return &backoff.ExponentialBackOff{InitialInterval: time.Second, Multiplier: 2, MaxInterval: time.Minute}
 		})
@@ -276,19 +276,19 @@ func TestRetryDoesNotRetryAPanic(t *testing.T) {
 
 func TestRetryInvalidOptions(t *testing.T) {
 	cases := map[string]middleware.RetryOption[job]{
-		"Retry: nil backoff policy":               middleware.WithBackOff[job](nil),
-		"Retry: max tries -1 is negative":         middleware.WithMaxTries[job](-1),
-		"Retry: max elapsed time -1s is negative": middleware.WithMaxElapsedTime[job](-time.Second),
-		"Retry: nil retryable predicate":          middleware.WithRetryable[job](nil),
+		"Retry: nil backoff policy":               middleware.WithBackOff(nil),
+		"Retry: max tries -1 is negative":         middleware.WithMaxTries(-1),
+		"Retry: max elapsed time -1s is negative": middleware.WithMaxElapsedTime(-time.Second),
+		"Retry: nil retryable predicate":          middleware.WithRetryable(nil),
 		"Retry: nil attempt hook":                 middleware.WithOnAttempt[job](nil),
 	}
 	for want, opt := range cases {
-		mw, err := middleware.Retry(nil, opt)
+		mw, err := middleware.Retry(middleware.RetryOption[job]{}, opt)
 		require.Nil(t, mw)
 		require.ErrorIs(t, err, middleware.ErrInvalidOption)
 		require.EqualError(t, err, "middleware: invalid option: "+want)
 	}
-	_, err := middleware.Retry(middleware.WithMaxTries[job](-1), middleware.WithBackOff[job](nil))
+	_, err := middleware.Retry[job](middleware.WithMaxTries(-1), middleware.WithBackOff(nil))
 	require.ErrorIs(t, err, middleware.ErrInvalidOption)
 	require.ErrorContains(t, err, "max tries")
 	require.ErrorContains(t, err, "nil backoff policy", "every invalid option is named")
@@ -298,12 +298,12 @@ func TestRetryInvalidOptions(t *testing.T) {
 func TestRetryAsksThePredicateOncePerFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		asked := 0
-		pred := middleware.WithRetryable[job](func(error) bool { asked++; return true })
+		pred := middleware.WithRetryable(func(error) bool { asked++; return true })
 		s := newScript(errTransient, errTransient, errTransient)
 		require.NoError(t, retry(t, pred, constant(time.Second))(s.handle)(t.Context(), job{}))
 		require.Equal(t, 3, asked)
 		asked = 0
-		_ = retry(t, pred, middleware.WithMaxTries[job](2))(newScript(errTransient, errTransient).handle)(t.Context(), job{})
+		_ = retry(t, pred, middleware.WithMaxTries(2))(newScript(errTransient, errTransient).handle)(t.Context(), job{})
 		require.Equal(t, 2, asked)
 	})
 }

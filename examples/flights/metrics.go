@@ -63,7 +63,7 @@ func (m *metricsServer) options() []dispatch.Option[job.Departure] {
 	if m == nil {
 		return nil
 	}
-	return []dispatch.Option[job.Departure]{dispatch.WithObserver[job.Departure](m.collector)}
+	return []dispatch.Option[job.Departure]{dispatch.WithObserver(m.collector)}
 }
 
 // register makes the Collector report d's gauges (in flight, budget) until

@@ -42,10 +42,10 @@ func replay(cfg config, data *flightdata.Dataset, states []job.StateSlot, e env,
 	res := job.Replayed{Source: sourceKinds[cfg.source]}
 	latency := &job.Observer{}
 	opts := append([]dispatch.Option[job.Departure]{
-		dispatch.WithParallelism[job.Departure](cfg.Parallelism),
-		dispatch.WithMaxPending[job.Departure](cfg.MaxPending),
-		dispatch.WithSchedulerSupplier[job.Departure](supplier),
-		dispatch.WithObserver[job.Departure](latency),
+		dispatch.WithParallelism(cfg.Parallelism),
+		dispatch.WithMaxPending(cfg.MaxPending),
+		dispatch.WithSchedulerSupplier(supplier),
+		dispatch.WithObserver(latency),
 	}, metrics.options()...)
 	var results *dispatch.Results[job.Departure]
 	if cfg.source == sourceRxgo {

@@ -5,7 +5,7 @@
 // dispatchers given to Register.
 //
 //	obs, err := otelmetrics.New(provider)
-//	d, err := dispatch.New(name, named, source, handler, dispatch.WithObserver[T](obs))
+//	d, err := dispatch.New(name, named, source, handler, dispatch.WithObserver(obs))
 //	reg, err := obs.Register(d)
 //	defer reg.Unregister()
 //

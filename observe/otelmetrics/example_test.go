@@ -51,7 +51,7 @@ func runShop(obs *otelmetrics.Observer) {
 				return fmt.Errorf("refused %v", c.to.ID)
 			}
 			return nil
-		}, supplier, dispatch.WithObserver[command](obs), dispatch.WithMaxPending[command](100))
+		}, supplier, dispatch.WithObserver(obs), dispatch.WithMaxPending(100))
 	if err != nil {
 		panic(err)
 	}
@@ -143,7 +143,7 @@ func ExampleObserver_Register() {
 		panic(err)
 	}
 	d, err := dispatch.New("carts", carts, commands(), // not started: its gauges read 0 in flight
-		func(context.Context, command) error { return nil }, dispatch.WithMaxPending[command](10))
+		func(context.Context, command) error { return nil }, dispatch.WithMaxPending(10))
 	if err != nil {
 		panic(err)
 	}

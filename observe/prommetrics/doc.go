@@ -6,7 +6,7 @@
 //
 //	metrics, err := prommetrics.New()
 //	registry.MustRegister(metrics)
-//	d, err := dispatch.New(name, named, source, handler, dispatch.WithObserver[T](metrics))
+//	d, err := dispatch.New(name, named, source, handler, dispatch.WithObserver(metrics))
 //	err = metrics.Register(d)
 //
 // Labels have a bounded number of values: the dispatcher's name, the named

@@ -86,7 +86,7 @@ func ExampleNew() {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(metrics)
 	d, err := dispatch.New("orders", orders, someOrders(), placeOrder,
-		dispatch.WithObserver[order](metrics), dispatch.WithMaxPending[order](100))
+		dispatch.WithObserver(metrics), dispatch.WithMaxPending(100))
 	if err != nil {
 		panic(err)
 	}
@@ -120,7 +120,7 @@ func ExampleCollector_Unregister() {
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(metrics)
-	d, err := dispatch.New("orders", orders, someOrders(), placeOrder, dispatch.WithObserver[order](metrics))
+	d, err := dispatch.New("orders", orders, someOrders(), placeOrder, dispatch.WithObserver(metrics))
 	if err != nil {
 		panic(err)
 	}

@@ -22,7 +22,7 @@ import (
 
 func noop(context.Context, partition.Delivery[keyed]) error { return nil }
 
-func newTestConsumer(t *testing.T, e *env, owned []int32, opts ...jetstream.Option[keyed]) *jetstream.Consumer[keyed] {
+func newTestConsumer(t *testing.T, e *env, owned []int32, opts ...jetstream.Option) *jetstream.Consumer[keyed] {
 	t.Helper()
 	c, err := jetstream.NewConsumer("c", e.sub(owned), named, newSched(t), keyedCodec, noop, opts...)
 	require.NoError(t, err)
@@ -121,7 +121,7 @@ func TestARejectHookSettlesTheMessage(t *testing.T) {
 		return nil
 	}
 	c, err := jetstream.NewConsumer("c", e.sub([]int32{0}), named, newSched(t), keyedCodec, count,
-		jetstream.WithRejected[keyed](parked))
+		jetstream.WithRejected(parked))
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx(t)))
 	require.NoError(t, c.Start())
@@ -156,7 +156,7 @@ func TestAFailingRejectHookStopsTheConsumer(t *testing.T) {
 	e := newEnv(t, 1)
 	e.publishRaw(t, 0, nil, encodeSeq(1))
 	errPark := errors.New("dead-letter subject unavailable")
-	c := newTestConsumer(t, e, []int32{0}, jetstream.WithRejected[keyed](func(context.Context, natsjs.Msg, error) error { return errPark }))
+	c := newTestConsumer(t, e, []int32{0}, jetstream.WithRejected(func(context.Context, natsjs.Msg, error) error { return errPark }))
 	require.NoError(t, c.Prepare(ctx(t)))
 	require.NoError(t, c.Start())
 	<-c.Done()
@@ -175,7 +175,7 @@ func TestNewConsumerRefusesInvalidArguments(t *testing.T) {
 		sched   schedulers.Scheduler
 		codec   jetstream.Codec[keyed]
 		handler dispatch.Handler[partition.Delivery[keyed]]
-		opts    []jetstream.Option[keyed]
+		opts    []jetstream.Option
 	}
 	valid := func() arguments { return arguments{"c", e.sub([]int32{0}), named, sched, keyedCodec, noop, nil} }
 	newConsumer := func(a arguments) error {
@@ -201,12 +201,12 @@ func TestNewConsumerRefusesInvalidArguments(t *testing.T) {
 		"bad stream name":     {func(a *arguments) { a.sub.Topology.Stream = "a.b" }, `jetstream: invalid argument: stream name "a.b" (consumer "c", Subscription.Topology)`},
 		"bad prefix":          {func(a *arguments) { a.sub.Topology.Prefix = "ex.*" }, `jetstream: invalid argument: subject prefix "ex.*" (consumer "c", Subscription.Topology)`},
 		"no partitions":       {func(a *arguments) { a.sub.Topology.Partitions = 0 }, `jetstream: invalid argument: 0 partitions (consumer "c", Subscription.Topology)`},
-		"no budget":           {func(a *arguments) { a.opts = []jetstream.Option[keyed]{jetstream.WithMaxPending[keyed](0)} }, "pending budget 0"},
-		"no bound held":       {func(a *arguments) { a.opts = []jetstream.Option[keyed]{jetstream.WithMaxHeld[keyed](0, 0)} }, "max held 0 records"},
-		"negative bytes held": {func(a *arguments) { a.opts = []jetstream.Option[keyed]{jetstream.WithMaxHeld[keyed](10, -1)} }, "max held 10 records, -1 bytes"},
-		"bad durable":         {func(a *arguments) { a.opts = []jetstream.Option[keyed]{jetstream.WithDurable[keyed]("a.b")} }, `durable name "a.b"`},
+		"no budget":           {func(a *arguments) { a.opts = []jetstream.Option{jetstream.WithMaxPending(0)} }, "pending budget 0"},
+		"no bound held":       {func(a *arguments) { a.opts = []jetstream.Option{jetstream.WithMaxHeld(0, 0)} }, "max held 0 records"},
+		"negative bytes held": {func(a *arguments) { a.opts = []jetstream.Option{jetstream.WithMaxHeld(10, -1)} }, "max held 10 records, -1 bytes"},
+		"bad durable":         {func(a *arguments) { a.opts = []jetstream.Option{jetstream.WithDurable("a.b")} }, `durable name "a.b"`},
 		"max ack pending below the budget": {func(a *arguments) {
-			a.opts = []jetstream.Option[keyed]{jetstream.WithMaxPending[keyed](100), jetstream.WithMaxAckPending[keyed](10)}
+			a.opts = []jetstream.Option{jetstream.WithMaxPending(100), jetstream.WithMaxAckPending(10)}
 		}, "max ack pending 10 below the pending budget 100"},
 	} {
 		a := valid()

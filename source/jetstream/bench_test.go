@@ -127,7 +127,7 @@ func BenchmarkConsumeTwoProcesses(b *testing.B) {
 
 // consumeAll times a consumer of the owned partitions of e whose handler
 // calls work, from Prepare until its graceful stop after b.N exchanges.
-func consumeAll(b *testing.B, e *env, owned []int32, sched schedulers.Scheduler, work func(), opts ...jetstream.Option[keyed]) *jetstream.Consumer[keyed] {
+func consumeAll(b *testing.B, e *env, owned []int32, sched schedulers.Scheduler, work func(), opts ...jetstream.Option) *jetstream.Consumer[keyed] {
 	b.Helper()
 	var handled atomic.Int64
 	all := make(chan struct{})
@@ -229,6 +229,6 @@ func BenchmarkBlockingHandler(b *testing.B) {
 		require.NoError(b, err)
 		defer sched.Dispose()
 		consumeAll(b, e, []int32{0}, sched, func() { time.Sleep(ioTime) },
-			jetstream.WithPartitionOptions(partition.WithGroups[keyed](256)))
+			jetstream.WithPartitionOptions(partition.WithGroups(256)))
 	})
 }

@@ -64,7 +64,7 @@ func TestAStuckExchangeHoldsNoMoreThanTheBound(t *testing.T) {
 				}
 			}
 			return log.handle(ctx, d)
-		}, jetstream.WithMaxHeld[keyed](bound, 0), jetstream.WithFetchBatch[keyed](batch))
+		}, jetstream.WithMaxHeld(bound, 0), jetstream.WithFetchBatch(batch))
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx(t)))
 	require.NoError(t, c.Start())

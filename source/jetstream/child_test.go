@@ -150,28 +150,28 @@ func child() error {
 		_, err := out.Write(line)
 		return err
 	}
-	opts := []jetstream.Option[keyed]{jetstream.WithDurable[keyed](childDurable), jetstream.WithMaxPending[keyed](512)}
+	opts := []jetstream.Option{jetstream.WithDurable(childDurable), jetstream.WithMaxPending(512)}
 	if poison := os.Getenv(envPoison); poison != "" {
 		record, opts = withPoison(poison, record, opts)
 	}
 	if os.Getenv(envControl) != "" {
-		opts = append(opts, jetstream.WithoutReset[keyed]())
+		opts = append(opts, jetstream.WithoutReset())
 	}
 	if os.Getenv(envFinished) != "" {
-		opts = append(opts, jetstream.WithFinishedMap[keyed]())
+		opts = append(opts, jetstream.WithFinishedMap())
 	}
 	if os.Getenv(envRacing) != "" {
-		opts = append(opts, jetstream.WithRacingPulls[keyed]())
+		opts = append(opts, jetstream.WithRacingPulls())
 	}
 	if member != "" {
 		ttl, err := time.ParseDuration(os.Getenv(envTTL))
 		if err != nil {
 			return err
 		}
-		opts = append(opts, jetstream.WithDynamicAssignment[keyed](member, ttl),
-			jetstream.WithLogger[keyed](slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+		opts = append(opts, jetstream.WithDynamicAssignment(member, ttl),
+			jetstream.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 		if os.Getenv(envNoFence) != "" {
-			opts = append(opts, jetstream.WithoutFence[keyed]())
+			opts = append(opts, jetstream.WithoutFence())
 		}
 	}
 	if static != "" {
@@ -183,8 +183,8 @@ func child() error {
 		if err != nil {
 			return err
 		}
-		opts = append(opts, jetstream.WithStaticLease[keyed](static, ttl, wait),
-			jetstream.WithLogger[keyed](slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+		opts = append(opts, jetstream.WithStaticLease(static, ttl, wait),
+			jetstream.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}
 	c, err := jetstream.NewConsumer("child", jetstream.Subscription{JetStream: js, Topology: topo, Owned: own}, named, sched, keyedCodec, record, opts...)
 	if err != nil {

@@ -45,7 +45,7 @@ func TestClaimWhoseLeasePassedTouchesNothing(t *testing.T) {
 	noop := func(context.Context, partition.Delivery[string]) error { return nil }
 	codec := Codec[string]{Decode: decode, ID: func(s string) string { return s }}
 	c, err := NewConsumer("c", Subscription{JetStream: js, Topology: topo}, aggregate.MaterializedNamedAggregate{Context: "t", Aggregate: "A"},
-		sched, codec, noop, WithDynamicAssignment[string]("a", time.Second))
+		sched, codec, noop, WithDynamicAssignment("a", time.Second))
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx))
 	defer func() {

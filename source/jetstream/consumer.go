@@ -55,7 +55,7 @@ type Consumer[T any] struct {
 	topo    Topology
 	owned   []int32
 	decode  func(key string, msg natsjs.Msg) (T, error)
-	cfg     config[T]
+	cfg     config
 	disp    *partition.Dispatcher[T]
 	fetched atomic.Int64
 	acks    atomic.Int64
@@ -117,7 +117,7 @@ type Consumer[T any] struct {
 // Invalid arguments return an error wrapping ErrInvalidArgument that names
 // the field.
 func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggregate, sched schedulers.Scheduler,
-	codec Codec[T], handler dispatch.Handler[partition.Delivery[T]], opts ...Option[T]) (*Consumer[T], error) {
+	codec Codec[T], handler dispatch.Handler[partition.Delivery[T]], opts ...Option) (*Consumer[T], error) {
 	if err := checkArguments(name, sub, named, sched, codec, handler); err != nil {
 		return nil, err
 	}
@@ -139,8 +139,8 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 		}
 	}
 	handler = gate(handler)
-	popts := append(slices.Clone(cfg.partition), partition.WithMaxPending[T](cfg.maxPending), partition.WithLogger[T](cfg.logger),
-		partition.WithMaxHeld[T](cfg.maxHeld, cfg.maxHeldBytes))
+	popts := append(slices.Clone(cfg.partition), partition.WithMaxPending(cfg.maxPending), partition.WithLogger(cfg.logger),
+		partition.WithMaxHeld(cfg.maxHeld, cfg.maxHeldBytes))
 	disp, err := partition.NewDispatcher(name, named, sched, codec.ID, handler, popts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: consumer %q: %w", ErrInvalidArgument, name, err)
@@ -151,7 +151,7 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 		balanceStopped: make(chan struct{}), stopRenew: make(chan struct{}), assignDone: make(chan struct{})}
 	c.drainCtx, c.cancelDrain = context.WithCancel(context.Background())
 	c.life.Init("consumer", name, ErrIllegalState, c.end)
-	if err := c.cfg.failing.bind(c); err != nil {
+	if err := c.cfg.failing.bind(c, c.name, c.topo.Prefix); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -487,14 +487,12 @@ func (c *Consumer[T]) supervise(started <-chan struct{}) {
 	}
 	clear(c.parts)
 	c.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, pt := range parts {
-		wg.Go(func() {
-			_, err := pt.release(c.drainCtx)
-			c.record(err)
-		})
-	}
-	wg.Wait() // then the end waits for the Revokes, handoffs and losses still running
+	for _, err := range component.GoEach(len(parts), func(i int) error {
+		_, err := parts[i].release(c.drainCtx)
+		return err
+	}) {
+		c.record(err)
+	} // then the end waits for the Revokes, handoffs and losses still running
 }
 
 // goHeld runs f on a goroutine of its own, under the guard, and gives back

@@ -51,7 +51,7 @@ func TestConsumerHandlesEveryPartitionInOrderAndAcksThePrefix(t *testing.T) {
 	e.publish(t, keys, perKey)
 	log := newHandledLog(keys * perKey)
 	c, err := jetstream.NewConsumer("c", e.sub([]int32{0, 1, 2, 3}), named, newSched(t), keyedCodec, log.handle,
-		jetstream.WithMaxPending[keyed](64))
+		jetstream.WithMaxPending(64))
 	require.NoError(t, err)
 	r, err := component.NewRuntime("rt", []component.Component{c})
 	require.NoError(t, err)

@@ -16,15 +16,15 @@ func TestDynamicAssignmentBadInput(t *testing.T) {
 	e := newEnv(t, 2)
 	for name, c := range map[string]struct {
 		owned []int32
-		opts  []jetstream.Option[keyed]
+		opts  []jetstream.Option
 	}{
-		"owned too":         {[]int32{0}, []jetstream.Option[keyed]{jetstream.WithDynamicAssignment[keyed]("a", time.Second)}},
-		"member with a dot": {nil, []jetstream.Option[keyed]{jetstream.WithDynamicAssignment[keyed]("a.b", time.Second)}},
-		"empty member":      {nil, []jetstream.Option[keyed]{jetstream.WithDynamicAssignment[keyed]("", time.Second)}},
-		"short ttl":         {nil, []jetstream.Option[keyed]{jetstream.WithDynamicAssignment[keyed]("a", time.Second-1)}},
-		"zero ttl":          {nil, []jetstream.Option[keyed]{jetstream.WithDynamicAssignment[keyed]("a", 0)}},
-		"durable no bucket": {nil, []jetstream.Option[keyed]{jetstream.WithDynamicAssignment[keyed]("a", time.Second),
-			jetstream.WithDurable[keyed]("x:y")}},
+		"owned too":         {[]int32{0}, []jetstream.Option{jetstream.WithDynamicAssignment("a", time.Second)}},
+		"member with a dot": {nil, []jetstream.Option{jetstream.WithDynamicAssignment("a.b", time.Second)}},
+		"empty member":      {nil, []jetstream.Option{jetstream.WithDynamicAssignment("", time.Second)}},
+		"short ttl":         {nil, []jetstream.Option{jetstream.WithDynamicAssignment("a", time.Second-1)}},
+		"zero ttl":          {nil, []jetstream.Option{jetstream.WithDynamicAssignment("a", 0)}},
+		"durable no bucket": {nil, []jetstream.Option{jetstream.WithDynamicAssignment("a", time.Second),
+			jetstream.WithDurable("x:y")}},
 	} {
 		_, err := jetstream.NewConsumer("c", e.sub(c.owned), named, newSched(t), keyedCodec, noop, c.opts...)
 		require.ErrorIs(t, err, jetstream.ErrInvalidArgument, name)
@@ -36,11 +36,11 @@ func TestDynamicAssignmentBadInput(t *testing.T) {
 
 func TestDynamicAssignmentRefusesABucketOfAnotherTTL(t *testing.T) {
 	e := newEnv(t, 2)
-	a := newTestConsumer(t, e, nil, jetstream.WithDynamicAssignment[keyed]("a", time.Second))
+	a := newTestConsumer(t, e, nil, jetstream.WithDynamicAssignment("a", time.Second))
 	require.NoError(t, a.Prepare(ctx(t)))
 	a.Quiesce()
 	<-a.Done()
-	b := newTestConsumer(t, e, nil, jetstream.WithDynamicAssignment[keyed]("b", 2*time.Second))
+	b := newTestConsumer(t, e, nil, jetstream.WithDynamicAssignment("b", 2*time.Second))
 	require.ErrorIs(t, b.Prepare(ctx(t)), jetstream.ErrLeaseBucket)
 	<-b.Done()
 }
@@ -71,7 +71,7 @@ func TestDynamicAssignmentAloneThenReleased(t *testing.T) {
 	}
 	ttl := 10 * time.Second // a release that waited for the TTL would fail the bound below
 	a, err := jetstream.NewConsumer("c", e.sub(nil), named, newSched(t), keyedCodec, handler,
-		jetstream.WithDynamicAssignment[keyed]("a", ttl))
+		jetstream.WithDynamicAssignment("a", ttl))
 	require.NoError(t, err)
 	require.NoError(t, a.Prepare(ctx(t)))
 	require.NoError(t, a.Start())
@@ -90,7 +90,7 @@ func TestDynamicAssignmentAloneThenReleased(t *testing.T) {
 		require.Equal(t, e.lastSeq(t, p), e.ackFloor(t, "c", p), "partition %d acknowledged to its end", p)
 	}
 
-	b := newTestConsumer(t, e, nil, jetstream.WithDynamicAssignment[keyed]("b", ttl))
+	b := newTestConsumer(t, e, nil, jetstream.WithDynamicAssignment("b", ttl))
 	require.NoError(t, b.Prepare(ctx(t)))
 	require.NoError(t, b.Start())
 	require.Eventually(t, func() bool { return len(b.Owned()) == 4 }, ttl/2, 10*time.Millisecond,

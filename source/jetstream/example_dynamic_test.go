@@ -48,7 +48,7 @@ func ExampleWithDynamicAssignment() {
 			handled <- struct{}{}
 			return nil
 		},
-		jetstream.WithDynamicAssignment[deposit]("member-a", 2*time.Second))
+		jetstream.WithDynamicAssignment("member-a", 2*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}

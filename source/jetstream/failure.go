@@ -46,12 +46,12 @@ const (
 // An invalid policy, or a dead-letter subject that is not a literal
 // subject or is one of the topology's, makes NewConsumer return
 // ErrInvalidArgument.
-func WithFailurePolicy[T any](p partition.FailurePolicy) Option[T] {
-	return func(c *config[T]) {
-		f := &failing[T]{policy: p}
+func WithFailurePolicy(p partition.FailurePolicy) Option {
+	return func(c *config) {
+		f := &failing{policy: p}
 		c.failing = f
-		c.partition = append(c.partition, partition.WithFailurePolicy[T](p),
-			partition.WithFailureActions[T](partition.FailureActions{
+		c.partition = append(c.partition, partition.WithFailurePolicy(p),
+			partition.WithFailureActions(partition.FailureActions{
 				DeadLetter: func(ctx context.Context, l partition.Letter) error { return f.c.deadLetter(ctx, l) },
 				Stop:       func(err error) { f.c.fail(err) },
 			}))
@@ -60,22 +60,29 @@ func WithFailurePolicy[T any](p partition.FailurePolicy) Option[T] {
 
 // failing is one consumer's failure policy: its actions call the consumer
 // that bind gave it, before any handler runs.
-type failing[T any] struct {
+type failing struct {
 	policy partition.FailurePolicy
-	c      *Consumer[T]
+	c      failer
 }
 
-// bind checks the dead-letter subject against c's topology and gives the
-// policy c; without a policy (nil) it does nothing.
-func (f *failing[T]) bind(c *Consumer[T]) error {
+// failer is what a failure policy's actions call: the Consumer.
+type failer interface {
+	deadLetter(ctx context.Context, l partition.Letter) error
+	fail(err error)
+}
+
+// bind checks the dead-letter subject against the consumer's partition
+// subjects (partitions.*) and gives the policy c, the consumer named name;
+// without a policy (nil) it does nothing.
+func (f *failing) bind(c failer, name, partitions string) error {
 	if f == nil {
 		return nil
 	}
 	if to := f.policy.DeadLetterTo(); to != "" && (strings.ContainsAny(to, "*> \t\r\n") ||
 		strings.HasPrefix(to, ".") || strings.HasSuffix(to, ".") || strings.Contains(to, "..") ||
-		strings.HasPrefix(to, c.topo.Prefix+".")) {
+		strings.HasPrefix(to, partitions+".")) {
 		return fmt.Errorf("%w: consumer %q: dead-letter subject %q is not a literal subject outside the partitions %s.*",
-			ErrInvalidArgument, c.name, to, c.topo.Prefix)
+			ErrInvalidArgument, name, to, partitions)
 	}
 	f.c = c
 	return nil

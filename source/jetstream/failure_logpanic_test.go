@@ -37,7 +37,7 @@ func TestFailureStopLogHandlerPanics(t *testing.T) {
 	logs := &panicsOn{capture: capture{level: slog.LevelInfo}, msg: "jetstream: consumer failed"}
 	h := &poisoned{}
 	cons, err := jetstream.NewConsumer("c", e.sub([]int32{0}), named, newSched(t), keyedCodec, h.handle,
-		jetstream.WithLogger[keyed](slog.New(logs)), jetstream.WithFailurePolicy[keyed](partition.FailurePolicy{Then: partition.Stop()}))
+		jetstream.WithLogger(slog.New(logs)), jetstream.WithFailurePolicy(partition.FailurePolicy{Then: partition.Stop()}))
 	require.NoError(t, err)
 	require.NoError(t, cons.Prepare(ctx(t)))
 	require.NoError(t, cons.Start())

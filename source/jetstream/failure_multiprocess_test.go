@@ -23,7 +23,7 @@ import (
 // call, under a policy that retries it in place for good, and logs at Info
 // to the child's standard error.
 func withPoison(poison string, record func(context.Context, partition.Delivery[keyed]) error,
-	opts []jetstream.Option[keyed]) (func(context.Context, partition.Delivery[keyed]) error, []jetstream.Option[keyed]) {
+	opts []jetstream.Option) (func(context.Context, partition.Delivery[keyed]) error, []jetstream.Option) {
 	key, seq, _ := strings.Cut(poison, " ")
 	n, _ := strconv.ParseUint(seq, 10, 64)
 	h := func(ctx context.Context, d partition.Delivery[keyed]) error {
@@ -32,8 +32,8 @@ func withPoison(poison string, record func(context.Context, partition.Delivery[k
 		}
 		return record(ctx, d)
 	}
-	return h, append(opts, jetstream.WithLogger[keyed](slog.New(slog.NewTextHandler(os.Stderr, nil))),
-		jetstream.WithFailurePolicy[keyed](partition.FailurePolicy{Retries: math.MaxInt32,
+	return h, append(opts, jetstream.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))),
+		jetstream.WithFailurePolicy(partition.FailurePolicy{Retries: math.MaxInt32,
 			Backoff: partition.Backoff{Min: 20 * time.Millisecond, Max: 100 * time.Millisecond, Jitter: 0.5}}))
 }
 

@@ -141,7 +141,7 @@ func TestFailurePolicyMatrix(t *testing.T) {
 			logs := &capture{level: slog.LevelInfo}
 			h := &poisoned{fails: c.fails}
 			cons, err := jetstream.NewConsumer("c", e.sub([]int32{0}), named, newSched(t), keyedCodec, h.handle,
-				jetstream.WithLogger[keyed](slog.New(logs)), jetstream.WithFailurePolicy[keyed](c.policy))
+				jetstream.WithLogger(slog.New(logs)), jetstream.WithFailurePolicy(c.policy))
 			require.NoError(t, err)
 			require.NoError(t, cons.Prepare(ctx(t)))
 			require.NoError(t, cons.Start())
@@ -214,7 +214,7 @@ func TestFailureDeadLetterUnpublishedIsNotAcknowledged(t *testing.T) {
 	logs := &capture{level: slog.LevelInfo}
 	h := &poisoned{}
 	cons, err := jetstream.NewConsumer("c", e.sub([]int32{0}), named, newSched(t), keyedCodec, h.handle,
-		jetstream.WithLogger[keyed](slog.New(logs)), jetstream.WithFailurePolicy[keyed](partition.FailurePolicy{
+		jetstream.WithLogger(slog.New(logs)), jetstream.WithFailurePolicy(partition.FailurePolicy{
 			Then: partition.DeadLetter("nowhere"), Backoff: partition.Backoff{Min: 20 * time.Millisecond, Max: 50 * time.Millisecond}}))
 	require.NoError(t, err)
 	require.NoError(t, cons.Prepare(ctx(t)))
@@ -246,7 +246,7 @@ func TestFailurePolicyRefused(t *testing.T) {
 		{partition.FailurePolicy{Retries: -2}, "FailurePolicy.Retries -2 is negative"},
 	} {
 		_, err := jetstream.NewConsumer("c", e.sub([]int32{0}), named, newSched(t), keyedCodec, noop,
-			jetstream.WithFailurePolicy[keyed](c.p))
+			jetstream.WithFailurePolicy(c.p))
 		require.ErrorIs(t, err, jetstream.ErrInvalidArgument)
 		require.ErrorContains(t, err, c.want)
 	}

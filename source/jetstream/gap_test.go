@@ -50,8 +50,8 @@ func TestGapResetsAndReplaysInOrder(t *testing.T) {
 	// One message a pull and one in flight: once position 1 runs and 2 waits
 	// for the budget, the partition has no pull waiting on the server.
 	c, err := jetstream.NewConsumer("c", e.sub([]int32{0}), named, newSched(t), keyedCodec, handler,
-		jetstream.WithFetchBatch[keyed](1), jetstream.WithMaxPending[keyed](1),
-		jetstream.WithStaticLease[keyed]("", jetstream.MinLeaseTTL, 0))
+		jetstream.WithFetchBatch(1), jetstream.WithMaxPending(1),
+		jetstream.WithStaticLease("", jetstream.MinLeaseTTL, 0))
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx(t)))
 	require.NoError(t, c.Start())
@@ -117,7 +117,7 @@ func TestExternalResetUnderALeaseKeepsTheLease(t *testing.T) {
 		return nil
 	}
 	c, err := jetstream.NewConsumer("c", e.sub(nil), named, newSched(t), keyedCodec, handler,
-		jetstream.WithDynamicAssignment[keyed]("a", 10*time.Second))
+		jetstream.WithDynamicAssignment("a", 10*time.Second))
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx(t)))
 	require.NoError(t, c.Start())

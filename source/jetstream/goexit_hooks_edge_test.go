@@ -22,8 +22,8 @@ import (
 // that ends it with runtime.Goexit stops the consumer with an error, the
 // exchanges before are handled, and nothing past them is acknowledged.
 func TestAnIDOrRejectHookGoexitStopsTheConsumer(t *testing.T) {
-	cases := map[string]func(codec *jetstream.Codec[keyed]) []jetstream.Option[keyed]{
-		"Codec.ID": func(codec *jetstream.Codec[keyed]) []jetstream.Option[keyed] {
+	cases := map[string]func(codec *jetstream.Codec[keyed]) []jetstream.Option{
+		"Codec.ID": func(codec *jetstream.Codec[keyed]) []jetstream.Option {
 			codec.ID = func(x keyed) string {
 				if x.Seq == 3 {
 					runtime.Goexit()
@@ -32,7 +32,7 @@ func TestAnIDOrRejectHookGoexitStopsTheConsumer(t *testing.T) {
 			}
 			return nil
 		},
-		"reject hook": func(codec *jetstream.Codec[keyed]) []jetstream.Option[keyed] {
+		"reject hook": func(codec *jetstream.Codec[keyed]) []jetstream.Option {
 			codec.Decode = func(key string, msg natsjs.Msg) (keyed, error) {
 				x, err := decodeKeyed(key, msg)
 				if err == nil && x.Seq == 3 {
@@ -40,7 +40,7 @@ func TestAnIDOrRejectHookGoexitStopsTheConsumer(t *testing.T) {
 				}
 				return x, err
 			}
-			return []jetstream.Option[keyed]{jetstream.WithRejected[keyed](func(context.Context, natsjs.Msg, error) error {
+			return []jetstream.Option{jetstream.WithRejected(func(context.Context, natsjs.Msg, error) error {
 				runtime.Goexit()
 				return nil
 			})}

@@ -40,7 +40,7 @@ func TestALoggerGoexitOnTheAssigningGoroutineFailsTheConsumer(t *testing.T) {
 	e := newEnv(t, 2)
 	logs := &exitsOn{msg: "jetstream: partition claimed"}
 	c, err := jetstream.NewConsumer("c", e.sub(nil), named, newSched(t), keyedCodec, noop,
-		jetstream.WithDynamicAssignment[keyed]("a", 5*time.Second), jetstream.WithLogger[keyed](slog.New(logs)))
+		jetstream.WithDynamicAssignment("a", 5*time.Second), jetstream.WithLogger(slog.New(logs)))
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx(t)))
 	require.NoError(t, c.Start())

@@ -24,7 +24,7 @@ func startLagged(t *testing.T, e *env, h dispatch.Handler[partition.Delivery[key
 		owned[p] = int32(p)
 	}
 	c, err := jetstream.NewConsumer("c", e.sub(owned), named, newSched(t), keyedCodec, h,
-		jetstream.WithLogger[keyed](slog.New(slog.DiscardHandler)))
+		jetstream.WithLogger(slog.New(slog.DiscardHandler)))
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx(t)))
 	require.NoError(t, c.Start())
@@ -145,7 +145,7 @@ func TestCaughtUpRefusesAConsumerNotRunning(t *testing.T) {
 		return nil
 	}
 	c, err := jetstream.NewConsumer("c", e.sub([]int32{0, 1}), named, newSched(t), keyedCodec, h,
-		jetstream.WithLogger[keyed](slog.New(slog.DiscardHandler)))
+		jetstream.WithLogger(slog.New(slog.DiscardHandler)))
 	require.NoError(t, err)
 	require.ErrorIs(t, c.CaughtUp(ctx(t)), jetstream.ErrIllegalState, "before Start")
 	e.publish(t, 4, 2)

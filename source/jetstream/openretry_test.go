@@ -18,12 +18,12 @@ import (
 // within the server loss timeout: the consumer does not fail, and every
 // exchange is handled once.
 func TestAClaimWhoseOpenTimesOutIsTriedAgain(t *testing.T) {
-	for name, opt := range map[string]func(jetstream.Option[keyed]) []jetstream.Option[keyed]{
-		"dynamic": func(f jetstream.Option[keyed]) []jetstream.Option[keyed] {
-			return []jetstream.Option[keyed]{f, jetstream.WithDynamicAssignment[keyed]("a", 2*time.Second)}
+	for name, opt := range map[string]func(jetstream.Option) []jetstream.Option{
+		"dynamic": func(f jetstream.Option) []jetstream.Option {
+			return []jetstream.Option{f, jetstream.WithDynamicAssignment("a", 2*time.Second)}
 		},
-		"static lease": func(f jetstream.Option[keyed]) []jetstream.Option[keyed] {
-			return []jetstream.Option[keyed]{f, jetstream.WithStaticLease[keyed]("a", 2*time.Second, 0)}
+		"static lease": func(f jetstream.Option) []jetstream.Option {
+			return []jetstream.Option{f, jetstream.WithStaticLease("a", 2*time.Second, 0)}
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -31,7 +31,7 @@ func TestAClaimWhoseOpenTimesOutIsTriedAgain(t *testing.T) {
 			e := newEnv(t, 2)
 			e.publish(t, keys, perKey)
 			var faults atomic.Int32
-			fault := jetstream.WithOpenFault[keyed](func(p int32) error {
+			fault := jetstream.WithOpenFault(func(p int32) error {
 				if p == 0 && faults.Add(1) <= 2 {
 					return context.DeadlineExceeded
 				}

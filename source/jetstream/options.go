@@ -61,8 +61,9 @@ const (
 	DefaultServerLossTimeout = time.Minute
 )
 
-// Option configures NewConsumer. A nil Option is ignored.
-type Option[T any] func(*config[T])
+// Option configures NewConsumer. No option involves the exchange type, so
+// none takes a type argument. A nil Option is ignored.
+type Option func(*config)
 
 // RejectFunc decides about a message the consumer cannot hand to the
 // handler: err wraps ErrMissingKey or ErrDecode. It runs on the partition's
@@ -74,7 +75,7 @@ type Option[T any] func(*config[T])
 // after it in its partition stay unacknowledged. A panic counts as an error.
 type RejectFunc func(ctx context.Context, msg natsjs.Msg, err error) error
 
-type config[T any] struct {
+type config struct {
 	finishedMap                      bool // WithFinishedMap
 	maxPending, batch, maxAckPending int
 	maxHeld                          int
@@ -83,8 +84,8 @@ type config[T any] struct {
 	durable                          string
 	reject                           RejectFunc
 	logger                           *slog.Logger
-	partition                        []partition.Option[T]
-	failing                          *failing[T]
+	partition                        []partition.Option
+	failing                          *failing
 	noReset                          bool                // the control of the tests: resume as the server redelivers
 	racingPull                       bool                // the tests': a client deadline on each pull, which drops what races it
 	openFault                        func(p int32) error // the tests': the open of a partition fails with it
@@ -99,13 +100,13 @@ type config[T any] struct {
 
 // dynamic reports whether the partitions are claimed by the balance rather
 // than given (Subscription.Owned).
-func (c *config[T]) dynamic() bool { return c.assign }
+func (c *config) dynamic() bool { return c.assign }
 
 // WithMaxPending sets each partition's pending budget: at most n exchanges
 // delivered and not finished (default dispatch.DefaultMaxPending). It also
 // caps the fetch batch. The exchanges pending are a part of those held
 // (WithMaxHeld): at most the smaller of the two.
-func WithMaxPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxPending = n } }
+func WithMaxPending(n int) Option { return func(c *config) { c.maxPending = n } }
 
 // WithMaxHeld sets each partition's bound above its acknowledged prefix:
 // at most records messages held, delivered and not acknowledged (finished
@@ -117,8 +118,8 @@ func WithMaxPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxP
 // (plus one message over the bytes limit) of the messages after it, and
 // the server's MaxAckPending (derived: the bound plus one fetch batch) is
 // never what stops the partition. Invalid values return ErrInvalidArgument.
-func WithMaxHeld[T any](records int, bytes int64) Option[T] {
-	return func(c *config[T]) { c.maxHeld, c.maxHeldBytes = records, bytes }
+func WithMaxHeld(records int, bytes int64) Option {
+	return func(c *config) { c.maxHeld, c.maxHeldBytes = records, bytes }
 }
 
 // WithFinishedMap keeps each partition's finished map beside its ack floor
@@ -127,35 +128,35 @@ func WithMaxHeld[T any](records int, bytes int64) Option[T] {
 // partition held below a slow exchange writes it, at most every 25 ms, and
 // a partition opened skips what it records (Stats.Skipped). Off by
 // default: not yet proven across a server restart (docs/scale-out.md).
-func WithFinishedMap[T any]() Option[T] { return func(c *config[T]) { c.finishedMap = true } }
+func WithFinishedMap() Option { return func(c *config) { c.finishedMap = true } }
 
 // WithFetchBatch sets how many messages a partition pulls ahead of its
 // handlers (default DefaultFetchBatch, at most the pending budget).
-func WithFetchBatch[T any](n int) Option[T] { return func(c *config[T]) { c.batch = n } }
+func WithFetchBatch(n int) Option { return func(c *config) { c.batch = n } }
 
 // WithAckWait sets the durable consumers' AckWait (default DefaultAckWait).
 // Keep it above the longest time an exchange may stay unacknowledged (its
 // handler's time plus every exchange before it in its partition): a server
 // that redelivers by timeout sends again what is still being handled; the
 // consumer drops those redeliveries (Stats.Duplicates).
-func WithAckWait[T any](d time.Duration) Option[T] { return func(c *config[T]) { c.ackWait = d } }
+func WithAckWait(d time.Duration) Option { return func(c *config) { c.ackWait = d } }
 
 // WithMaxAckPending sets the durable consumers' MaxAckPending (default the
 // bound held, WithMaxHeld, plus the fetch batch): the positions delivered
 // and not acknowledged, which include the finished ones above the prefix.
 // Below the bound the server stops the partition before the bound does;
 // below both the pending budget and the bound, it is ErrInvalidArgument.
-func WithMaxAckPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxAckPending = n } }
+func WithMaxAckPending(n int) Option { return func(c *config) { c.maxAckPending = n } }
 
 // WithDurable sets the prefix of the durable consumers' names: partition p
 // is read by "<durable>-<p>" (default the consumer's name). Every process
 // that may own a partition uses the same prefix.
-func WithDurable[T any](prefix string) Option[T] { return func(c *config[T]) { c.durable = prefix } }
+func WithDurable(prefix string) Option { return func(c *config) { c.durable = prefix } }
 
 // WithRequestTimeout bounds each request the consumer makes itself (default
 // DefaultRequestTimeout).
-func WithRequestTimeout[T any](d time.Duration) Option[T] {
-	return func(c *config[T]) { c.timeout = d }
+func WithRequestTimeout(d time.Duration) Option {
+	return func(c *config) { c.timeout = d }
 }
 
 // WithServerLossTimeout sets how long a partition whose pull failed or
@@ -166,25 +167,25 @@ func WithRequestTimeout[T any](d time.Duration) Option[T] {
 // reset, whose release of the partition comes first (its drain and the
 // confirmation of its settled prefix, each within the request timeout):
 // the consumer fails after the longer of the two.
-func WithServerLossTimeout[T any](d time.Duration) Option[T] {
-	return func(c *config[T]) { c.serverWait = d }
+func WithServerLossTimeout(d time.Duration) Option {
+	return func(c *config) { c.serverWait = d }
 }
 
 // WithRejected sets what happens to a message without KeyHeader or that the
 // decoder refused. By default (nil) the consumer stops with the error,
 // having acknowledged only what came before the message in its partition:
 // a message that names no aggregate is never skipped silently.
-func WithRejected[T any](f RejectFunc) Option[T] { return func(c *config[T]) { c.reject = f } }
+func WithRejected(f RejectFunc) Option { return func(c *config) { c.reject = f } }
 
 // WithLogger sets the logger of the consumer and its partitions (default
 // slog.Default()). A panic of its handler costs the line it was writing.
-func WithLogger[T any](l *slog.Logger) Option[T] { return func(c *config[T]) { c.logger = l } }
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithPartitionOptions passes options to the partition.Dispatcher: groups
 // per partition, the force grace, dispatch options (observers, outcome
 // hooks). Its pending budget and logger are the consumer's to set.
-func WithPartitionOptions[T any](opts ...partition.Option[T]) Option[T] {
-	return func(c *config[T]) { c.partition = append(c.partition, opts...) }
+func WithPartitionOptions(opts ...partition.Option) Option {
+	return func(c *config) { c.partition = append(c.partition, opts...) }
 }
 
 // WithDynamicAssignment makes the consumer claim its partitions instead of
@@ -202,8 +203,8 @@ func WithPartitionOptions[T any](opts ...partition.Option[T]) Option[T] {
 // package doc). Renewals are every ttl/4; the local lease ends ttl/5 before
 // the server's. Costs per member: a renewal per owned partition, a member
 // write and a listing of the bucket every ttl/4.
-func WithDynamicAssignment[T any](member string, ttl time.Duration) Option[T] {
-	return func(c *config[T]) { c.member, c.ttl, c.assign = member, ttl, true }
+func WithDynamicAssignment(member string, ttl time.Duration) Option {
+	return func(c *config) { c.member, c.ttl, c.assign = member, ttl, true }
 }
 
 // DefaultStaticLeaseTTL is the TTL of a static assignment's leases: a
@@ -231,12 +232,12 @@ const DefaultStaticLeaseTTL = 5 * time.Second
 // if the wait is longer than the TTL). The members of a durable prefix share
 // the bucket, so they must agree on the TTL (ErrLeaseBucket). Costs: a
 // renewal per owned partition every ttl/4.
-func WithStaticLease[T any](member string, ttl, wait time.Duration) Option[T] {
-	return func(c *config[T]) { c.member, c.ttl, c.wait, c.static = member, ttl, wait, true }
+func WithStaticLease(member string, ttl, wait time.Duration) Option {
+	return func(c *config) { c.member, c.ttl, c.wait, c.static = member, ttl, wait, true }
 }
 
-func newConfig[T any](name string, opts []Option[T]) (config[T], error) {
-	c := config[T]{maxPending: dispatch.DefaultMaxPending, batch: DefaultFetchBatch, ackWait: DefaultAckWait,
+func newConfig(name string, opts []Option) (config, error) {
+	c := config{maxPending: dispatch.DefaultMaxPending, batch: DefaultFetchBatch, ackWait: DefaultAckWait,
 		maxHeld: partition.DefaultMaxHeldRecords, maxHeldBytes: partition.DefaultMaxHeldBytes,
 		timeout: DefaultRequestTimeout, serverWait: DefaultServerLossTimeout, durable: name, logger: slog.Default()}
 	for _, o := range opts {

@@ -22,9 +22,9 @@ import (
 // partition received that position since its reset, so it drops the
 // redelivery and goes on; it must not stop with ErrRedelivered.
 func TestRedeliveryOfAPositionReceivedIsDropped(t *testing.T) {
-	for name, opts := range map[string][]jetstream.Option[keyed]{
+	for name, opts := range map[string][]jetstream.Option{
 		"static":  nil,
-		"dynamic": {jetstream.WithDynamicAssignment[keyed]("a", 10*time.Second)},
+		"dynamic": {jetstream.WithDynamicAssignment("a", 10*time.Second)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			const n = 20

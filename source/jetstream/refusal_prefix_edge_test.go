@@ -21,11 +21,11 @@ func TestNewConsumerRefusalsBeginWithThePackage(t *testing.T) {
 	for name, c := range map[string]struct {
 		owned []int32
 		topo  func(*jetstream.Topology)
-		opts  []jetstream.Option[keyed]
+		opts  []jetstream.Option
 	}{
 		"owned out of range": {owned: []int32{2}},
-		"short ttl":          {opts: []jetstream.Option[keyed]{jetstream.WithDynamicAssignment[keyed]("a", time.Millisecond)}},
-		"no budget":          {owned: []int32{0}, opts: []jetstream.Option[keyed]{jetstream.WithMaxPending[keyed](0)}},
+		"short ttl":          {opts: []jetstream.Option{jetstream.WithDynamicAssignment("a", time.Millisecond)}},
+		"no budget":          {owned: []int32{0}, opts: []jetstream.Option{jetstream.WithMaxPending(0)}},
 		"bad stream name":    {owned: []int32{0}, topo: func(tp *jetstream.Topology) { tp.Stream = "a.b" }},
 	} {
 		sub := e.sub(c.owned)

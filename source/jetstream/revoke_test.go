@@ -88,7 +88,7 @@ func TestRevokeUnderLoadAcksThePrefixBeforeRelease(t *testing.T) {
 	at1, done1 := signalAt(1, len(keysOf(e.topo, keys, 1))*perKey)
 	rec.counted = func(p int32, n int) { at0(p, n); at1(p, n) }
 	c, err := jetstream.NewConsumer("c", e.sub([]int32{0, 1}), named, newSched(t), keyedCodec, rec.handle,
-		jetstream.WithMaxPending[keyed](64))
+		jetstream.WithMaxPending(64))
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx(t)))
 	require.NoError(t, c.Start())
@@ -138,7 +138,7 @@ func TestRevokeForcedAcksOnlyTheFinishedPrefix(t *testing.T) {
 		}
 	}
 	c, err := jetstream.NewConsumer("c", e.sub([]int32{0}), named, newSched(t), keyedCodec, rec.handle,
-		jetstream.WithMaxPending[keyed](32))
+		jetstream.WithMaxPending(32))
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx(t)))
 	require.NoError(t, c.Start())

@@ -17,7 +17,7 @@ func TestServerLostWhileRunning(t *testing.T) {
 	const wait = 2 * time.Second
 	e := newEnv(t, 2)
 	e.publish(t, 10, 10)
-	c := newTestConsumer(t, e, []int32{0, 1}, jetstream.WithServerLossTimeout[keyed](wait))
+	c := newTestConsumer(t, e, []int32{0, 1}, jetstream.WithServerLossTimeout(wait))
 	require.NoError(t, c.Prepare(ctx(t)))
 	require.NoError(t, c.Start())
 	start := time.Now()

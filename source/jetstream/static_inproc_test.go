@@ -17,12 +17,12 @@ import (
 
 func TestStaticLeaseBadInput(t *testing.T) {
 	e := newEnv(t, 2)
-	for name, opts := range map[string][]jetstream.Option[keyed]{
-		"with a dynamic assignment": {jetstream.WithDynamicAssignment[keyed]("a", time.Second), jetstream.WithStaticLease[keyed]("a", 0, 0)},
-		"member with a dot":         {jetstream.WithStaticLease[keyed]("a.b", 0, 0)},
-		"short ttl":                 {jetstream.WithStaticLease[keyed]("a", time.Second-1, 0)},
-		"negative wait":             {jetstream.WithStaticLease[keyed]("a", 0, -time.Second)},
-		"durable no bucket":         {jetstream.WithDurable[keyed]("x:y")},
+	for name, opts := range map[string][]jetstream.Option{
+		"with a dynamic assignment": {jetstream.WithDynamicAssignment("a", time.Second), jetstream.WithStaticLease("a", 0, 0)},
+		"member with a dot":         {jetstream.WithStaticLease("a.b", 0, 0)},
+		"short ttl":                 {jetstream.WithStaticLease("a", time.Second-1, 0)},
+		"negative wait":             {jetstream.WithStaticLease("a", 0, -time.Second)},
+		"durable no bucket":         {jetstream.WithDurable("x:y")},
 	} {
 		owned := []int32{0}
 		if name == "with a dynamic assignment" {
@@ -91,12 +91,12 @@ func TestStaticAssignmentSecondOwnerWaitsThenIsRefused(t *testing.T) {
 	const ttl, wait = time.Second, 3 * time.Second
 	e := newEnv(t, 2)
 	e.publish(t, 10, 10)
-	a := newTestConsumer(t, e, []int32{0, 1}, jetstream.WithStaticLease[keyed]("a", ttl, wait))
+	a := newTestConsumer(t, e, []int32{0, 1}, jetstream.WithStaticLease("a", ttl, wait))
 	require.NoError(t, a.Prepare(ctx(t)))
 	require.NoError(t, a.Start())
 	defer a.ForceStop()
 
-	b := newTestConsumer(t, e, []int32{1}, jetstream.WithStaticLease[keyed]("b", ttl, wait))
+	b := newTestConsumer(t, e, []int32{1}, jetstream.WithStaticLease("b", ttl, wait))
 	require.NoError(t, b.Prepare(ctx(t)))
 	start := time.Now()
 	require.NoError(t, b.Start(), "a partition held is waited for in the background")
@@ -114,7 +114,7 @@ func TestStaticAssignmentSecondOwnerWaitsThenIsRefused(t *testing.T) {
 
 	a.ForceStop() // its leases expire within the TTL
 	<-a.Done()
-	c := newTestConsumer(t, e, []int32{0, 1}, jetstream.WithStaticLease[keyed]("c", ttl, 10*time.Second))
+	c := newTestConsumer(t, e, []int32{0, 1}, jetstream.WithStaticLease("c", ttl, 10*time.Second))
 	require.NoError(t, c.Prepare(ctx(t)))
 	require.NoError(t, c.Start())
 	require.Eventually(t, func() bool { return len(c.Owned()) == 2 }, 10*time.Second, 10*time.Millisecond, "c takes the expired leases over")
@@ -164,7 +164,7 @@ func TestStaticAssignmentLosesATakenLease(t *testing.T) {
 				return nil
 			}
 			c, err := jetstream.NewConsumer("c", e.sub([]int32{0}), named, newSched(t), keyedCodec, handler,
-				jetstream.WithStaticLease[keyed]("a", time.Second, 0))
+				jetstream.WithStaticLease("a", time.Second, 0))
 			require.NoError(t, err)
 			require.NoError(t, c.Prepare(ctx(t)))
 			require.NoError(t, c.Start())
@@ -217,11 +217,11 @@ func TestStaticAssignmentLosesATakenLease(t *testing.T) {
 func TestStaticAssignmentOfOneMemberNameTwiceIsRefused(t *testing.T) {
 	const ttl, wait = time.Second, 2 * time.Second
 	e := newEnv(t, 1)
-	a := newTestConsumer(t, e, []int32{0}, jetstream.WithStaticLease[keyed]("pod-0", ttl, wait))
+	a := newTestConsumer(t, e, []int32{0}, jetstream.WithStaticLease("pod-0", ttl, wait))
 	require.NoError(t, a.Prepare(ctx(t)))
 	require.NoError(t, a.Start())
 	defer a.ForceStop()
-	b := newTestConsumer(t, e, []int32{0}, jetstream.WithStaticLease[keyed]("pod-0", ttl, wait))
+	b := newTestConsumer(t, e, []int32{0}, jetstream.WithStaticLease("pod-0", ttl, wait))
 	require.NoError(t, b.Prepare(ctx(t)))
 	require.NoError(t, b.Start())
 	select {

@@ -52,23 +52,23 @@ func TestNewConsumerRefusesInvalidArguments(t *testing.T) {
 			return err
 		},
 		"budget 0": func() error {
-			_, err := kafka.NewConsumer("c", sub, accounts, sched, codec, noop, kafka.WithMaxPending[event](0))
+			_, err := kafka.NewConsumer("c", sub, accounts, sched, codec, noop, kafka.WithMaxPending(0))
 			return err
 		},
 		"finished map length -1": func() error {
-			_, err := kafka.NewConsumer("c", sub, accounts, sched, codec, noop, kafka.WithFinishedMapLen[event](-1))
+			_, err := kafka.NewConsumer("c", sub, accounts, sched, codec, noop, kafka.WithFinishedMapLen(-1))
 			return err
 		},
 		"max held 0": func() error {
-			_, err := kafka.NewConsumer("c", sub, accounts, sched, codec, noop, kafka.WithMaxHeld[event](0, 0))
+			_, err := kafka.NewConsumer("c", sub, accounts, sched, codec, noop, kafka.WithMaxHeld(0, 0))
 			return err
 		},
 		"max held bytes negative": func() error {
-			_, err := kafka.NewConsumer("c", sub, accounts, sched, codec, noop, kafka.WithMaxHeld[event](10, -1))
+			_, err := kafka.NewConsumer("c", sub, accounts, sched, codec, noop, kafka.WithMaxHeld(10, -1))
 			return err
 		},
 		"revoke timeout 0": func() error {
-			_, err := kafka.NewConsumer("c", sub, accounts, sched, codec, noop, kafka.WithRevokeTimeout[event](0))
+			_, err := kafka.NewConsumer("c", sub, accounts, sched, codec, noop, kafka.WithRevokeTimeout(0))
 			return err
 		},
 	}
@@ -92,7 +92,7 @@ func freePort(t *testing.T) string {
 
 func TestPrepareFailsOnUnreachableBrokers(t *testing.T) {
 	k, err := kafka.NewConsumer("c", kafka.Subscription{Brokers: []string{freePort(t)}, Group: "g", Topic: "t"},
-		accounts, newScheduler(t, 1), codec, noop, kafka.WithConnectTimeout[event](300*time.Millisecond), kafka.WithLogger[event](quiet))
+		accounts, newScheduler(t, 1), codec, noop, kafka.WithConnectTimeout(300*time.Millisecond), kafka.WithLogger(quiet))
 	require.NoError(t, err)
 	err = k.Prepare(context.Background())
 	require.ErrorIs(t, err, kafka.ErrUnreachable)
@@ -149,7 +149,7 @@ func TestBadRecordsAreDiscardedWithTheReason(t *testing.T) {
 	require.NoError(t, c.Produce(ctx, "bad", badRecords()...))
 	var r reasons
 	j := newJournal(2)
-	k := newConsumer(t, c, "g", "bad", newScheduler(t, 2), j.handle, kafka.WithBadRecordHook[event](r.hook(nil)))
+	k := newConsumer(t, c, "g", "bad", newScheduler(t, 2), j.handle, kafka.WithBadRecordHook(r.hook(nil)))
 	startConsumer(t, k)
 	j.wait(t, 20*time.Second)
 	stop(t, k)
@@ -181,7 +181,7 @@ func TestABadRecordTheHookRefusesStopsTheConsumer(t *testing.T) {
 		defer mu.Unlock()
 		seen = append(seen, d.Exchange.Seq)
 		return nil
-	}, kafka.WithBadRecordHook[event](r.hook(poison)))
+	}, kafka.WithBadRecordHook(r.hook(poison)))
 	startConsumer(t, k)
 	select {
 	case <-k.Done():
@@ -213,7 +213,7 @@ func TestADecoderPanicIsADecodeFailure(t *testing.T) {
 		return codec.Decode(key, value)
 	}, ID: codec.ID}
 	k, err := kafka.NewConsumer("c", kafka.Subscription{Brokers: c.Addrs(), Group: "g", Topic: "bad"}, accounts,
-		newScheduler(t, 1), panicky, j.handle, kafka.WithLogger[event](quiet), kafka.WithBadRecordHook[event](r.hook(nil)))
+		newScheduler(t, 1), panicky, j.handle, kafka.WithLogger(quiet), kafka.WithBadRecordHook(r.hook(nil)))
 	require.NoError(t, err)
 	startConsumer(t, k)
 	j.wait(t, 20*time.Second)

@@ -67,13 +67,13 @@ func TestABatchPolledBeforeARevokeNeverGoesToTheNextAssignment(t *testing.T) {
 	j := newJournal(keys * perKey)
 	var handled atomic.Int64
 	eager := kgo.Balancers(kgo.RoundRobinBalancer())
-	opts := []kafka.Option[event]{kafka.WithRevokeTimeout[event](2 * time.Second), kafka.WithMaxPollRecords[event](20),
-		kafka.WithMaxPending[event](20)}
+	opts := []kafka.Option{kafka.WithRevokeTimeout(2 * time.Second), kafka.WithMaxPollRecords(20),
+		kafka.WithMaxPending(20)}
 	sched := newScheduler(t, 8)
 	a := newConsumer(t, c, "held", "held", sched, func(ctx context.Context, d partition.Delivery[event]) error {
 		handled.Add(1)
 		return j.handle(ctx, d)
-	}, append(opts, kafka.WithClientOptions[event](append(memberClientOptions, eager, kgo.WithHooks(hook))...))...)
+	}, append(opts, kafka.WithClientOptions(append(memberClientOptions, eager, kgo.WithHooks(hook))...))...)
 	startConsumer(t, a)
 	require.Eventually(t, func() bool { return handled.Load() >= 100 }, 20*time.Second, time.Millisecond, "a handles some")
 	hook.armed.Store(true)
@@ -85,7 +85,7 @@ func TestABatchPolledBeforeARevokeNeverGoesToTheNextAssignment(t *testing.T) {
 
 	// b joins: a's partition is revoked, then assigned to a or to b; b
 	// leaves: it is a's again.
-	b := newConsumer(t, c, "held", "held", sched, j.handle, append(opts, kafka.WithClientOptions[event](append(memberClientOptions, eager)...))...)
+	b := newConsumer(t, c, "held", "held", sched, j.handle, append(opts, kafka.WithClientOptions(append(memberClientOptions, eager)...))...)
 	startConsumer(t, b)
 	require.Eventually(t, func() bool { return a.Stats().Revoked >= 1 }, 20*time.Second, time.Millisecond, "a's partition revoked")
 	require.Eventually(t, func() bool {

@@ -53,7 +53,7 @@ func noopHandler(context.Context) {}
 // benchAggflow consumes with a Consumer on sched, groups groups per
 // partition, and opts.
 func benchAggflow(b *testing.B, partitions int32, sched schedulers.Scheduler, groups int, work func(context.Context),
-	opts ...kafka.Option[event]) {
+	opts ...kafka.Option) {
 	c, topic := benchCluster(b, partitions, b.N)
 	var handled atomic.Int64
 	var fetched fetchCounter
@@ -66,8 +66,8 @@ func benchAggflow(b *testing.B, partitions int32, sched schedulers.Scheduler, gr
 				close(all)
 			}
 			return nil
-		}, append([]kafka.Option[event]{kafka.WithLogger[event](quiet), kafka.WithGroups[event](groups),
-			kafka.WithClientOptions[event](kgo.WithHooks(&fetched))}, opts...)...)
+		}, append([]kafka.Option{kafka.WithLogger(quiet), kafka.WithGroups(groups),
+			kafka.WithClientOptions(kgo.WithHooks(&fetched))}, opts...)...)
 	require.NoError(b, err)
 	m := benchcost.Start(b)
 	require.NoError(b, k.Prepare(context.Background()))

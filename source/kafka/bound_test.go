@@ -64,9 +64,9 @@ func TestAStuckRecordHoldsNoMoreThanTheBound(t *testing.T) {
 		}
 		j.add(d.Exchange)
 		return nil
-	}, kafka.WithMaxHeld[event](bound, 0), kafka.WithMaxPollRecords[event](batch),
-		kafka.WithClientOptions[event](kgo.FetchMaxWait(20*time.Millisecond)),
-		kafka.WithCommitHook[event](func(p int32, offset int64) {
+	}, kafka.WithMaxHeld(bound, 0), kafka.WithMaxPollRecords(batch),
+		kafka.WithClientOptions(kgo.FetchMaxWait(20*time.Millisecond)),
+		kafka.WithCommitHook(func(p int32, offset int64) {
 			mu.Lock()
 			committed[p] = offset
 			mu.Unlock()

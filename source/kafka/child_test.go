@@ -95,13 +95,13 @@ func runChild(mode string) int {
 	clientOpts := []kgo.Opt{kgo.SessionTimeout(session), kgo.HeartbeatInterval(session / 10), kgo.RebalanceTimeout(30 * time.Second),
 		kgo.WithHooks(&slowHeartbeats{log: logger, over: session * 2 / 5})}
 	sub := kafka.Subscription{Brokers: strings.Split(os.Getenv(brokersEnv), ","), Group: os.Getenv(groupEnv), Topic: os.Getenv(topicEnv)}
-	opts := []kafka.Option[event]{
+	opts := []kafka.Option{
 		poisonPolicy(),
-		kafka.WithLogger[event](logger),
-		kafka.WithClientOptions[event](clientOpts...),
+		kafka.WithLogger(logger),
+		kafka.WithClientOptions(clientOpts...),
 	}
 	if n, err := strconv.Atoi(os.Getenv(pendingEnv)); err == nil {
-		opts = append(opts, kafka.WithMaxPending[event](n))
+		opts = append(opts, kafka.WithMaxPending(n))
 	}
 	k, err := kafka.NewConsumer("member", sub, accounts, sched, codec, withPoison(handle), opts...)
 	if err == nil {

@@ -39,7 +39,7 @@ func TestCommitOffsetsFollowTheTrackerModel(t *testing.T) {
 
 	rapid.Check(t, func(rt *rapid.T) {
 		c, err := NewConsumer("property", Subscription{Brokers: []string{"127.0.0.1:1"}, Group: "g", Topic: "t"},
-			named, sched, codec, handler, WithLogger[string](quiet), WithFinishedMapLen[string](0))
+			named, sched, codec, handler, WithLogger(quiet), WithFinishedMapLen(0))
 		require.NoError(rt, err)
 		// From math.MinInt64: a tracker as fresh as CheckTracker wants.
 		in, err := c.disp.Assign(context.Background(), 3, math.MinInt64)

@@ -45,7 +45,7 @@ type Consumer[T any] struct {
 	name  string
 	sub   Subscription
 	codec Codec[T]
-	cfg   config[T]
+	cfg   config
 	disp  *partition.Dispatcher[T]
 	life  component.Lifecycle
 
@@ -160,8 +160,8 @@ type Stats struct {
 // brokers and the topic, Start joins the group. Invalid arguments return an
 // error wrapping ErrInvalidArgument.
 func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggregate, sched schedulers.Scheduler,
-	codec Codec[T], handler dispatch.Handler[partition.Delivery[T]], opts ...Option[T]) (*Consumer[T], error) {
-	c := defaults[T]()
+	codec Codec[T], handler dispatch.Handler[partition.Delivery[T]], opts ...Option) (*Consumer[T], error) {
+	c := defaults()
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -185,13 +185,13 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 	if c.onBad == nil {
 		c.onBad = logBadRecord(c.logger, name)
 	}
-	popts := append([]partition.Option[T]{}, c.partition...)
+	popts := append([]partition.Option{}, c.partition...)
 	// A partition's own budget holds the consumer's plus one polled batch, so
 	// that delivering a batch never waits: the pause rule keeps the sum.
-	popts = append(popts, partition.WithMaxPending[T](c.maxPending+c.maxPoll), partition.WithLogger[T](c.logger),
-		partition.WithMaxHeld[T](c.maxHeld, c.maxHeldBytes))
+	popts = append(popts, partition.WithMaxPending(c.maxPending+c.maxPoll), partition.WithLogger(c.logger),
+		partition.WithMaxHeld(c.maxHeld, c.maxHeldBytes))
 	if c.groups > 0 {
-		popts = append(popts, partition.WithGroups[T](c.groups))
+		popts = append(popts, partition.WithGroups(c.groups))
 	}
 	disp, err := partition.NewDispatcher(name, named, sched, codec.ID, gate(handler), popts...)
 	if err != nil {
@@ -201,7 +201,7 @@ func NewConsumer[T any](name string, sub Subscription, named aggregate.NamedAggr
 		owned: map[int32]*owned[T]{}, high: map[int32]int64{}, lapses: map[int32]*lease{}, leases: map[*lease]bool{},
 		kick: make(chan struct{}, 1), commitSem: make(chan struct{}, 1), mgrStop: make(chan struct{})}
 	k.life.Init("consumer", name, ErrIllegalState, k.end)
-	if err := k.cfg.failing.bind(k); err != nil {
+	if err := k.cfg.failing.bind(k, k.name, k.sub.Topic); err != nil {
 		return nil, err
 	}
 	return k, nil

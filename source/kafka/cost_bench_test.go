@@ -38,7 +38,7 @@ func BenchmarkBindingCost(b *testing.B) {
 		b.Run(h.name+"/binding", func(b *testing.B) { benchAggflow(b, 8, parallel(b), 64, h.work) })
 		b.Run(h.name+"/binding-fetch-64KiB", func(b *testing.B) {
 			benchAggflow(b, 8, parallel(b), 64, h.work,
-				kafka.WithClientOptions[event](kgo.FetchMaxPartitionBytes(64<<10)))
+				kafka.WithClientOptions(kgo.FetchMaxPartitionBytes(64<<10)))
 		})
 	}
 }

@@ -96,7 +96,7 @@ func consume(c *kafkatest.Cluster, topic string, l *ledger, handler func(context
 	}
 	defer sched.Dispose()
 	k, err := kafka.NewConsumer("deposits", kafka.Subscription{Brokers: c.Addrs(), Group: "ledger", Topic: topic},
-		accounts, sched, deposits, handler, kafka.WithLogger[deposit](quiet))
+		accounts, sched, deposits, handler, kafka.WithLogger(quiet))
 	if err != nil {
 		return nil, err
 	}
@@ -167,9 +167,9 @@ func Example_retryAndDeadLetter() {
 		l.record(d.Exchange)
 		return nil
 	}
-	retry, err := middleware.Retry(
-		middleware.WithBackOff[partition.Delivery[deposit]](func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }),
-		middleware.WithMaxTries[partition.Delivery[deposit]](3))
+	retry, err := middleware.Retry[partition.Delivery[deposit]](
+		middleware.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }),
+		middleware.WithMaxTries(3))
 	if err != nil {
 		panic(err)
 	}
@@ -214,7 +214,7 @@ func ExampleConsumer_runtime() {
 	}
 	l := newLedger(9)
 	k, err := kafka.NewConsumer("deposits", kafka.Subscription{Brokers: c.Addrs(), Group: "ledger", Topic: "deposits"},
-		accounts, sched, deposits, l.apply, kafka.WithLogger[deposit](quiet))
+		accounts, sched, deposits, l.apply, kafka.WithLogger(quiet))
 	if err != nil {
 		panic(err)
 	}

@@ -46,12 +46,12 @@ const (
 //
 // An invalid policy, or a dead-letter topic that is the subscription's or
 // no valid topic name, makes NewConsumer return ErrInvalidArgument.
-func WithFailurePolicy[T any](p partition.FailurePolicy) Option[T] {
-	return func(c *config[T]) {
-		f := &failing[T]{policy: p}
+func WithFailurePolicy(p partition.FailurePolicy) Option {
+	return func(c *config) {
+		f := &failing{policy: p}
 		c.failing = f
-		c.partition = append(c.partition, partition.WithFailurePolicy[T](p),
-			partition.WithFailureActions[T](partition.FailureActions{
+		c.partition = append(c.partition, partition.WithFailurePolicy(p),
+			partition.WithFailureActions(partition.FailureActions{
 				DeadLetter: func(ctx context.Context, l partition.Letter) error { return f.c.deadLetter(ctx, l) },
 				Stop:       func(err error) { f.c.fail(err) },
 			}))
@@ -63,19 +63,26 @@ var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
 // failing is one consumer's failure policy: its actions call the consumer
 // that bind gave it, before any handler runs.
-type failing[T any] struct {
+type failing struct {
 	policy partition.FailurePolicy
-	c      *Consumer[T]
+	c      failer
 }
 
-// bind checks the dead-letter topic against c's subscription and gives the
-// policy c; without a policy (nil) it does nothing.
-func (f *failing[T]) bind(c *Consumer[T]) error {
+// failer is what a failure policy's actions call: the Consumer.
+type failer interface {
+	deadLetter(ctx context.Context, l partition.Letter) error
+	fail(err error)
+}
+
+// bind checks the dead-letter topic against the subscription's topic
+// (partitions) and gives the policy c, the consumer named name; without a
+// policy (nil) it does nothing.
+func (f *failing) bind(c failer, name, partitions string) error {
 	if f == nil {
 		return nil
 	}
-	if to := f.policy.DeadLetterTo(); to != "" && (to == c.sub.Topic || !topicName.MatchString(to) || to == "." || to == "..") {
-		return fmt.Errorf("%w: consumer %q: dead-letter topic %q is the subscription's or no topic name", ErrInvalidArgument, c.name, to)
+	if to := f.policy.DeadLetterTo(); to != "" && (to == partitions || !topicName.MatchString(to) || to == "." || to == "..") {
+		return fmt.Errorf("%w: consumer %q: dead-letter topic %q is the subscription's or no topic name", ErrInvalidArgument, name, to)
 	}
 	f.c = c
 	return nil

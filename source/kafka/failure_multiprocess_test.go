@@ -37,11 +37,11 @@ func withPoison(handle func(context.Context, partition.Delivery[event]) error) f
 
 // poisonPolicy retries the poison in place for good, when poisonEnv is
 // set (else nil, an option NewConsumer ignores).
-func poisonPolicy() kafka.Option[event] {
+func poisonPolicy() kafka.Option {
 	if os.Getenv(poisonEnv) == "" {
 		return nil
 	}
-	return kafka.WithFailurePolicy[event](partition.FailurePolicy{Retries: math.MaxInt32,
+	return kafka.WithFailurePolicy(partition.FailurePolicy{Retries: math.MaxInt32,
 		Backoff: partition.Backoff{Min: 20 * time.Millisecond, Max: 100 * time.Millisecond, Jitter: 0.5}})
 }
 

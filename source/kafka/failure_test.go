@@ -175,7 +175,7 @@ func TestFailurePolicyMatrix(t *testing.T) {
 			logs := &capture{level: slog.LevelInfo}
 			h := &poisoned{fails: tc.fails}
 			k := newConsumer(t, c, "g", "orders", newScheduler(t, 4), h.handle,
-				kafka.WithLogger[event](slog.New(logs)), kafka.WithFailurePolicy[event](tc.policy))
+				kafka.WithLogger(slog.New(logs)), kafka.WithFailurePolicy(tc.policy))
 			startConsumer(t, k)
 			if tc.policy.Then == partition.Stop() {
 				select {
@@ -241,9 +241,9 @@ func TestFailureDeadLetterUnproducedIsNotCommitted(t *testing.T) {
 	logs := &capture{level: slog.LevelInfo}
 	h := &poisoned{}
 	k := newConsumer(t, c, "g", "orders", newScheduler(t, 4), h.handle,
-		kafka.WithLogger[event](slog.New(logs)), kafka.WithCommitTimeout[event](200*time.Millisecond),
-		kafka.WithRevokeTimeout[event](300*time.Millisecond),
-		kafka.WithFailurePolicy[event](partition.FailurePolicy{Then: partition.DeadLetter("missing"),
+		kafka.WithLogger(slog.New(logs)), kafka.WithCommitTimeout(200*time.Millisecond),
+		kafka.WithRevokeTimeout(300*time.Millisecond),
+		kafka.WithFailurePolicy(partition.FailurePolicy{Then: partition.DeadLetter("missing"),
 			Backoff: partition.Backoff{Min: 20 * time.Millisecond, Max: 50 * time.Millisecond}}))
 	startConsumer(t, k)
 	require.Eventually(t, func() bool {
@@ -270,7 +270,7 @@ func TestFailurePolicyRefused(t *testing.T) {
 	} {
 		_, err := kafka.NewConsumer("test", kafka.Subscription{Brokers: []string{"localhost:1"}, Group: "g", Topic: "orders"},
 			accounts, newScheduler(t, 1), codec, func(context.Context, partition.Delivery[event]) error { return nil },
-			kafka.WithFailurePolicy[event](tc.p))
+			kafka.WithFailurePolicy(tc.p))
 		require.ErrorIs(t, err, kafka.ErrInvalidArgument)
 		require.ErrorContains(t, err, tc.want)
 	}

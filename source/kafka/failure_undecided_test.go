@@ -28,7 +28,7 @@ func TestFailureStopIDPanics(t *testing.T) {
 	}
 	k, err := kafka.NewConsumer("test", kafka.Subscription{Brokers: c.Addrs(), Group: "g", Topic: "orders"},
 		accounts, newScheduler(t, 4), bad, func(context.Context, partition.Delivery[event]) error { return nil },
-		kafka.WithLogger[event](quiet), kafka.WithFailurePolicy[event](partition.FailurePolicy{Then: partition.Stop()}))
+		kafka.WithLogger(quiet), kafka.WithFailurePolicy(partition.FailurePolicy{Then: partition.Stop()}))
 	require.NoError(t, err)
 	startConsumer(t, k)
 	select {

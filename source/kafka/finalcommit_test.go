@@ -58,7 +58,7 @@ const finalKeys, finalPerKey, finalEnd = 30, 5, 30 * 5
 // record was handled and the end's commit was refused at least once (so the
 // end can only be committed by the stop), and begins the graceful stop.
 func stopAfterTheEndWasRefused(t *testing.T, topic string, answer func(n, mark int64) int16,
-	opts ...kafka.Option[event]) (*kafkatest.Cluster, *kafka.Consumer[event], *commitGate) {
+	opts ...kafka.Option) (*kafkatest.Cluster, *kafka.Consumer[event], *commitGate) {
 	t.Helper()
 	c := startCluster(t, topic, 1)
 	require.NoError(t, c.Produce(context.Background(), topic, records(finalKeys, finalPerKey)...))
@@ -110,7 +110,7 @@ func TestTheFinalCommitIsTriedAgainUntilAcknowledged(t *testing.T) {
 // broker's reason, which is the consumer's Err too: a Runtime sees it.
 func TestAFinalCommitStillRefusedAtTheDeadlineIsTheConsumersError(t *testing.T) {
 	c, k, g := stopAfterTheEndWasRefused(t, "refused", func(int64, int64) int16 { return kerr.RequestTimedOut.Code },
-		kafka.WithRevokeTimeout[event](400*time.Millisecond))
+		kafka.WithRevokeTimeout(400*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := k.StopGracefully(ctx)
@@ -158,7 +158,7 @@ func TestAForceEndsTheFinalCommitsRetries(t *testing.T) {
 			close(retrying)
 		}
 		return kerr.RequestTimedOut.Code
-	}, kafka.WithRevokeTimeout[event](45*time.Second)) // with the commit timeout, within the rebalance timeout (60 s)
+	}, kafka.WithRevokeTimeout(45*time.Second)) // with the commit timeout, within the rebalance timeout (60 s)
 	select {
 	case <-retrying:
 	case <-time.After(20 * time.Second):
@@ -187,8 +187,8 @@ func TestARevokedPartitionsFailedFinalCommitStopsTheConsumer(t *testing.T) {
 	// partition's end is left to its final commit.
 	gateCommits(c, func(*kmsg.OffsetCommitRequest) bool { return true },
 		func(int64, int64) int16 { return kerr.RequestTimedOut.Code })
-	opts := []kafka.Option[event]{kafka.WithClientOptions[event](memberClientOptions...),
-		kafka.WithRevokeTimeout[event](300 * time.Millisecond)}
+	opts := []kafka.Option{kafka.WithClientOptions(memberClientOptions...),
+		kafka.WithRevokeTimeout(300 * time.Millisecond)}
 	sched := newScheduler(t, 8)
 	j := newJournal(keys * perKey)
 	a := newConsumer(t, c, "revoked", "revoked", sched, j.handle, opts...)
@@ -215,7 +215,7 @@ func TestARuntimeReturnsTheFailedFinalCommit(t *testing.T) {
 	g := gateCommits(c, func(r *kmsg.OffsetCommitRequest) bool { return commits(r, finalEnd) },
 		func(int64, int64) int16 { return kerr.RequestTimedOut.Code })
 	j := newJournal(finalEnd)
-	k := newConsumer(t, c, "unit", "unit", newScheduler(t, 4), j.handle, kafka.WithRevokeTimeout[event](300*time.Millisecond))
+	k := newConsumer(t, c, "unit", "unit", newScheduler(t, 4), j.handle, kafka.WithRevokeTimeout(300*time.Millisecond))
 	rt, err := component.NewRuntime("unit", []component.Component{k})
 	require.NoError(t, err)
 	t.Cleanup(func() { rt.ForceStop(); <-rt.Done() })

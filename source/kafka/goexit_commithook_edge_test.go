@@ -22,8 +22,8 @@ func TestACommitHookGoexitKeepsCommittingAndStopping(t *testing.T) {
 	called := make(chan int64, 100)
 	j := newJournal(3)
 	k, err := kafka.NewConsumer("c", kafka.Subscription{Brokers: c.Addrs(), Group: "g", Topic: "exit"}, accounts,
-		newScheduler(t, 1), codec, j.handle, kafka.WithLogger[event](quiet),
-		kafka.WithCommitHook[event](func(_ int32, off int64) {
+		newScheduler(t, 1), codec, j.handle, kafka.WithLogger(quiet),
+		kafka.WithCommitHook(func(_ int32, off int64) {
 			called <- off
 			runtime.Goexit()
 		}))

@@ -28,7 +28,7 @@ func TestADecoderGoexitStopsTheConsumer(t *testing.T) {
 		return codec.Decode(key, value)
 	}, ID: codec.ID}
 	k, err := kafka.NewConsumer("c", kafka.Subscription{Brokers: c.Addrs(), Group: "g", Topic: "exit"}, accounts,
-		newScheduler(t, 1), exiting, j.handle, kafka.WithLogger[event](quiet))
+		newScheduler(t, 1), exiting, j.handle, kafka.WithLogger(quiet))
 	require.NoError(t, err)
 	startConsumer(t, k)
 	select {

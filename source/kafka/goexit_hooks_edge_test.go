@@ -24,8 +24,8 @@ import (
 // error; the records before are handled, none after, and the commit does
 // not pass the record whose user code did not return.
 func TestAnIDOrBadRecordHookGoexitStopsTheConsumer(t *testing.T) {
-	cases := map[string]func(cd *kafka.Codec[event]) []kafka.Option[event]{
-		"Codec.ID": func(cd *kafka.Codec[event]) []kafka.Option[event] {
+	cases := map[string]func(cd *kafka.Codec[event]) []kafka.Option{
+		"Codec.ID": func(cd *kafka.Codec[event]) []kafka.Option {
 			cd.ID = func(e event) string {
 				if e.Seq == 3 {
 					runtime.Goexit()
@@ -34,7 +34,7 @@ func TestAnIDOrBadRecordHookGoexitStopsTheConsumer(t *testing.T) {
 			}
 			return nil
 		},
-		"bad-record hook": func(cd *kafka.Codec[event]) []kafka.Option[event] {
+		"bad-record hook": func(cd *kafka.Codec[event]) []kafka.Option {
 			cd.Decode = func(key, value []byte) (event, error) {
 				e, err := codec.Decode(key, value)
 				if err == nil && e.Seq == 3 {
@@ -42,7 +42,7 @@ func TestAnIDOrBadRecordHookGoexitStopsTheConsumer(t *testing.T) {
 				}
 				return e, err
 			}
-			return []kafka.Option[event]{kafka.WithBadRecordHook[event](func(context.Context, *kgo.Record, error) error {
+			return []kafka.Option{kafka.WithBadRecordHook(func(context.Context, *kgo.Record, error) error {
 				runtime.Goexit()
 				return nil
 			})}
@@ -57,7 +57,7 @@ func TestAnIDOrBadRecordHookGoexitStopsTheConsumer(t *testing.T) {
 			}
 			require.NoError(t, c.Produce(context.Background(), "exit", rs...))
 			cd := codec
-			opts := append(setUp(&cd), kafka.WithLogger[event](quiet))
+			opts := append(setUp(&cd), kafka.WithLogger(quiet))
 			var mu sync.Mutex
 			var seen []int
 			handler := func(_ context.Context, d partition.Delivery[event]) error {

@@ -42,8 +42,8 @@ func TestALoggerGoexitOnTheCommittingGoroutineFailsTheConsumer(t *testing.T) {
 	c := startCluster(t, "exit", 1)
 	logs := &exitsOn{msg: "kafka: commit hook panicked"}
 	k, err := kafka.NewConsumer("c", kafka.Subscription{Brokers: c.Addrs(), Group: "g", Topic: "exit"}, accounts,
-		newScheduler(t, 1), codec, newJournal(1).handle, kafka.WithLogger[event](slog.New(logs)),
-		kafka.WithCommitHook[event](func(int32, int64) { panic("commit hook") }))
+		newScheduler(t, 1), codec, newJournal(1).handle, kafka.WithLogger(slog.New(logs)),
+		kafka.WithCommitHook(func(int32, int64) { panic("commit hook") }))
 	require.NoError(t, err)
 	startConsumer(t, k)
 	require.NoError(t, c.Produce(context.Background(), "exit", &kgo.Record{Key: []byte("a"), Value: []byte(strconv.Itoa(1))}))

@@ -151,9 +151,9 @@ func newScheduler(t *testing.T, n int) schedulers.Scheduler {
 }
 
 func newConsumer(t *testing.T, c *kafkatest.Cluster, group, topic string, sched schedulers.Scheduler,
-	h dispatch.Handler[partition.Delivery[event]], opts ...kafka.Option[event]) *kafka.Consumer[event] {
+	h dispatch.Handler[partition.Delivery[event]], opts ...kafka.Option) *kafka.Consumer[event] {
 	t.Helper()
-	opts = append([]kafka.Option[event]{kafka.WithLogger[event](quiet)}, opts...)
+	opts = append([]kafka.Option{kafka.WithLogger(quiet)}, opts...)
 	k, err := kafka.NewConsumer("test", kafka.Subscription{Brokers: c.Addrs(), Group: group, Topic: topic},
 		accounts, sched, codec, h, opts...)
 	require.NoError(t, err)

@@ -22,7 +22,7 @@ func ExampleConsumer_CaughtUp() {
 	defer sched.Dispose()
 	l := newLedger(9)
 	k, err := kafka.NewConsumer("deposits", kafka.Subscription{Brokers: c.Addrs(), Group: "ledger", Topic: "deposits"},
-		accounts, sched, deposits, l.apply, kafka.WithLogger[deposit](quiet))
+		accounts, sched, deposits, l.apply, kafka.WithLogger(quiet))
 	if err != nil {
 		panic(err)
 	}

@@ -183,8 +183,8 @@ func TestCaughtUpLeavesTheRevokedPartitionsToTheirNextOwner(t *testing.T) {
 		}
 		return nil
 	}
-	opts := []kafka.Option[event]{kafka.WithClientOptions[event](memberClientOptions...),
-		kafka.WithRevokeTimeout[event](200 * time.Millisecond)}
+	opts := []kafka.Option{kafka.WithClientOptions(memberClientOptions...),
+		kafka.WithRevokeTimeout(200 * time.Millisecond)}
 	sched := newScheduler(t, 16)
 	a := newConsumer(t, c, "moves", "moves", sched, holding, opts...)
 	startConsumer(t, a)

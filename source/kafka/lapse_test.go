@@ -40,7 +40,7 @@ func TestLapsedLeaseTheGroupKeptIsRenewed(t *testing.T) { lapseRenewed(t) }
 // A log handler that panics on the lapse's warning costs the line: the
 // partition is still forced, assigned again and handled to its end.
 func TestLapsedLeaseLogHandlerPanics(t *testing.T) {
-	lapseRenewed(t, kafka.WithLogger[event](slog.New(&panicsOn{msg: "kafka: lease lapsed"})))
+	lapseRenewed(t, kafka.WithLogger(slog.New(&panicsOn{msg: "kafka: lease lapsed"})))
 }
 
 // panicsOn is a slog.Handler that panics on the records of one message and
@@ -57,7 +57,7 @@ func (p *panicsOn) Handle(_ context.Context, r slog.Record) error {
 func (p *panicsOn) WithAttrs([]slog.Attr) slog.Handler { return p }
 func (p *panicsOn) WithGroup(string) slog.Handler      { return p }
 
-func lapseRenewed(t *testing.T, opts ...kafka.Option[event]) {
+func lapseRenewed(t *testing.T, opts ...kafka.Option) {
 	const keys, perKey, stall = 20, 10, 3600 * time.Millisecond
 	c := startCluster(t, "lapse", 1, shortSessions)
 	ctx := context.Background()
@@ -75,7 +75,7 @@ func lapseRenewed(t *testing.T, opts ...kafka.Option[event]) {
 		j.add(d.Exchange)
 		first.add(d.Exchange)
 		return nil
-	}, append([]kafka.Option[event]{kafka.WithClientOptions[event](kgo.SessionTimeout(4*time.Second),
+	}, append([]kafka.Option{kafka.WithClientOptions(kgo.SessionTimeout(4*time.Second),
 		kgo.HeartbeatInterval(100*time.Millisecond))}, opts...)...)
 	startConsumer(t, k)
 	first.wait(t, 20*time.Second)

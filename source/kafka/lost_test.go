@@ -46,7 +46,7 @@ func TestLostPartitionsAreForcedWithoutCommit(t *testing.T) {
 		firstFour.add(d.Exchange)
 		j.add(d.Exchange)
 		return nil
-	}, kafka.WithClientOptions[event](memberClientOptions...))
+	}, kafka.WithClientOptions(memberClientOptions...))
 	startConsumer(t, k)
 	firstFour.wait(t, 20*time.Second)
 

@@ -34,10 +34,11 @@ type Codec[T any] struct {
 // record of the partition is delivered.
 type BadRecordHook func(ctx context.Context, r *kgo.Record, reason error) error
 
-// Option configures NewConsumer.
-type Option[T any] func(*config[T])
+// Option configures NewConsumer. No option involves the exchange type, so
+// none takes a type argument.
+type Option func(*config)
 
-type config[T any] struct {
+type config struct {
 	client         []kgo.Opt
 	maxPending     int
 	maxHeld        int
@@ -52,8 +53,8 @@ type config[T any] struct {
 	logger         *slog.Logger
 	onBad          BadRecordHook
 	onCommit       func(p int32, offset int64)
-	partition      []partition.Option[T]
-	failing        *failing[T] // WithFailurePolicy's, nil without
+	partition      []partition.Option
+	failing        *failing // WithFailurePolicy's, nil without
 }
 
 // DefaultMaxPending is a Consumer's default budget, in records: 65,536,
@@ -63,8 +64,8 @@ type config[T any] struct {
 // trip pauses often and costs throughput (docs/tuning.md says how to size it).
 const DefaultMaxPending = 64 * 1024
 
-func defaults[T any]() config[T] {
-	return config[T]{
+func defaults() config {
+	return config{
 		maxPending:     DefaultMaxPending,
 		maxHeld:        partition.DefaultMaxHeldRecords,
 		maxHeldBytes:   partition.DefaultMaxHeldBytes,
@@ -82,8 +83,8 @@ func defaults[T any]() config[T] {
 // timeouts, the balancers. The group, the topic, commits and the rebalance
 // callbacks are the Consumer's to set; a FetchMaxWait here replaces the
 // default of 250 ms.
-func WithClientOptions[T any](opts ...kgo.Opt) Option[T] {
-	return func(c *config[T]) { c.client = append(c.client, opts...) }
+func WithClientOptions(opts ...kgo.Opt) Option {
+	return func(c *config) { c.client = append(c.client, opts...) }
 }
 
 // WithMaxPending sets the budget of the whole consumer: records delivered
@@ -93,7 +94,7 @@ func WithClientOptions[T any](opts ...kgo.Opt) Option[T] {
 // records pending stay under n + the max poll records (a batch is delivered
 // whole). It counts the unfinished records only: what a stuck record makes
 // a partition hold, finished records above it included, is WithMaxHeld's.
-func WithMaxPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxPending = n } }
+func WithMaxPending(n int) Option { return func(c *config) { c.maxPending = n } }
 
 // WithMaxHeld sets each partition's bound above its committed offset (the
 // finished prefix + 1): at most records offsets held, finished or not, and
@@ -104,14 +105,14 @@ func WithMaxPending[T any](n int) Option[T] { return func(c *config[T]) { c.maxP
 // stuck keeps at most the bound plus one polled batch (WithMaxPollRecords)
 // of the records after it: the consumer's memory bound is the partitions
 // owned times that. Invalid values return ErrInvalidArgument.
-func WithMaxHeld[T any](records int, bytes int64) Option[T] {
-	return func(c *config[T]) { c.maxHeld, c.maxHeldBytes = records, bytes }
+func WithMaxHeld(records int, bytes int64) Option {
+	return func(c *config) { c.maxHeld, c.maxHeldBytes = records, bytes }
 }
 
 // WithGroups sets the number of groups of each partition (default
 // aggregate.DefaultParallelism): how many aggregates of one partition run at
 // once, at most the scheduler's goroutines.
-func WithGroups[T any](n int) Option[T] { return func(c *config[T]) { c.groups = n } }
+func WithGroups(n int) Option { return func(c *config) { c.groups = n } }
 
 // WithFinishedMapLen sets the longest commit metadata the Consumer writes,
 // in bytes (default partition.DefaultFinishedMapLen, 4000, under Kafka's
@@ -121,12 +122,12 @@ func WithGroups[T any](n int) Option[T] { return func(c *config[T]) { c.groups =
 // fit keeps the records that do, from the commit up; the rest is replayed
 // after a crash. 0 writes no map: a crash replays everything above the
 // commit. Negative is refused (ErrInvalidArgument).
-func WithFinishedMapLen[T any](n int) Option[T] { return func(c *config[T]) { c.mapLen = n } }
+func WithFinishedMapLen(n int) Option { return func(c *config) { c.mapLen = n } }
 
 // WithMaxPollRecords sets how many records one poll returns at most
 // (default 1000): the most a partition takes above its pause limits (see
 // WithMaxPending, WithMaxHeld).
-func WithMaxPollRecords[T any](n int) Option[T] { return func(c *config[T]) { c.maxPoll = n } }
+func WithMaxPollRecords(n int) Option { return func(c *config) { c.maxPoll = n } }
 
 // WithRevokeTimeout sets how long a revoked partition, and every partition
 // on a graceful stop, drains before the rest is forced (default 10 s); its
@@ -135,43 +136,43 @@ func WithMaxPollRecords[T any](n int) Option[T] { return func(c *config[T]) { c.
 // commit timeout (the last try's) it must fit in the group's rebalance
 // timeout (kgo.RebalanceTimeout, 60 s by default), or Prepare returns
 // ErrInvalidArgument.
-func WithRevokeTimeout[T any](d time.Duration) Option[T] {
-	return func(c *config[T]) { c.revokeTimeout = d }
+func WithRevokeTimeout(d time.Duration) Option {
+	return func(c *config) { c.revokeTimeout = d }
 }
 
 // WithCommitTimeout sets how long one commit waits for the broker's answer
 // (default 10 s).
-func WithCommitTimeout[T any](d time.Duration) Option[T] {
-	return func(c *config[T]) { c.commitTimeout = d }
+func WithCommitTimeout(d time.Duration) Option {
+	return func(c *config) { c.commitTimeout = d }
 }
 
 // WithConnectTimeout sets how long Prepare waits for the brokers to answer
 // (default 10 s); past it, Prepare returns ErrUnreachable.
-func WithConnectTimeout[T any](d time.Duration) Option[T] {
-	return func(c *config[T]) { c.connectTimeout = d }
+func WithConnectTimeout(d time.Duration) Option {
+	return func(c *config) { c.connectTimeout = d }
 }
 
 // WithLogger sets the logger (default slog.Default()). A panic of its
 // handler costs the line it was writing.
-func WithLogger[T any](l *slog.Logger) Option[T] { return func(c *config[T]) { c.logger = l } }
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithBadRecordHook sets what happens to a record without a key or that
 // does not decode. The default logs it at warning level with the reason and
 // discards it.
-func WithBadRecordHook[T any](h BadRecordHook) Option[T] { return func(c *config[T]) { c.onBad = h } }
+func WithBadRecordHook(h BadRecordHook) Option { return func(c *config) { c.onBad = h } }
 
 // WithCommitHook sets a function called after the broker acknowledged a
 // commit, once per partition, with the offset committed (the finished
 // prefix + 1). The committing goroutine waits for it (it runs on a
 // goroutine of its own, so that a runtime.Goexit in it is logged as its
 // panic is and costs no later commit); keep it short.
-func WithCommitHook[T any](h func(p int32, offset int64)) Option[T] {
-	return func(c *config[T]) { c.onCommit = h }
+func WithCommitHook(h func(p int32, offset int64)) Option {
+	return func(c *config) { c.onCommit = h }
 }
 
 // WithPartitionOptions passes options to the partition.Dispatcher: the
 // force grace and, through partition.WithDispatchOptions, observers and the
 // failure log level. Groups, budget and logger are the Consumer's to set.
-func WithPartitionOptions[T any](opts ...partition.Option[T]) Option[T] {
-	return func(c *config[T]) { c.partition = append(c.partition, opts...) }
+func WithPartitionOptions(opts ...partition.Option) Option {
+	return func(c *config) { c.partition = append(c.partition, opts...) }
 }

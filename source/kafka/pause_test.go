@@ -50,11 +50,11 @@ func TestASlowPartitionIsPausedAndTheOthersGoOn(t *testing.T) {
 		}
 		j.add(d.Exchange)
 		return nil
-	}, kafka.WithMaxPending[event](budget), kafka.WithMaxPollRecords[event](batch),
-		kafka.WithGroups[event](2), // partition 0 holds 2 of the 4 goroutines
+	}, kafka.WithMaxPending(budget), kafka.WithMaxPollRecords(batch),
+		kafka.WithGroups(2), // partition 0 holds 2 of the 4 goroutines
 		// A resumed partition is fetched once the fetch in flight for the
 		// other one (which has nothing new) returns: keep that wait short.
-		kafka.WithClientOptions[event](kgo.FetchMaxWait(20*time.Millisecond)))
+		kafka.WithClientOptions(kgo.FetchMaxWait(20*time.Millisecond)))
 	startConsumer(t, k)
 
 	one.wait(t, 20*time.Second) // every record of partition 1, partition 0 stuck

@@ -44,7 +44,7 @@ func TestRealCluster(t *testing.T) {
 
 	j := newJournal(keys * perKey)
 	k, err := kafka.NewConsumer("real", kafka.Subscription{Brokers: brokers, Group: topic, Topic: topic},
-		accounts, newScheduler(t, 8), codec, j.handle, kafka.WithLogger[event](quiet))
+		accounts, newScheduler(t, 8), codec, j.handle, kafka.WithLogger(quiet))
 	require.NoError(t, err)
 	startConsumer(t, k)
 	j.wait(t, time.Minute)

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/partition"
 )
 
@@ -251,35 +252,40 @@ func (c *Consumer[T]) settle(os map[int32]*owned[T], commit bool) {
 	defer cancel()
 	var mu sync.Mutex
 	settled := make(map[int32]partition.Settled, len(os))
-	var wg sync.WaitGroup
-	for p := range os {
-		wg.Go(func() {
-			var s partition.Settled
-			var err error
-			if commit {
-				// A lease that lapses meanwhile ends the drain: its gate
-				// holds the rest, which the force cancels.
-				rctx, cancel := context.WithCancel(ctx)
-				stop := context.AfterFunc(os[p].lease.alive, cancel)
-				s, err = c.disp.Revoke(rctx, p)
-				stop()
-				cancel()
-			} else {
-				s, err = c.disp.Lose(p)
-			}
-			if err != nil {
-				c.cfg.logger.Warn("kafka: partition released with handlers still running", slog.String("consumer", c.name),
-					slog.Int("partition", int(p)), slog.Any("error", err))
-			}
-			c.stats.succeeded.Add(s.Stats.Succeeded)
-			c.stats.failed.Add(s.Stats.Failed)
-			c.stats.dropped.Add(s.Stats.Discarded)
-			mu.Lock()
-			settled[p] = s
-			mu.Unlock()
-		})
+	ps := slices.Collect(maps.Keys(os))
+	errs := component.GoEach(len(ps), func(i int) error {
+		p := ps[i]
+		var s partition.Settled
+		var err error
+		if commit {
+			// A lease that lapses meanwhile ends the drain: its gate
+			// holds the rest, which the force cancels.
+			rctx, cancel := context.WithCancel(ctx)
+			stop := context.AfterFunc(os[p].lease.alive, cancel)
+			s, err = c.disp.Revoke(rctx, p)
+			stop()
+			cancel()
+		} else {
+			s, err = c.disp.Lose(p)
+		}
+		if err != nil {
+			c.cfg.logger.Warn("kafka: partition released with handlers still running", slog.String("consumer", c.name),
+				slog.Int("partition", int(p)), slog.Any("error", err))
+		}
+		c.stats.succeeded.Add(s.Stats.Succeeded)
+		c.stats.failed.Add(s.Stats.Failed)
+		c.stats.dropped.Add(s.Stats.Discarded)
+		mu.Lock()
+		settled[p] = s
+		mu.Unlock()
+		return nil
+	})
+	for i, err := range errs { // a panic of the release: the partition is released, its outcome unknown
+		if err != nil {
+			c.cfg.logger.Error("kafka: releasing a partition failed", slog.String("consumer", c.name),
+				slog.Int("partition", int(ps[i])), slog.Any("error", err))
+		}
 	}
-	wg.Wait()
 	for _, o := range os {
 		close(o.stop)
 		<-o.stopped

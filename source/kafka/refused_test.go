@@ -18,7 +18,7 @@ import (
 func TestRefusedSessionTimeoutFailsTheConsumer(t *testing.T) {
 	c := startCluster(t, "refused", 1)
 	k := newConsumer(t, c, "refused", "refused", newScheduler(t, 1), noop,
-		kafka.WithClientOptions[event](kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(100*time.Millisecond)))
+		kafka.WithClientOptions(kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(100*time.Millisecond)))
 	startConsumer(t, k)
 	select {
 	case <-k.Done():
@@ -37,8 +37,8 @@ func TestRefusedSessionTimeoutFailsTheConsumer(t *testing.T) {
 // leases lapse between two heartbeats: Prepare refuses it, naming both.
 func TestPrepareRefusesAHeartbeatTooLongForTheSession(t *testing.T) {
 	k, err := kafka.NewConsumer("c", kafka.Subscription{Brokers: []string{freePort(t)}, Group: "g", Topic: "t"},
-		accounts, newScheduler(t, 1), codec, noop, kafka.WithLogger[event](quiet),
-		kafka.WithClientOptions[event](kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(400*time.Millisecond)))
+		accounts, newScheduler(t, 1), codec, noop, kafka.WithLogger(quiet),
+		kafka.WithClientOptions(kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(400*time.Millisecond)))
 	require.NoError(t, err)
 	err = k.Prepare(context.Background())
 	require.ErrorIs(t, err, kafka.ErrInvalidArgument)
@@ -52,18 +52,18 @@ func TestPrepareRefusesAHeartbeatTooLongForTheSession(t *testing.T) {
 // default rebalance timeout (60 s) included.
 func TestPrepareRefusesARevokeLongerThanTheRebalanceTimeout(t *testing.T) {
 	cases := map[string]struct {
-		opts []kafka.Option[event]
+		opts []kafka.Option
 		msg  string
 	}{
-		"set": {[]kafka.Option[event]{kafka.WithClientOptions[event](kgo.RebalanceTimeout(10 * time.Second))},
+		"set": {[]kafka.Option{kafka.WithClientOptions(kgo.RebalanceTimeout(10 * time.Second))},
 			"revoke timeout 10s + commit timeout 10s do not fit in the rebalance timeout 10s"},
-		"default": {[]kafka.Option[event]{kafka.WithRevokeTimeout[event](55 * time.Second)},
+		"default": {[]kafka.Option{kafka.WithRevokeTimeout(55 * time.Second)},
 			"revoke timeout 55s + commit timeout 10s do not fit in the rebalance timeout 1m0s"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			k, err := kafka.NewConsumer("c", kafka.Subscription{Brokers: []string{freePort(t)}, Group: "g", Topic: "t"},
-				accounts, newScheduler(t, 1), codec, noop, append([]kafka.Option[event]{kafka.WithLogger[event](quiet)}, tc.opts...)...)
+				accounts, newScheduler(t, 1), codec, noop, append([]kafka.Option{kafka.WithLogger(quiet)}, tc.opts...)...)
 			require.NoError(t, err)
 			err = k.Prepare(context.Background())
 			require.ErrorIs(t, err, kafka.ErrInvalidArgument)

@@ -94,9 +94,9 @@ func TestRetryKeepsOrderAndTheCommitBelowTheRetriedRecord(t *testing.T) {
 		permanent: map[event]bool{{"acct-5", 4}: true},
 		retrying:  map[int64]bool{}, seen: map[string][]int{},
 	}
-	retry, err := middleware.Retry(
-		middleware.WithBackOff[partition.Delivery[event]](func() backoff.BackOff { return backoff.NewConstantBackOff(20 * time.Millisecond) }),
-		middleware.WithMaxTries[partition.Delivery[event]](3))
+	retry, err := middleware.Retry[partition.Delivery[event]](
+		middleware.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(20 * time.Millisecond) }),
+		middleware.WithMaxTries(3))
 	require.NoError(t, err)
 	j := newJournal(keys * perKey)
 	h := middleware.Chain(func(ctx context.Context, d partition.Delivery[event]) error {
@@ -116,7 +116,7 @@ func TestRetryKeepsOrderAndTheCommitBelowTheRetriedRecord(t *testing.T) {
 		}
 		return err
 	}
-	k := newConsumer(t, c, "g", "orders", newScheduler(t, 4), handler, kafka.WithCommitHook[event](f.committed))
+	k := newConsumer(t, c, "g", "orders", newScheduler(t, 4), handler, kafka.WithCommitHook(f.committed))
 	startConsumer(t, k)
 	j.wait(t, 20*time.Second)
 	stop(t, k)

@@ -33,8 +33,8 @@ func TestARevokedPartitionIsForcedAfterTheTimeoutAndCommittedBelow(t *testing.T)
 		firstFive.add(d.Exchange)
 		return nil
 	}
-	opts := []kafka.Option[event]{kafka.WithClientOptions[event](memberClientOptions...),
-		kafka.WithRevokeTimeout[event](200 * time.Millisecond)}
+	opts := []kafka.Option{kafka.WithClientOptions(memberClientOptions...),
+		kafka.WithRevokeTimeout(200 * time.Millisecond)}
 	sched := newScheduler(t, 2*64+4)
 	a := newConsumer(t, c, "moves", "moves", sched, hanging, opts...)
 	startConsumer(t, a)

@@ -203,12 +203,12 @@ func TestKeptPartitionsFlowWhileARevokedOneDrains(t *testing.T) {
 	}
 	// Sessions of 6 s: a member stalled a second on a loaded machine is
 	// not fenced (its partitions lost, their final commits not made).
-	opts := []kafka.Option[event]{kafka.WithClientOptions[event](kgo.SessionTimeout(6*time.Second),
+	opts := []kafka.Option{kafka.WithClientOptions(kgo.SessionTimeout(6*time.Second),
 		kgo.HeartbeatInterval(200*time.Millisecond), kgo.RebalanceTimeout(30*time.Second)),
-		kafka.WithRevokeTimeout[event](drain), kafka.WithGroups[event](groups),
+		kafka.WithRevokeTimeout(drain), kafka.WithGroups(groups),
 		// A budget the handlers use up in a quarter of a second: the
 		// partitions handle what the poll loop goes on fetching.
-		kafka.WithMaxPending[event](partitions * 50), kafka.WithMaxPollRecords[event](100)}
+		kafka.WithMaxPending(partitions * 50), kafka.WithMaxPollRecords(100)}
 	sched := newScheduler(t, 2*partitions*(perPart+1)+4)
 	a := newConsumer(t, c, "flow", "flow", sched, member(&aAt, nil, &aEnds, true, nil), opts...)
 	startConsumer(t, a)

@@ -131,8 +131,8 @@ func runRSSChild() int {
 		return nil
 	}
 	sub := kafka.Subscription{Brokers: strings.Split(os.Getenv(brokersEnv), ","), Group: os.Getenv(groupEnv), Topic: os.Getenv(topicEnv)}
-	k, err := kafka.NewConsumer("rss", sub, accounts, sched, codec, handle, kafka.WithLogger[event](quiet),
-		kafka.WithMaxHeld[event](held, 0))
+	k, err := kafka.NewConsumer("rss", sub, accounts, sched, codec, handle, kafka.WithLogger(quiet),
+		kafka.WithMaxHeld(held, 0))
 	if err == nil {
 		err = k.Prepare(ctx)
 	}

@@ -41,7 +41,7 @@ func TestStaleCommitIsCountedAndNotTakenAsCommitted(t *testing.T) {
 	var logs lockedBuffer
 	j := newJournal(keys * perKey)
 	k := newConsumer(t, c, "stale", "stale", newScheduler(t, 2), j.handle,
-		kafka.WithLogger[event](slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+		kafka.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	startConsumer(t, k)
 	j.wait(t, 20*time.Second)
 	select {

@@ -53,7 +53,7 @@ func firstRunSpread(b *testing.B, g, budget int) time.Duration {
 			mu.Unlock()
 			ioHandler(ctx)
 			return nil
-		}, kafka.WithLogger[event](quiet), kafka.WithMaxPending[event](budget))
+		}, kafka.WithLogger(quiet), kafka.WithMaxPending(budget))
 	require.NoError(b, err)
 	require.NoError(b, k.Prepare(context.Background()))
 	require.NoError(b, k.Start())

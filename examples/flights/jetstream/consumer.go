@@ -200,13 +200,13 @@ func consume(ctx context.Context, cfg config, url string, as assignment, goAhead
 		return nil
 	}
 	obs := &job.Observer{}
-	opts := []jetstream.Option[job.Departure]{
-		jetstream.WithMaxPending[job.Departure](cfg.MaxPending),
-		jetstream.WithPartitionOptions(partition.WithGroups[job.Departure](cfg.Parallelism),
-			partition.WithDispatchOptions(dispatch.WithObserver[partition.Delivery[job.Departure]](obs))),
+	opts := []jetstream.Option{
+		jetstream.WithMaxPending(cfg.MaxPending),
+		jetstream.WithPartitionOptions(partition.WithGroups(cfg.Parallelism),
+			partition.WithDispatchOptions(dispatch.WithObserver(obs))),
 	}
 	if as.member != "" {
-		opts = append(opts, jetstream.WithDynamicAssignment[job.Departure](as.member, cfg.leaseTTL))
+		opts = append(opts, jetstream.WithDynamicAssignment(as.member, cfg.leaseTTL))
 		sub, err := serveStates(nc, as.member, held)
 		if err != nil {
 			return report, err

@@ -106,11 +106,11 @@ func runMember(spec string, stdout, stderr io.Writer) int {
 	}
 	k, err := kafka.NewConsumer(args.name, kafka.Subscription{Brokers: args.brokers, Group: args.group, Topic: args.topic},
 		airportAggregate, sched, kafka.Codec[departure]{Decode: decode, ID: func(d departure) string { return d.origin }}, handle,
-		kafka.WithLogger[departure](slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+		kafka.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 		// A member killed without leaving holds its partitions for the
 		// session: franz-go's 45 s default would stop them for about 50 s.
 		// 6 s is the lowest a broker allows by default.
-		kafka.WithClientOptions[departure](kgo.SessionTimeout(memberSession), kgo.HeartbeatInterval(memberSession/10)))
+		kafka.WithClientOptions(kgo.SessionTimeout(memberSession), kgo.HeartbeatInterval(memberSession/10)))
 	if err == nil {
 		err = k.Prepare(ctx)
 	}

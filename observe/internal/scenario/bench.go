@@ -31,9 +31,9 @@ func BenchDispatch(b *testing.B, obs dispatch.Observer) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts := []dispatch.Option[testkit.Exchange]{dispatch.WithScheduler[testkit.Exchange](sched)}
+	opts := []dispatch.Option[testkit.Exchange]{dispatch.WithScheduler(sched)}
 	if obs != nil {
-		opts = append(opts, dispatch.WithObserver[testkit.Exchange](obs))
+		opts = append(opts, dispatch.WithObserver(obs))
 	}
 	d, err := dispatch.New("bench", Orders, flux.FromSlice(xs), handle, opts...)
 	if err != nil {

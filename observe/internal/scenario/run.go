@@ -96,7 +96,7 @@ func Run(t *testing.T, h Hooks) Want {
 	want.Gauges[MainName] = adapter.Gauges{Limit: MaxPending}
 
 	d, err := dispatch.New(ForcedName, Orders, flux.FromSlice(forcedExchanges(&want)), handle,
-		append(options(h.Observer), dispatch.WithParallelism[testkit.Exchange](1))...)
+		append(options(h.Observer), dispatch.WithParallelism(1))...)
 	require.NoError(t, err)
 	h.Register(d)
 	require.NoError(t, d.Prepare(ctx))
@@ -115,10 +115,10 @@ func handle(ctx context.Context, x testkit.Exchange) error { return testkit.Perf
 
 func options(obs dispatch.Observer) []dispatch.Option[testkit.Exchange] {
 	return []dispatch.Option[testkit.Exchange]{
-		dispatch.WithObserver[testkit.Exchange](obs),
-		dispatch.WithMaxPending[testkit.Exchange](MaxPending),
-		dispatch.WithParallelism[testkit.Exchange](8),
-		dispatch.WithLogger[testkit.Exchange](slog.New(slog.DiscardHandler)),
+		dispatch.WithObserver(obs),
+		dispatch.WithMaxPending(MaxPending),
+		dispatch.WithParallelism(8),
+		dispatch.WithLogger(slog.New(slog.DiscardHandler)),
 	}
 }
 

@@ -1,0 +1,5 @@
+//go:build !mismatch
+
+package main
+
+type hooked = order

@@ -1,0 +1,7 @@
+//go:build mismatch
+
+package main
+
+type invoice struct{}
+
+type hooked = invoice
