@@ -38,7 +38,7 @@ func TestBoundedElasticStartsNoMoreGoroutinesThanGroups(t *testing.T) {
 				mu.Unlock()
 				time.Sleep(50 * time.Microsecond) // a blocking handler
 				return nil
-			}, dispatch.WithParallelism[smallExchange](groups), dispatch.WithScheduler[smallExchange](sched))
+			}, dispatch.WithParallelism(groups), dispatch.WithScheduler(sched))
 		<-d.Done()
 		require.NoError(t, d.Err())
 		assert.Equal(t, dispatch.Stats{Received: n, Succeeded: n}, d.Stats())

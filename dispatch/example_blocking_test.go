@@ -29,7 +29,7 @@ func ExampleNew_blockingHandler() {
 		}
 	}
 	d, err := dispatch.New("deposits", accounts, flux.FromSlice(deposits()), store,
-		dispatch.WithScheduler[deposit](io))
+		dispatch.WithScheduler(io))
 	if err != nil {
 		panic(err)
 	}

@@ -37,7 +37,7 @@ func TestLentSchedulerCostsNoGoroutine(t *testing.T) {
 		sched, err := schedulers.NewParallel("lent", 2)
 		require.NoError(t, err)
 		owned := goroutines()
-		lent := goroutines(dispatch.WithScheduler[testkit.Exchange](sched))
+		lent := goroutines(dispatch.WithScheduler(sched))
 		assert.Equal(t, owned, lent, "goroutines of a dispatcher on a lent scheduler and on an owned one")
 		assert.Equal(t, 1, owned, "the source's")
 		require.NoError(t, sched.DisposeGracefully(context.Background()))

@@ -30,7 +30,7 @@ func idleGroupBytes[T any](tb testing.TB, groups int, next func(i int) T, key fu
 	tb.Helper()
 	d, err := dispatch.NewKeyed("idle", orders, nil, key,
 		func(context.Context, T) error { return nil },
-		quietOf[T](), dispatch.WithParallelism[T](groups), dispatch.WithScheduler[T](schedulers.Immediate()))
+		quietOf[T](), dispatch.WithParallelism(groups), dispatch.WithScheduler(schedulers.Immediate()))
 	require.NoError(tb, err)
 	require.NoError(tb, d.Prepare(context.Background()))
 	require.NoError(tb, d.Start())
@@ -61,43 +61,51 @@ func retainedHeap() uint64 {
 // retain, whatever the exchange's size.
 const idleGroupBound = 256
 
+// idleCases measures idleGroupBytes for 65,536 groups and an exchange of 8
+// bytes or one of 96.
+var idleCases = func() []struct {
+	name string
+	per  func(testing.TB) float64
+} {
+	const groups = 1 << 16
+	return []struct {
+		name string
+		per  func(testing.TB) float64
+	}{
+		{"exchange=8B", func(tb testing.TB) float64 {
+			return idleGroupBytes(tb, groups, func(i int) smallExchange { return smallExchange{seq: i} },
+				func(x smallExchange) int { return x.seq % groups })
+		}},
+		{"exchange=96B", func(tb testing.TB) float64 {
+			return idleGroupBytes(tb, groups, func(i int) wideExchange { return wideExchange{seq: i} },
+				func(x wideExchange) int { return x.seq % groups })
+		}},
+	}
+}()
+
 // A group that handled exchanges and went idle gives its slots back: 65,536
 // groups used once then idle retain at most idleGroupBound bytes each, for
 // an exchange of 8 bytes and one of 96 alike.
 func TestIdleGroupsRetainLittle(t *testing.T) {
-	const groups = 1 << 16
-	t.Run("exchange=8B", func(t *testing.T) {
-		per := idleGroupBytes(t, groups, func(i int) smallExchange { return smallExchange{seq: i} },
-			func(x smallExchange) int { return x.seq % groups })
-		t.Logf("%.0f B per idle group", per)
-		assert.LessOrEqual(t, per, float64(idleGroupBound), "bytes retained per idle group")
-	})
-	t.Run("exchange=96B", func(t *testing.T) {
-		per := idleGroupBytes(t, groups, func(i int) wideExchange { return wideExchange{seq: i} },
-			func(x wideExchange) int { return x.seq % groups })
-		t.Logf("%.0f B per idle group", per)
-		assert.LessOrEqual(t, per, float64(idleGroupBound), "bytes retained per idle group")
-	})
+	for _, c := range idleCases {
+		t.Run(c.name, func(t *testing.T) {
+			per := c.per(t)
+			t.Logf("%.0f B per idle group", per)
+			assert.LessOrEqual(t, per, float64(idleGroupBound), "bytes retained per idle group")
+		})
+	}
 }
 
 // BenchmarkIdleGroupMemory reports the heap an idle group retains after it
 // handled one exchange (B/group), for 65,536 groups.
 func BenchmarkIdleGroupMemory(b *testing.B) {
-	const groups = 1 << 16
-	b.Run("exchange=8B", func(b *testing.B) {
-		var per float64
-		for b.Loop() {
-			per = idleGroupBytes(b, groups, func(i int) smallExchange { return smallExchange{seq: i} },
-				func(x smallExchange) int { return x.seq % groups })
-		}
-		b.ReportMetric(per, "B/group")
-	})
-	b.Run("exchange=96B", func(b *testing.B) {
-		var per float64
-		for b.Loop() {
-			per = idleGroupBytes(b, groups, func(i int) wideExchange { return wideExchange{seq: i} },
-				func(x wideExchange) int { return x.seq % groups })
-		}
-		b.ReportMetric(per, "B/group")
-	})
+	for _, c := range idleCases {
+		b.Run(c.name, func(b *testing.B) {
+			var per float64
+			for b.Loop() {
+				per = c.per(b)
+			}
+			b.ReportMetric(per, "B/group")
+		})
+	}
 }
