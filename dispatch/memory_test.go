@@ -21,6 +21,8 @@ type (
 	}
 )
 
+var _ = wideExchange{}.pad // its size is the point
+
 // idleGroupBytes returns the heap a dispatcher of groups groups retains per
 // group once every group handled one exchange and went idle, above what it
 // retained before the first exchange: the groups' idle cost, with nothing of
