@@ -108,6 +108,16 @@ type Dispatcher[T any] struct {
 // ErrInvalidArgument naming the argument; a parallelism below 1,
 // ErrInvalidParallelism; an invalid option, ErrInvalidOption. An exchange
 // whose aggregate id is empty fails alone with ErrInvalidGroupKey.
+//
+// Handlers that block need another scheduler. Without WithScheduler or
+// WithSchedulerSupplier, Prepare makes a schedulers.NewParallel of
+// schedulers.DefaultPoolSize goroutines (the CPU count): right for handlers
+// that compute, but a handler that blocks (I/O, a lock, a sleep) holds one
+// of those goroutines while it waits, so that a few blocked handlers stall
+// every group. Run blocking handlers on a schedulers.NewBoundedElastic
+// (WithScheduler, or a supplier's aggregate.WithSchedulerFactory), whose
+// goroutines grow on demand to its cap: a dispatcher uses at most one per
+// group running at once.
 func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, source Source[T],
 	handler Handler[T], opts ...Option[T]) (*Dispatcher[T], error) {
 	d, err := build(name, named, source, handler, newConfig(opts), nil)
@@ -208,8 +218,16 @@ func newEngine[T any](name string, named aggregate.NamedAggregate, handler Handl
 // withLanes gives e its lanes.
 func (e *engine[T]) withLanes(groups int) *engine[T] {
 	e.lanes = make([]atomic.Pointer[lane[T]], groups)
+	e.chunks.Keep = idleKeep
 	return e
 }
+
+// idleKeep is how many of an engine's lanes keep their chunk of slots when
+// they go idle, so that the lanes of a dispatcher with few groups, which
+// go idle and busy in turn, do not give a chunk back and take one again at
+// every turn; beyond them an idle lane holds no slot. At most 128 chunks
+// (for a 96-byte exchange, 440 KiB) per named aggregate.
+const idleKeep = 128
 
 // groupKey returns x's group, failing it with ErrInvalidGroupKey when the
 // key function returns a key outside [0, groups). Its panic is the intake's.

@@ -67,7 +67,8 @@ func (e *engine[T]) rekey(l *lane[T], g int, id string) {
 		e.ctxs = make([]context.Context, len(e.lanes))
 	}
 	if e.ctxs[g] == nil {
-		e.ctxs[g] = context.WithValue(e.ctx, groupKeyCtx{}, g)
+		group := g // GroupOf's value, allocated once per group
+		e.ctxs[g] = context.WithValue(e.ctx, groupKeyCtx{}, &group)
 	}
 	e.keyMu.Lock()
 	if e.keys[l.key] == l { // a new lane has none yet ("" may be another lane's)

@@ -36,25 +36,47 @@ type item[T any] struct {
 
 // lane is one group's queue (WithKeyOrdering: one id's): filled by the
 // intake (its one producer), drained by whichever scheduler goroutine runs
-// its task.
+// its task. An idle lane holds no slot (the queue is released as it goes
+// idle): what a group once used costs its lane struct and its task, about
+// 224 bytes, whatever the exchange's size.
 type lane[T any] struct {
-	q     queue.SPSC[item[T]]
-	state atomic.Int32
-	e     *engine[T]
-	task  schedulers.Task
-	ctx   context.Context // the handlers' context with the group index
-	group int
-	key   string // WithKeyOrdering: the id whose lane it is
+	q queue.SPSC[item[T]] // its producer and consumer fields a cache line apart
 
 	// cur is the exchange whose handler runs, for stop errors to name its
 	// aggregate id (engines with ids only): set by the consumer before the
 	// handler, cleared after it; runningID pins it (the engine's pin) while
 	// it copies the exchange, and the consumer waits for the unpin before it
-	// pops.
-	// On a cache line of its own: the consumer writes it per exchange, the
-	// producer reads state and the fields above per push.
-	_   [64]byte
-	cur atomic.Pointer[item[T]]
+	// pops. Next to the queue's consumer fields: the consumer writes it per
+	// exchange.
+	cur   atomic.Pointer[item[T]]
+	state atomic.Int32
+	group int
+	e     *engine[T]
+	task  schedulers.Task
+	ctx   context.Context // the handlers' context with the group index: the lane itself (groupContext), or keyed's
+	key   string          // WithKeyOrdering: the id whose lane it is
+}
+
+// groupContext is a group lane seen as its handlers' context: the engine's
+// context, with the lane's group as the value GroupOf reads, held in the
+// lane rather than made apart, so that a group costs no allocation for it.
+type groupContext[T any] lane[T]
+
+func (c *groupContext[T]) Deadline() (time.Time, bool) { return c.e.ctx.Deadline() }
+func (c *groupContext[T]) Done() <-chan struct{}       { return c.e.ctx.Done() }
+func (c *groupContext[T]) Err() error                  { return c.e.ctx.Err() }
+
+// Value returns a pointer to the group index for GroupOf's key (no
+// allocation), else the engine's context's value.
+func (c *groupContext[T]) Value(key any) any {
+	if key == (groupKeyCtx{}) {
+		return &c.group
+	}
+	return c.e.ctx.Value(key)
+}
+
+func (c *groupContext[T]) String() string {
+	return fmt.Sprintf("%v.WithValue(group, %d)", c.e.ctx, c.group)
 }
 
 // track marks it as the exchange whose handler runs. Consumer only.
@@ -120,6 +142,8 @@ type engine[T any] struct {
 	cancel context.CancelCauseFunc
 	halt   atomic.Bool // no more handling: forced, or the scheduler ended
 
+	unwatch func() bool // takes back watch's callback on a lent scheduler's end; nil when owned
+
 	keyed[T] // WithKeyOrdering's lanes; unused by group
 }
 
@@ -136,7 +160,8 @@ func (e *engine[T]) lane(g int) *lane[T] {
 	if l := e.lanes[g].Load(); l != nil {
 		return l
 	}
-	l := &lane[T]{e: e, group: g, ctx: context.WithValue(e.ctx, groupKeyCtx{}, g)}
+	l := &lane[T]{e: e, group: g}
+	l.ctx = (*groupContext[T])(l)
 	l.q.Chunks = &e.chunks
 	l.task = l.run
 	e.lanes[g].Store(l)
@@ -231,22 +256,33 @@ func (l *lane[T]) run(ctx context.Context) {
 	l.e.drain(l)
 }
 
-// watch runs on a goroutine of the dispatcher from Start until every
-// admitted exchange ended (drained). When the scheduler's context ends (its
-// owner disposes it by force, or it terminated) it cancels the handlers'
-// context with that cause and discards the lanes whose tasks the scheduler
-// dropped; a scheduler that ends under a running dispatcher stops it with an
-// error.
-func (e *engine[T]) watch(drained <-chan struct{}) {
+// watch makes the end of a lent scheduler reach the engine with no
+// goroutine waiting for it: a callback on the scheduler's context, which
+// runs (on a goroutine of its own, holding life) only if that context ends
+// before the dispatcher's end takes it back (unwatch). When the scheduler's
+// context ends (its owner disposes it by force, or it terminated) the
+// callback cancels the handlers' context with that cause and discards the
+// lanes whose tasks the scheduler dropped; a scheduler that ends under a
+// running dispatcher stops it with an error. Called once, by Start.
+func (e *engine[T]) watch(life *component.Lifecycle) {
 	sctx := e.sched.Context()
-	select {
-	case <-sctx.Done():
-		cause := context.Cause(sctx)
-		e.halt.Store(true)
-		e.cancel(cause)
-		e.ended(fmt.Errorf("%w: scheduler %q ended: %w", schedulers.ErrRejected, e.sched.Name(), cause))
-	case <-drained:
-	}
+	e.unwatch = context.AfterFunc(sctx, func() {
+		if !life.Hold() {
+			return // the dispatcher reached its end
+		}
+		defer life.Release()
+		if err := life.Call(func() error { e.schedulerEnded(context.Cause(sctx)); return nil }); err != nil {
+			life.Record(fmt.Errorf("dispatch: dispatcher %q: scheduler end: %w", e.name, err))
+		}
+	})
+}
+
+// schedulerEnded is the engine's reaction to the end of its scheduler's
+// context, with that context's cause.
+func (e *engine[T]) schedulerEnded(cause error) {
+	e.halt.Store(true)
+	e.cancel(cause)
+	e.ended(fmt.Errorf("%w: scheduler %q ended: %w", schedulers.ErrRejected, e.sched.Name(), cause))
 }
 
 // batch is what one drain did, settled once at its end, even when a handler
@@ -359,7 +395,7 @@ func (e *engine[T]) leave(l *lane[T]) {
 		return
 	}
 	for {
-		l.q.Trim()
+		l.q.Release()      // an idle lane holds no slot
 		mark := l.q.Mark() // the consumer role ends with the store below
 		if testHookMark != nil {
 			testHookMark()
@@ -372,7 +408,7 @@ func (e *engine[T]) leave(l *lane[T]) {
 			return
 		}
 		if l.q.Len() > 0 {
-			e.schedule(l)
+			e.submit(l, true) // this goroutine, ending its turn, takes the ready queue next
 			return
 		}
 	}
@@ -396,10 +432,12 @@ func (e *engine[T]) steal(l *lane[T], from int32) {
 			n++
 		}
 		e.f.budget.release(n)
-		l.q.Trim()
+		l.q.Release() // an idle lane holds no slot
 		mark := l.q.Mark()
 		l.state.Store(idle)
-		e.f.check()
+		if n > 0 { // an end may be the last; check sums every lane's counter
+			e.f.check()
+		}
 		if !l.q.Since(mark) {
 			return
 		}
@@ -415,6 +453,7 @@ func (e *engine[T]) sweep() {
 			e.steal(l, ready)
 			e.steal(l, idle)
 		}
+		e.f.check()
 		return
 	}
 	for i := range e.lanes {
@@ -423,6 +462,7 @@ func (e *engine[T]) sweep() {
 			e.steal(l, idle)
 		}
 	}
+	e.f.check()
 }
 
 // forceCause is the reason of a drop after a force.
@@ -637,5 +677,11 @@ func (e *engine[T]) ended(cause error) {
 }
 
 // end releases what the engine holds once its owner reached its end: the
-// handlers' context is done.
-func (e *engine[T]) end() { e.cancel(ErrStopped) }
+// callback on a lent scheduler's end is taken back, and the handlers'
+// context is done.
+func (e *engine[T]) end() {
+	if e.unwatch != nil {
+		e.unwatch()
+	}
+	e.cancel(ErrStopped)
+}

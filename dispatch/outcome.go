@@ -73,7 +73,8 @@ func WithContextOf[T any](of func(ctx context.Context, exchange T) context.Conte
 	})
 }
 
-// groupKeyCtx is the context key of the group index in a handler's ctx.
+// groupKeyCtx is the context key of the group index in a handler's ctx;
+// its value is a *int.
 type groupKeyCtx struct{}
 
 // GroupOf returns the group (lane) index of the exchange whose handler's
@@ -83,8 +84,11 @@ type groupKeyCtx struct{}
 // is made once, when the group first holds an exchange: no cost per
 // exchange.
 func GroupOf(ctx context.Context) (group int, ok bool) {
-	group, ok = ctx.Value(groupKeyCtx{}).(int)
-	return group, ok
+	p, ok := ctx.Value(groupKeyCtx{}).(*int)
+	if !ok {
+		return 0, false
+	}
+	return *p, true
 }
 
 // hooks are the outcome and discard hooks of an engine, each guarded.

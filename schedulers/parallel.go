@@ -70,6 +70,8 @@ type engine struct {
 	ready      ring[entry] // pushed through enqueue
 	goroutines int         // started and not yet exited
 	parked     []*runner   // idle goroutines not yet woken, in the order they parked
+	spinning   int         // idle goroutines looking again before they park: each pops the ready queue next
+	waking     int         // parked goroutines woken that have not taken mu back: each pops the ready queue next
 	reporting  int         // callers of the discard hook outside a goroutine; hold done open
 	closed     bool
 }
@@ -219,20 +221,27 @@ func (s *engine) submit(task Task, yield bool) error {
 	return nil
 }
 
-// wake makes sure a goroutine will pop the entry just pushed: it wakes the
-// goroutine parked last (so that the others stay idle and, with a TTL,
-// retire), or starts one if fewer than n exist; otherwise every goroutine is
-// busy and looks at the ready queue before it parks. Called with mu held;
+// wake makes sure a goroutine will pop the entry just pushed: none is
+// needed while the goroutines spinning or being woken are at least as many
+// as the entries (each pops one before it parks); else it wakes the goroutine parked last (so that the
+// others stay idle and, with a TTL, retire), or starts one if fewer than n
+// exist; otherwise every goroutine is busy and looks at the ready queue
+// before it parks. So a user that never has more than k entries queued or
+// running at once (a dispatcher of k groups) has at most k goroutines
+// started for it. Called with mu held;
 // it returns the goroutine taken off the parked list, if any, for the
 // caller to unpark once it released mu, so that the woken goroutine does
 // not find mu held.
 func (s *engine) wake() (woken *runner) {
 	switch {
+	case s.ready.len() <= s.spinning+s.waking:
 	case len(s.parked) > 0:
 		last := len(s.parked) - 1
 		woken = s.parked[last]
 		s.parked[last] = nil
 		s.parked = s.parked[:last]
+		woken.woken = true
+		s.waking++
 	case s.goroutines < s.n:
 		s.goroutines++
 		go s.loop()
@@ -378,6 +387,7 @@ type runner struct {
 	next, n int
 	inTask  bool          // a task runs: the only way the goroutine can end abruptly
 	wakeup  chan struct{} // capacity 1: the one wake-up of a park
+	woken   bool          // wake took r off the parked list and counts it in waking; guarded by s.mu
 	idle    *time.Timer   // the TTL of a park; nil until the first park with a TTL
 }
 
@@ -448,15 +458,21 @@ func (r *runner) serve(ctx context.Context) {
 			if spins < idleSpins {
 				// Spin without the lock, which the producers need to push.
 				seen := s.pushes.Load()
+				s.spinning++
 				s.mu.Unlock()
 				for ; spins < idleSpins && s.pushes.Load() == seen && !s.stopped.Load(); spins++ {
 					runtime.Gosched()
 				}
 				s.mu.Lock()
+				s.spinning--
 				continue
 			}
 			if r.park() {
 				break
+			}
+			if r.woken { // by wake, for an entry: it is this goroutine's to pop
+				r.woken = false
+				s.waking--
 			}
 			continue
 		}
