@@ -69,8 +69,9 @@ func (f Flux[T]) backpressure(op string, n int, overflow BufferOverflow) Flux[T]
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) (err error) {
 		q := &bpQueue[T]{
 			size: n, overflow: overflow, discard: discarder[T](ctx),
-			full: fmt.Errorf("flux: %s: %d items buffered: %w", op, n, ErrOverflow),
-			wake: make(chan struct{}, 1),
+			full:    fmt.Errorf("flux: %s: %d items buffered: %w", op, n, ErrOverflow),
+			wake:    make(chan struct{}, 1),
+			waiting: true, // subscribed, the downstream wants its first item
 		}
 		c := newCrew(ctx)
 		spawn(c, op, f, q.push, q.end)

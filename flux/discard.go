@@ -35,7 +35,7 @@ func DoOnDiscard[T, U any](f Flux[T], hook func(v U, reason error)) Flux[T] {
 	if hook == nil {
 		return f
 	}
-	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+	return Flux[T]{sync: f.synchronous(), subscribe: func(ctx context.Context, emit func(T) error) error {
 		return f.run(WithDiscard(ctx, hook), emit)
 	}}
 }

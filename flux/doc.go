@@ -28,8 +28,8 @@
 //     own and deliver on the subscribing goroutine, as FlatMapSequential
 //     and MergeSequential do with their upstream and each inner, and
 //     MonoZip with its second Mono; SwitchMap runs its upstream on one and
-//     the inners on the subscribing goroutine; Window runs its upstream on
-//     one. The time operators (Interval, Timer,
+//     the inners on the subscribing goroutine (all of it there when the
+//     upstream is synchronous); Window runs its upstream on one. The time operators (Interval, Timer,
 //     Timeout, DelayElements, Sample, BufferTimeout, WindowTimeout,
 //     RetryWhen) use the runtime's timers, which testing/synctest controls.
 //   - Whatever the goroutine, items reach a given subscriber serially, never
@@ -60,85 +60,93 @@
 //
 // # Reactor to flux
 //
-//	Reactor                          flux
-//	Flux.just / fromArray            Just / FromSlice
-//	Flux.range                       Range
-//	Flux.fromIterable / fromStream   FromSeq
-//	Flux.empty / error / defer       Empty / Error / Defer
-//	Flux.create(FluxSink)            Create(func(ctx, Sink[T]) error)
-//	Flux.from(Publisher)             FromObservable (rxgo), FromChannel
-//	map / filter                     Map / Filter
-//	take / skip / takeUntil          Take / Skip / TakeUntil
-//	doOnNext / doOnError             DoOnNext / DoOnError
-//	doOnComplete / doFinally         DoOnComplete / DoFinally
-//	onErrorResume                    OnErrorResume
-//	buffer(n) / reduce / scan        Buffer / Reduce / Scan
-//	concatMap (prefetch 0)           ConcatMap
-//	flatMap(f, concurrency)          FlatMap
-//	switchMap                        SwitchMap
-//	Flux.merge / mergeDelayError     Merge / MergeDelayError
-//	Flux.concat / concatDelayError   Concat / ConcatDelayError
-//	Flux.zip(a, b, combinator)       Zip(a, b, fn)
-//	Flux.combineLatest(a, b, comb.)  CombineLatest(a, b, fn)
-//	retry(n)                         Retry(n)
-//	onErrorReturn / onErrorMap       OnErrorReturn / OnErrorMap
-//	onErrorContinue                  OnErrorContinue[T, U]
-//	distinct / distinct(key)         Distinct / DistinctBy
-//	distinctUntilChanged(key)        DistinctUntilChanged(By)
-//	defaultIfEmpty / switchIfEmpty   DefaultIfEmpty / SwitchIfEmpty
-//	Flux.using                       Using
-//	limitRate(n)                     LimitRate(n)
-//	groupBy(key, prefetch)           GroupBy(f, key, groups, WithGroupBuffer(n))
-//	groupBy(key) by any key          GroupByKey(f, key, maxGroups), KeyedFlux
+//	Reactor                          flux                                       cases
+//	Flux.just / fromArray            Just / FromSlice                           0
+//	Flux.range                       Range                                      0
+//	Flux.fromIterable / fromStream   FromSeq                                    0
+//	Flux.empty / error / defer       Empty / Error / Defer                      0
+//	Flux.create(FluxSink)            Create(func(ctx, Sink[T]) error)           0
+//	Flux.from(Publisher)             FromObservable (rxgo), FromChannel         0
+//	map / filter                     Map / Filter                               1
+//	take / skip / takeUntil          Take / Skip / TakeUntil                    0
+//	doOnNext / doOnError             DoOnNext / DoOnError                       0
+//	doOnComplete / doFinally         DoOnComplete / DoFinally                   0
+//	onErrorResume                    OnErrorResume                              0
+//	buffer(n) / reduce / scan        Buffer / Reduce / Scan                     0
+//	concatMap (prefetch 0)           ConcatMap                                  0
+//	flatMap(f, concurrency)          FlatMap                                    0
+//	switchMap                        SwitchMap                                  14
+//	Flux.merge / mergeDelayError     Merge / MergeDelayError                    0
+//	Flux.concat / concatDelayError   Concat / ConcatDelayError                  0
+//	Flux.zip(a, b, combinator)       Zip(a, b, fn)                              0
+//	Flux.combineLatest(a, b, comb.)  CombineLatest(a, b, fn)                    0
+//	retry(n)                         Retry(n)                                   0
+//	onErrorReturn / onErrorMap       OnErrorReturn / OnErrorMap                 0
+//	onErrorContinue                  OnErrorContinue[T, U]                      0
+//	distinct / distinct(key)         Distinct / DistinctBy                      0
+//	distinctUntilChanged(key)        DistinctUntilChanged(By)                   0
+//	defaultIfEmpty / switchIfEmpty   DefaultIfEmpty / SwitchIfEmpty             0
+//	Flux.using                       Using                                      0
+//	limitRate(n)                     LimitRate(n)                               0
+//	groupBy(key, prefetch)           GroupBy(f, key, groups, WithGroupBuffer(n)) 0
+//	groupBy(key) by any key          GroupByKey(f, key, maxGroups), KeyedFlux   4
 //	flatMapSequential(f, c, prefetch)
-//	                                 FlatMapSequential(f, fn, c, prefetch)
-//	concatMapEager (RxJava)          FlatMapSequential
-//	Flux.mergeSequential             MergeSequential
-//	Mono<T>                          Mono[T]; m.Flux() is it as a Flux
-//	Mono.just / empty / error        MonoJust / MonoEmpty / MonoError
-//	Mono.fromCallable                MonoFromFunc(func() (T, error))
-//	Mono map / flatMap / flatMapMany MonoMap / MonoFlatMap / MonoFlatMapMany
-//	Mono.zip(a, b, combinator)       MonoZip(a, b, fn)
-//	then(Mono) / thenReturn(v)       Then(f, m) / ThenReturn(f, v)
-//	Mono defaultIfEmpty / timeout    m.DefaultIfEmpty / m.Timeout / m.Retry(n)
-//	block() / blockOptional()        m.Block(ctx) (v, ok, err)
-//	next / last / single             Next / Last / Single (ErrNoSuchElement)
-//	elementAt(i) / count             ElementAt(i) / Count
-//	collectList / collectMap         CollectList / CollectMap
-//	collectMultimap / collectSorted  CollectMultimap / CollectSorted(f, cmp)
-//	hasElements / any / all          HasElements / Any / Every
-//	ignoreElements                   IgnoreElements
-//	publishOn(s, prefetch)           PublishOn(s, prefetch)
-//	subscribeOn(s)                   SubscribeOn(s)
-//	Flux.interval / Mono.delay       Interval / Timer
-//	delayElements                    DelayElements
-//	timeout(d) / (d, fallback)       Timeout / TimeoutTo
-//	sample(d)                        Sample
-//	bufferTimeout(n, d)              BufferTimeout
-//	window(n) / windowTimeout(n, d)  Window / WindowTimeout
-//	retryWhen(Retry.backoff / max)   RetryWhen(RetryBackoff / RetryMax)
-//	doOnDiscard(Class, Consumer)     DoOnDiscard
-//	doOnSubscribe / doOnCancel       DoOnSubscribe / DoOnCancel
-//	doOnTerminate / doAfterTerminate DoOnTerminate / DoAfterTerminate
-//	doOnEach(Signal<T>)              DoOnEach(func(Event[T]))
+//	                                 FlatMapSequential(f, fn, c, prefetch)      9
+//	concatMapEager (RxJava)          ConcatMapEager = FlatMapSequential         0
+//	Flux.mergeSequential             MergeSequential                            1
+//	Mono<T>                          Mono[T]; m.Flux() is it as a Flux          0
+//	Mono.just / empty / error        MonoJust / MonoEmpty / MonoError           4
+//	Mono.fromCallable                MonoFromFunc(func() (T, error))            4
+//	Mono map / flatMap / flatMapMany MonoMap / MonoFlatMap / MonoFlatMapMany    7
+//	Mono.zip(a, b, combinator)       MonoZip(a, b, fn)                          6
+//	then(Mono) / thenReturn(v)       Then(f, m) / ThenReturn(f, v)              3
+//	Mono defaultIfEmpty / timeout    m.DefaultIfEmpty / m.Timeout / m.Retry(n)  5
+//	block() / blockOptional()        m.Block(ctx) (v, ok, err)                  0
+//	next / last / single             Next / Last / Single (ErrNoSuchElement)    10
+//	elementAt(i) / count             ElementAt(i) / Count                       8
+//	collectList / collectMap         CollectList / CollectMap                   5
+//	collectMultimap / collectSorted  CollectMultimap / CollectSorted(f, cmp)    5
+//	hasElements / any / all          HasElements / Any / Every                  0
+//	ignoreElements                   IgnoreElements                             0
+//	publishOn(s, prefetch)           PublishOn(s, prefetch)                     0
+//	subscribeOn(s)                   SubscribeOn(s)                             0
+//	Flux.interval / Mono.delay       Interval / Timer                           0
+//	delayElements                    DelayElements                              0
+//	timeout(d) / (d, fallback)       Timeout / TimeoutTo                        0
+//	sample(d)                        Sample                                     0
+//	bufferTimeout(n, d)              BufferTimeout                              0
+//	window(n) / windowTimeout(n, d)  Window / WindowTimeout                     0
+//	retryWhen(Retry.backoff / max)   RetryWhen(RetryBackoff / RetryMax)         1
+//	doOnDiscard(Class, Consumer)     DoOnDiscard                                0
+//	doOnSubscribe / doOnCancel       DoOnSubscribe / DoOnCancel                 7
+//	doOnTerminate / doAfterTerminate DoOnTerminate / DoAfterTerminate           8
+//	doOnEach(Signal<T>)              DoOnEach(func(Event[T]))                   7
 //	onBackpressureBuffer(n, strategy)
-//	                                 OnBackpressureBuffer(n, BufferOverflow)
-//	onBackpressureDrop / Latest      OnBackpressureDrop / OnBackpressureLatest
-//	subscribe + blockLast            Subscribe
-//	collectList().block()            Collect
-//	toIterable / toStream            All
-//	Sinks.Many, Sinks.EmitResult     ManySink, EmitResult
-//	unicast().onBackpressureBuffer   NewUnicastSink(capacity)
-//	multicast().onBackpressureBuffer NewMulticastSink(capacity)
-//	replay().limit(n)                NewReplaySink(n, capacity)
-//	tryEmitNext / emitNext           TryEmitNext / EmitNext(ctx, v)
-//	DROP_OLDEST overflow strategy    WithDropOldest()
-//	publish(prefetch).refCount(n)    Publish(capacity).RefCount(n)
-//	share()                          Share
-//	StepVerifier                     testkit.Verify
+//	                                 OnBackpressureBuffer(n, BufferOverflow)    6
+//	onBackpressureDrop / Latest      OnBackpressureDrop / OnBackpressureLatest  4
+//	subscribe + blockLast            Subscribe                                  0
+//	collectList().block()            Collect                                    0
+//	toIterable / toStream            All                                        0
+//	Sinks.Many, Sinks.EmitResult     ManySink, EmitResult                       0
+//	unicast().onBackpressureBuffer   NewUnicastSink(capacity)                   1
+//	multicast().onBackpressureBuffer NewMulticastSink(capacity)                 0
+//	replay().limit(n)                NewReplaySink(n, capacity)                 0
+//	tryEmitNext / emitNext           TryEmitNext / EmitNext(ctx, v)             0
+//	DROP_OLDEST overflow strategy    WithDropOldest()                           0
+//	publish(prefetch).refCount(n)    Publish(capacity).RefCount(n)              0
+//	share()                          Share                                      0
+//	onErrorResume(pred, f)           OnErrorResumeIf(pred, f)                   10
+//	onErrorComplete() / (pred)       OnErrorComplete / OnErrorCompleteIf        8
+//	Retry.fixedDelay(n, d)           RetryFixedDelay(n, d)                      8
+//	RetrySpec.filter(pred)           RetrySpec.WithFilter(pred)                 3
+//	log(category, level)             Log(logger, category, WithLogLevel)        9
+//	checkpoint(description) / name   Checkpoint(description) / Name             6
+//	StepVerifier                     testkit.Verify                             0
 //
-// The table's rows, and where flux deliberately differs from Reactor, are
-// in docs/from-reactor-and-wow.md. In short:
+// The column cases counts the test cases of Reactor's own test suite
+// (reactor-core's FluxXxxTest, MonoXxxTest) translated into this package's
+// tests for the row. The table's rows, and where flux deliberately differs
+// from Reactor, are in docs/from-reactor-and-wow.md. In short:
 //
 // GroupBy has a fixed key space [0, groups) and bounded group queues; the
 // groups not yet handed downstream when the upstream fails are handed out,
@@ -149,8 +157,7 @@
 // groups, with the waiting groups full beyond WithStallBuffer) fails with
 // ErrStalled. GroupByKey bounds its live groups (ErrTooManyGroups). A Mono
 // is a separate type whose Flux method gives the Flux, and Block returns
-// (v, ok, err). SwitchMap over a synchronous upstream usually keeps only
-// the last inner; use ConcatMap there. ConcatMap always has prefetch 0.
+// (v, ok, err). ConcatMap always has prefetch 0.
 // PublishOn's drain yields its goroutine after each batch, so pipelines
 // sharing a scheduler are served fairly. DoFinally runs just before the
 // terminal signal reaches the operators after it (a terminal signal is the

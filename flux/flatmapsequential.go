@@ -81,6 +81,14 @@ func FlatMapSequential[T, R any](f Flux[T], fn func(T) Flux[R], concurrency, pre
 	}}
 }
 
+// ConcatMapEager is FlatMapSequential under the name of the eager form of
+// ConcatMap: up to concurrency inners subscribed at once, their items
+// emitted in the order of the upstream items, each inner's in its order.
+// Arguments, costs and errors are FlatMapSequential's.
+func ConcatMapEager[T, R any](f Flux[T], fn func(T) Flux[R], concurrency, prefetch int) Flux[R] {
+	return FlatMapSequential(f, fn, concurrency, prefetch)
+}
+
 // MergeSequential subscribes every source at once and emits their items in
 // the order of the sources: FlatMapSequential over fs with a concurrency of
 // len(fs) and a prefetch of DefaultGroupBuffer (32).

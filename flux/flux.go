@@ -26,7 +26,18 @@ type Flux[T any] struct {
 	// group is set on the group fluxes of GroupBy so that PublishOn can drain
 	// the group's queue directly instead of copying into its own.
 	group *pipe[T]
+	// sync is set on the fluxes whose subscribe pushes every item on the
+	// calling goroutine and waits for nothing but emit: FromSlice, Range,
+	// Error, and the operators in synchronous() below over such a flux.
+	// SwitchMap runs them inline.
+	sync bool
 }
+
+// synchronous reports whether f is known to push all its items on the
+// subscribing goroutine, waiting for nothing but emit: the zero Flux, Just,
+// FromSlice, Range and Error, and Map, Filter, DoOnNext, Take, Skip,
+// DoOnDiscard and OnErrorContinue over such a flux.
+func (f Flux[T]) synchronous() bool { return f.subscribe == nil || f.sync }
 
 // GroupedFlux is one group of GroupBy: the items whose key is Key, in
 // arrival order. Its Flux is unicast: a second Subscribe gets an error
@@ -121,17 +132,9 @@ func ctxDone(ctx context.Context) error {
 	}
 }
 
-// goexitError is the error that ends a flow whose downstream called
-// runtime.Goexit (t.FailNow in a handler under test, for instance) on a
-// goroutine or task of ours: a *PanicError wrapping ErrGoexit, as the
-// schedulers report it.
-func goexitError(op string) error {
-	return fmt.Errorf("flux: %s: %w", op, component.NewPanicError(component.ErrGoexit))
-}
-
 // exitedAs names op in the error of a runtime.Goexit that component's
-// guard reported (a *PanicError of ErrGoexit), as goexitError does; other
-// errors stay as they are.
+// guard reported (a *PanicError of ErrGoexit: a downstream's t.FailNow on a
+// goroutine or task of ours, for instance); other errors stay as they are.
 func exitedAs(op string, err error) error {
 	if isGoexit(err) {
 		return fmt.Errorf("flux: %s: %w", op, err)

@@ -14,7 +14,7 @@ func Map[T, R any](f Flux[T], fn func(T) R) Flux[R] {
 	if fn == nil {
 		return Error[R](invalid("Map", "nil function"))
 	}
-	return Flux[R]{subscribe: func(ctx context.Context, emit func(R) error) error {
+	return Flux[R]{sync: f.synchronous(), subscribe: func(ctx context.Context, emit func(R) error) error {
 		cont := continuationOf[T](ctx)
 		return f.run(ctx, func(v T) error {
 			r, err := call1(fn, v)
@@ -32,7 +32,7 @@ func (f Flux[T]) Filter(pred func(T) bool) Flux[T] {
 	if pred == nil {
 		return Error[T](invalid("Filter", "nil predicate"))
 	}
-	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+	return Flux[T]{sync: f.synchronous(), subscribe: func(ctx context.Context, emit func(T) error) error {
 		cont, discard := continuationOf[T](ctx), discarder[T](ctx)
 		return f.run(ctx, func(v T) error {
 			keep, err := call1(pred, v)
@@ -53,7 +53,7 @@ func (f Flux[T]) DoOnNext(fn func(T)) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("DoOnNext", "nil function"))
 	}
-	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+	return Flux[T]{sync: f.synchronous(), subscribe: func(ctx context.Context, emit func(T) error) error {
 		cont := continuationOf[T](ctx)
 		return f.run(ctx, func(v T) error {
 			if err := callV(fn, v); err != nil {
@@ -116,13 +116,24 @@ func (f Flux[T]) DoFinally(fn func(Signal)) Flux[T] {
 // OnErrorResume replaces an error signal of the upstream by the Flux fn
 // returns for it (a cancellation is not resumed).
 func (f Flux[T]) OnErrorResume(fn func(error) Flux[T]) Flux[T] {
+	return f.resumeIf("OnErrorResume", nil, fn)
+}
+
+// resumeIf is OnErrorResume for the errors pred accepts (nil: all), op
+// naming the operator in the errors of its arguments.
+func (f Flux[T]) resumeIf(op string, pred func(error) bool, fn func(error) Flux[T]) Flux[T] {
 	if fn == nil {
-		return Error[T](invalid("OnErrorResume", "nil function"))
+		return Error[T](invalid(op, "nil function"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
 		sig, err := f.observe(ctx, emit)
 		if sig != SignalError {
 			return err
+		}
+		if pred != nil {
+			if ok, perr := call1(pred, err); perr != nil || !ok {
+				return errorsJoin(err, perr)
+			}
 		}
 		next, perr := call1(fn, err)
 		if perr != nil {
@@ -138,7 +149,7 @@ func (f Flux[T]) Take(n int) Flux[T] {
 	if n < 0 {
 		return Error[T](invalid("Take", "negative count"))
 	}
-	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+	return Flux[T]{sync: f.synchronous(), subscribe: func(ctx context.Context, emit func(T) error) error {
 		if n == 0 {
 			return nil
 		}
@@ -169,7 +180,7 @@ func (f Flux[T]) Skip(n int) Flux[T] {
 	if n < 0 {
 		return Error[T](invalid("Skip", "negative count"))
 	}
-	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+	return Flux[T]{sync: f.synchronous(), subscribe: func(ctx context.Context, emit func(T) error) error {
 		left := n
 		return f.run(ctx, func(v T) error {
 			if left > 0 {

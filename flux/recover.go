@@ -29,6 +29,38 @@ func (f Flux[T]) OnErrorReturn(v T) Flux[T] {
 	return f.OnErrorResume(func(error) Flux[T] { return Just(v) })
 }
 
+// OnErrorResumeIf replaces an error signal of the upstream for which pred
+// returns true by the Flux fn returns for it; other errors, and
+// cancellations, pass as they are. pred and fn run on the goroutine that
+// received the error, once per error signal; a panic in either is joined
+// to the error. Nothing per item. pred or fn nil gives ErrInvalidArgument.
+func (f Flux[T]) OnErrorResumeIf(pred func(error) bool, fn func(error) Flux[T]) Flux[T] {
+	if pred == nil {
+		return Error[T](invalid("OnErrorResumeIf", "nil predicate"))
+	}
+	return f.resumeIf("OnErrorResumeIf", pred, fn)
+}
+
+// OnErrorComplete replaces an error signal of the upstream with completion:
+// the items before it are kept, the error is dropped. A cancellation is not
+// replaced.
+func (f Flux[T]) OnErrorComplete() Flux[T] {
+	return f.resumeIf("OnErrorComplete", nil, completed[T])
+}
+
+// OnErrorCompleteIf replaces an error signal of the upstream for which
+// pred returns true with completion; other errors pass. A panic in pred is
+// joined to the error; pred nil gives ErrInvalidArgument.
+func (f Flux[T]) OnErrorCompleteIf(pred func(error) bool) Flux[T] {
+	if pred == nil {
+		return Error[T](invalid("OnErrorCompleteIf", "nil predicate"))
+	}
+	return f.resumeIf("OnErrorCompleteIf", pred, completed[T])
+}
+
+// completed is the fallback of OnErrorComplete: the empty Flux.
+func completed[T any](error) Flux[T] { return Flux[T]{} }
+
 // OnErrorMap replaces an error signal of the upstream with fn(err); a
 // cancellation is not mapped. fn returning nil keeps err (an error signal
 // cannot become a completion here: use OnErrorResume). A panic in fn is
@@ -75,7 +107,7 @@ func OnErrorContinue[T, U any](f Flux[T], fn func(err error, v U)) Flux[T] {
 	if fn == nil {
 		return Error[T](invalid("OnErrorContinue", "nil function"))
 	}
-	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+	return Flux[T]{sync: f.synchronous(), subscribe: func(ctx context.Context, emit func(T) error) error {
 		return f.run(context.WithValue(ctx, continueKey[U]{}, fn), emit)
 	}}
 }

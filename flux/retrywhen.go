@@ -27,10 +27,38 @@ type RetrySpec struct {
 	// Filter tells which errors are retried (nil: all); the others are
 	// the error signal at once.
 	Filter func(error) bool
+
+	// invalid is the error of a constructor's invalid argument, the
+	// signal of RetryWhen.
+	invalid error
 }
 
 // RetryMax retries at once, up to maxAttempts times.
 func RetryMax(maxAttempts int) RetrySpec { return RetrySpec{MaxAttempts: maxAttempts} }
+
+// RetryFixedDelay retries up to maxAttempts times, waiting delay before
+// each new attempt: a timer of exactly delay, never shorter (unless the
+// upstream's error is a backoff.RetryAfterError, whose duration is the
+// wait). delay 0 retries at once; delay < 0 gives a spec whose RetryWhen
+// signals ErrInvalidArgument.
+func RetryFixedDelay(maxAttempts int, delay time.Duration) RetrySpec {
+	if delay < 0 {
+		return RetrySpec{invalid: invalid("RetryFixedDelay", "negative delay")}
+	}
+	return RetrySpec{MaxAttempts: maxAttempts, BackOff: func() backoff.BackOff {
+		return backoff.NewConstantBackOff(delay)
+	}}
+}
+
+// WithFilter returns s retrying only the errors for which pred returns
+// true (it replaces s.Filter; nil retries all); the others are the error
+// signal at once, as they are. pred runs once per error signal of the
+// upstream, on the subscribing goroutine; its panic ends the flow with
+// *PanicError joined to the error.
+func (s RetrySpec) WithFilter(pred func(error) bool) RetrySpec {
+	s.Filter = pred
+	return s
+}
 
 // RetryBackoff retries up to maxAttempts times with exponential backoff:
 // the k-th wait is d = minBackoff*2^(k-1), uncapped, with a jitter of ±50%
@@ -81,7 +109,10 @@ func (b *jitteredBackOff) Reset() { b.k = 0 }
 // in the BackOff's methods ends the flow with *PanicError. spec.MaxAttempts
 // < 0 gives ErrInvalidArgument; minBackoff of RetryBackoff is not checked.
 func (f Flux[T]) RetryWhen(spec RetrySpec) Flux[T] {
-	if spec.MaxAttempts < 0 {
+	switch {
+	case spec.invalid != nil:
+		return Error[T](spec.invalid)
+	case spec.MaxAttempts < 0:
 		return Error[T](invalid("RetryWhen", "negative attempts"))
 	}
 	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {

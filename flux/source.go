@@ -20,7 +20,7 @@ func Just[T any](vs ...T) Flux[T] { return FromSlice(vs) }
 // FromSlice emits the elements of s in order, then completes. The slice is
 // read at each subscription, not copied.
 func FromSlice[T any](s []T) Flux[T] {
-	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+	return Flux[T]{sync: true, subscribe: func(ctx context.Context, emit func(T) error) error {
 		for _, v := range s {
 			if err := ctxDone(ctx); err != nil {
 				return err
@@ -39,7 +39,7 @@ func Range(start, count int) Flux[int] {
 	if count < 0 {
 		return Error[int](invalid("Range", "negative count"))
 	}
-	return Flux[int]{subscribe: func(ctx context.Context, emit func(int) error) error {
+	return Flux[int]{sync: true, subscribe: func(ctx context.Context, emit func(int) error) error {
 		for i := start; i < start+count; i++ {
 			if err := ctxDone(ctx); err != nil {
 				return err
@@ -60,7 +60,7 @@ func Error[T any](err error) Flux[T] {
 	if err == nil {
 		err = invalid("Error", "nil error")
 	}
-	return Flux[T]{subscribe: func(context.Context, func(T) error) error { return err }}
+	return Flux[T]{sync: true, subscribe: func(context.Context, func(T) error) error { return err }}
 }
 
 // Defer calls fn at each subscription and subscribes the Flux it returns. A

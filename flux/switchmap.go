@@ -18,20 +18,40 @@ var errSwitched = fmt.Errorf("flux: SwitchMap: switched to the next inner: %w", 
 // the first error, of the upstream, an inner, fn (a panic) or the
 // downstream, cancels everything else and ends the flow.
 //
-// The upstream runs on a goroutine of the subscription and never waits for
-// the inners; fn runs there. The inners run
-// one after another on the subscribing goroutine, which delivers their
-// items. An inner replaced by a newer item before its turn came is never
-// subscribed. Costs one
-// goroutine per subscription, and per upstream item a context, a
-// mutex-guarded hand-over and, when the subscribing goroutine waits for
-// it, a wake-up. fn nil gives ErrInvalidArgument.
+// A synchronous flux is one known to push all its items on the
+// subscribing goroutine, waiting for nothing but the downstream: Just,
+// FromSlice, Range, Empty, Error, and Map, Filter, DoOnNext, Take, Skip,
+// DoOnDiscard and OnErrorContinue over one. A synchronous inner runs to
+// its end (or the flow's) before the next item of the upstream is taken;
+// any other inner is switched away from by the next item. So
+// Just(1, 2, 3) mapped to Range(v, 3) gives 1 2 3 2 3 4 3 4 5, every time.
+//
+// When the upstream is synchronous, its next item exists only once it is
+// pulled, and SwitchMap runs on the subscribing goroutine: fn runs there, a
+// synchronous inner runs at once, and any other inner waits for the next
+// item, which replaces it unsubscribed, so only the last of a run of them
+// is subscribed, once the upstream completed. No goroutine, and nothing
+// allocated but by fn and the inners.
+//
+// Otherwise the upstream runs on a goroutine of the subscription, and fn
+// runs there; it waits for the synchronous inners only. The inners run one
+// after another on the subscribing goroutine, which delivers their items.
+// An inner replaced by a newer item before its turn came is never
+// subscribed. Costs one goroutine per subscription, and per upstream item
+// a context, a mutex-guarded hand-over and, when the subscribing goroutine
+// waits for it, a wake-up (two for a synchronous inner). fn nil gives
+// ErrInvalidArgument.
 func SwitchMap[T, R any](f Flux[T], fn func(T) Flux[R]) Flux[R] {
 	if fn == nil {
 		return Error[R](invalid("SwitchMap", "nil function"))
 	}
+	if f.synchronous() {
+		return Flux[R]{subscribe: func(ctx context.Context, emit func(R) error) error {
+			return switchInline(ctx, f, fn, emit)
+		}}
+	}
 	return Flux[R]{subscribe: func(ctx context.Context, emit func(R) error) (err error) {
-		s := &switchBox[R]{crew: newCrew(ctx), ready: make(chan struct{}, 1)}
+		s := &switchBox[R]{crew: newCrew(ctx), ready: make(chan struct{}, 1), ran: make(chan struct{}, 1)}
 		defer func() {
 			s.cancel(reasonOf(err))
 			s.wg.Wait()
@@ -47,10 +67,41 @@ func SwitchMap[T, R any](f Flux[T], fn func(T) Flux[R]) Flux[R] {
 				return cont.resume(v, err)
 			}
 			s.offer(inner)
+			if inner.synchronous() {
+				// It runs to its end before the next item is taken.
+				select {
+				case <-s.ran:
+				case <-s.ctx.Done():
+				}
+			}
 			return nil
 		}, s.upstreamEnded)
 		return s.deliver(emit, discarder[R](ctx))
 	}}
+}
+
+// switchInline is SwitchMap over a synchronous upstream, on the subscribing
+// goroutine: a synchronous inner runs at once to its end; any other is held
+// until the next item replaces it or the upstream completes.
+func switchInline[T, R any](ctx context.Context, f Flux[T], fn func(T) Flux[R], emit func(R) error) error {
+	cont := continuationOf[T](ctx)
+	var held Flux[R]
+	holding := false
+	err := f.run(ctx, func(v T) error {
+		inner, err := call1(fn, v)
+		if err != nil {
+			return cont.resume(v, err)
+		}
+		if holding = !inner.synchronous(); holding {
+			held = inner
+			return nil
+		}
+		return inner.run(ctx, emit)
+	})
+	if err != nil || !holding {
+		return err
+	}
+	return held.run(ctx, emit)
 }
 
 // switchBox hands the latest inner of a SwitchMap subscription from the
@@ -58,6 +109,7 @@ func SwitchMap[T, R any](f Flux[T], fn func(T) Flux[R]) Flux[R] {
 type switchBox[R any] struct {
 	*crew
 	ready   chan struct{} // a token after each change below
+	ran     chan struct{} // a token after each synchronous inner returned
 	mu      sync.Mutex
 	next    Flux[R]         // the inner to run next, if pending
 	nextCtx context.Context // and its context
@@ -118,6 +170,9 @@ func (s *switchBox[R]) deliver(emit func(R) error, discard func(R, error)) error
 		case pending:
 			if err := inner.run(cur, out); err != nil && context.Cause(cur) != errSwitched {
 				s.cancel(err)
+			}
+			if inner.synchronous() {
+				signal(s.ran) // the upstream waits for it
 			}
 			continue
 		case ended:

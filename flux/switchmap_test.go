@@ -75,7 +75,9 @@ func TestSwitchMapDiscardsSuperseded(t *testing.T) {
 			if v == 1 {
 				return flux.Just(10).DoOnNext(l.pull)
 			}
-			return flux.Just(1, 2, 3).DoOnNext(func(v int) {
+			// Behind Defer, the inner is not known to be synchronous, so the
+			// next item switches away from it.
+			return flux.Defer(func() flux.Flux[int] { return flux.Just(1, 2, 3) }).DoOnNext(func(v int) {
 				l.pull(v)
 				if v == 2 {
 					close(atTwo)
@@ -116,13 +118,14 @@ func TestSwitchMapDiscardAccounting(t *testing.T) {
 }
 
 func ExampleSwitchMap() {
-	// Each query replaces the search in flight; with a synchronous upstream
-	// only the last search is sure to run to its end.
+	// Each query replaces the search in flight. The searches here are
+	// synchronous, so each runs to its end before the next query is taken;
+	// a slow (asynchronous) search would be cancelled by the next query.
 	queries := flux.Just("g", "go", "gopher")
 	results := flux.SwitchMap(queries, func(q string) flux.Flux[string] {
 		return flux.Just(q+"#1", q+"#2")
 	})
 	got, err := flux.Collect(context.Background(), results)
-	fmt.Println(got[len(got)-2:], err)
-	// Output: [gopher#1 gopher#2] <nil>
+	fmt.Println(got, err)
+	// Output: [g#1 g#2 go#1 go#2 gopher#1 gopher#2] <nil>
 }
