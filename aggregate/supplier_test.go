@@ -12,11 +12,12 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/aggflow/aggflow/aggregate"
-	"github.com/aggflow/aggflow/schedulers"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
+
+	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/schedulers"
 )
 
 var (

@@ -9,12 +9,13 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
-	"github.com/stretchr/testify/require"
-	"pgregory.net/rapid"
 )
 
 var accounts = aggregate.MaterializedNamedAggregate{Context: "bank", Aggregate: "Account"}

@@ -12,11 +12,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
-	"github.com/stretchr/testify/require"
-	"pgregory.net/rapid"
 )
 
 var errRefused = errors.New("refused")
@@ -492,8 +493,7 @@ func (c *capture) Handle(_ context.Context, r slog.Record) error {
 }
 
 func (c *capture) WithAttrs([]slog.Attr) slog.Handler { return c }
-
-func (c *capture) WithGroup(string) slog.Handler { return c }
+func (c *capture) WithGroup(string) slog.Handler      { return c }
 
 // lines returns the records of level level.
 func (c *capture) lines(level slog.Level) []logLine {

@@ -8,10 +8,11 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/aggflow/aggflow/partition"
-	"github.com/aggflow/aggflow/testkit"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
+
+	"github.com/aggflow/aggflow/partition"
+	"github.com/aggflow/aggflow/testkit"
 )
 
 // prefixOf returns the tracker's prefix, or -1 when it has none, so that one

@@ -10,11 +10,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
 	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/schedulers"
 	"github.com/aggflow/aggflow/testkit"
-	"github.com/stretchr/testify/require"
-	"pgregory.net/rapid"
 )
 
 var errBoom = errors.New("boom")

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aggflow/aggflow/schedulers"
-	"github.com/aggflow/aggflow/source/kafka"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aggflow/aggflow/schedulers"
+	"github.com/aggflow/aggflow/source/kafka"
 )
 
 // exitsOn is a slog.Handler that ends the goroutine logging with
@@ -33,8 +34,7 @@ func (h *exitsOn) Handle(_ context.Context, r slog.Record) error {
 }
 
 func (h *exitsOn) WithAttrs([]slog.Attr) slog.Handler { return h }
-
-func (h *exitsOn) WithGroup(string) slog.Handler { return h }
+func (h *exitsOn) WithGroup(string) slog.Handler      { return h }
 
 // A log handler that ends the committing goroutine with runtime.Goexit (on
 // the line of a panicking commit hook) fails the consumer, which stops on

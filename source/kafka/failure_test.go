@@ -9,12 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aggflow/aggflow/partition"
-	"github.com/aggflow/aggflow/source/kafka"
-	"github.com/aggflow/aggflow/source/kafka/kafkatest"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aggflow/aggflow/partition"
+	"github.com/aggflow/aggflow/source/kafka"
+	"github.com/aggflow/aggflow/source/kafka/kafkatest"
 )
 
 var errPoison = errors.New("poison")

@@ -9,12 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aggflow/aggflow/partition"
-	"github.com/aggflow/aggflow/schedulers"
-	"github.com/aggflow/aggflow/source/kafka"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aggflow/aggflow/partition"
+	"github.com/aggflow/aggflow/schedulers"
+	"github.com/aggflow/aggflow/source/kafka"
 )
 
 // A decoder that ends the poll loop's goroutine with runtime.Goexit (what
