@@ -25,29 +25,58 @@ var aggflowImpl = Impl{
 	Name: "aggflow",
 	What: "dispatch.New with defaults but WithParallelism(P): owned NewParallel(DefaultPoolSize) scheduler, default pending budget; the producer is the source (a dispatch.Source), so the intake runs on its goroutine",
 	Run: func(r *Run) (int64, error) {
-		source := producer(func(_ context.Context, emit func(Exchange) error) error {
+		return runAggflow(r, producer(func(_ context.Context, emit func(Exchange) error) error {
 			return r.Produce(func(x Exchange) bool { return emit(x) == nil })
-		})
-		handler := func(_ context.Context, x Exchange) error {
-			r.Handle(&x)
-			return nil
-		}
-		d, err := dispatch.New("bench", benchAggregate, source, handler, dispatch.WithParallelism(r.P))
-		if err != nil {
-			return 0, err
-		}
-		if err := d.Run(context.Background()); err != nil {
-			return 0, err
-		}
-		s := d.Stats()
-		if err := d.Err(); err != nil {
-			return s.Succeeded, err
-		}
-		if s.Failed+s.Discarded+s.InFlight != 0 {
-			return s.Succeeded, fmt.Errorf("bench: aggflow: %+v", s)
-		}
-		return s.Succeeded, nil
+		}))
 	},
+}
+
+// batchLen is how many exchanges aggflow-batch's producer hands over at a
+// time, as a broker client's fetch would.
+const batchLen = 256
+
+var aggflowBatchImpl = Impl{
+	Name: "aggflow-batch",
+	What: fmt.Sprintf("aggflow, the producer handing over batches of %d through a dispatch.BatchSource", batchLen),
+	Run: func(r *Run) (int64, error) {
+		return runAggflow(r, dispatch.BatchSource(func(_ context.Context, emit func([]Exchange) error) error {
+			batch := make([]Exchange, 0, batchLen)
+			var err error
+			perr := r.Produce(func(x Exchange) bool {
+				if batch = append(batch, x); len(batch) == batchLen {
+					err, batch = emit(batch), batch[:0]
+				}
+				return err == nil
+			})
+			if perr == nil && len(batch) > 0 {
+				perr = emit(batch)
+			}
+			return perr
+		}))
+	},
+}
+
+// runAggflow runs the aggflow dispatcher of the benchmark on source.
+func runAggflow(r *Run, source dispatch.Source[Exchange]) (int64, error) {
+	handler := func(_ context.Context, x Exchange) error {
+		r.Handle(&x)
+		return nil
+	}
+	d, err := dispatch.New("bench", benchAggregate, source, handler, dispatch.WithParallelism(r.P))
+	if err != nil {
+		return 0, err
+	}
+	if err := d.Run(context.Background()); err != nil {
+		return 0, err
+	}
+	s := d.Stats()
+	if err := d.Err(); err != nil {
+		return s.Succeeded, err
+	}
+	if s.Failed+s.Discarded+s.InFlight != 0 {
+		return s.Succeeded, fmt.Errorf("bench: aggflow: %+v", s)
+	}
+	return s.Succeeded, nil
 }
 
 var aggflowRxgoImpl = Impl{

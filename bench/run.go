@@ -21,7 +21,7 @@ type Impl struct {
 
 // Impls are the in-process implementations, in report order. Reactor runs
 // out of process (see Reactor).
-var Impls = []Impl{inlineImpl, spscImpl, shardedImpl, rxgoImpl, aggflowImpl, aggflowRxgoImpl}
+var Impls = []Impl{inlineImpl, spscImpl, shardedImpl, rxgoImpl, aggflowImpl, aggflowBatchImpl, aggflowRxgoImpl}
 
 // LookupImpl returns the in-process implementation named name.
 func LookupImpl(name string) (Impl, bool) {

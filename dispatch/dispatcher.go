@@ -27,6 +27,43 @@ type Source[T any] interface {
 	Subscribe(ctx context.Context, emit func(T) error) error
 }
 
+// BatchSource returns a Source that hands its exchanges over a batch at a
+// time, as a broker client fetches them: subscribe calls emit with each
+// batch, in order, never concurrently, and should return once ctx is done
+// or emit returned an error. A dispatcher takes the exchanges of a batch in
+// order, exactly as one at a time, but publishes each group's share of the
+// batch to its group at once, at the batch's end (or before it waits for
+// room in the pending budget): one hand-off per group touched rather than
+// one per exchange. emit returns nil, or once an exchange of the batch is
+// refused (the intake shut, or ctx ended while it waited for room), that
+// error, the rest of the batch being refused with it (each counted and
+// discarded). emit does not keep the slice. Used as a plain Source
+// elsewhere, it emits the exchanges one at a time. With a nil subscribe
+// its Subscribe returns ErrInvalidArgument: the dispatcher's source error.
+func BatchSource[T any](subscribe func(ctx context.Context, emit func([]T) error) error) Source[T] {
+	return batchSource[T]{subscribe: subscribe}
+}
+
+// batchSource is BatchSource's: the intake recognises its type.
+type batchSource[T any] struct {
+	subscribe func(ctx context.Context, emit func([]T) error) error
+}
+
+// Subscribe emits each exchange of each batch in turn.
+func (s batchSource[T]) Subscribe(ctx context.Context, emit func(T) error) error {
+	if s.subscribe == nil {
+		return fmt.Errorf("%w: BatchSource: subscribe is nil", ErrInvalidArgument)
+	}
+	return s.subscribe(ctx, func(xs []T) error {
+		for _, x := range xs {
+			if err := emit(x); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // Handler handles one exchange. ctx carries the values of Prepare's ctx; it
 // is cancelled, with cause ErrForceStopped, by ForceStop (or with the
 // scheduler's cause when its owner disposes it by force), and is done once
@@ -80,15 +117,24 @@ func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, sou
 	e := d.engines[0]
 	e.idOf = func(x T) aggregate.ID { return x.AggregateID() }
 	groups := len(e.lanes)
-	d.route = func(x T) (*engine[T], int, string, error) { // no call in between: the per-exchange path
-		id := x.AggregateID().ID
-		if id == "" {
-			return e, 0, "", errEmptyID(name)
-		}
-		return e, aggregate.GroupKey(id, groups), id, nil
+	d.route = func(x T) (*engine[T], int, string, error) { // Emit's
+		g, id, err := routeByID(name, x, groups)
+		return e, g, id, err
 	}
+	d.emitFn = func(x T) error { return emitByID(&d.intake, e, x) } // the source's: the route inline
 	d.keyFn = "AggregateID"
 	return d, nil
+}
+
+// routeByID returns x's group among groups and its aggregate id, or
+// ErrInvalidGroupKey for an empty id. AggregateID is user code: its panic
+// is the caller's.
+func routeByID[T aggregate.IDCapable](name string, x T, groups int) (int, string, error) {
+	id := x.AggregateID().ID
+	if id == "" {
+		return 0, "", errEmptyID(name)
+	}
+	return aggregate.GroupKey(id, groups), id, nil
 }
 
 // NewKeyed is New for exchanges routed by key, which gives each its group

@@ -11,11 +11,21 @@ import (
 // A Dispatcher has one flow for its lanes; a MainDispatcher one for all its
 // children's.
 //
-// Counting protocol: the intake adds to received before it looks at shut,
-// and every path that ends an exchange adds to a final counter before it
-// looks at shut. So once shut is set, whoever brings the in-flight count to
-// zero sees it, and drained closes exactly when the intake is shut and no
-// admitted exchange is left.
+// Counting protocol: an exchange is received once it is counted, exactly
+// once, either by its publication into a lane (the lane queue's publication
+// counter is the count: the one locked instruction of the producer's path)
+// or, when it goes into no lane (refused, unrouted, dropped by a flux
+// operator), in aside; every path that ends an exchange adds to a final
+// counter after its count and before it looks at shut. drained closes only
+// once shut is set, no Emit is between its look at shut and its count
+// (emitting) and the source returned (waitSource): then no exchange can be
+// counted after the decision, so whoever brings the in-flight count to zero
+// sees it, and drained closes exactly when the intake is shut and no
+// admitted exchange is left. The source's goroutine looks at shut before it
+// routes an exchange without a fence between the look and the count; what
+// orders its counts before the decision is that the decision waits for its
+// return, after a force or a failure too (its context is cancelled then and
+// its emits refused, so a source that honours its context returns at once).
 //
 // The fields are grouped by who writes them, each group on cache lines of
 // its own, so that the intake's reads of the gate and its count do not miss
@@ -24,9 +34,14 @@ type flow struct {
 	shut, forced atomic.Bool // read per exchange, written by stops
 	_            [56]byte
 
-	received atomic.Int64 // written by the intake
+	aside    atomic.Int64 // exchanges received that went into no lane; written by the intake
 	emitting atomic.Int64 // Emit calls past the gate, not yet counted
 	_        [48]byte
+
+	// queued returns how many exchanges were published into lanes so far:
+	// the sum of the lanes' publication counters. Monotonic; it costs a load
+	// per lane. Set before the intake starts.
+	queued func() int64
 
 	succeeded, failed, discarded atomic.Int64 // written by the consumers
 	_                            [40]byte
@@ -34,7 +49,7 @@ type flow struct {
 	budget budget
 
 	drainedOnce atomic.Bool
-	waitSource  atomic.Bool // a graceful drain waits until the source returned
+	waitSource  atomic.Bool // the drain waits until the source returned
 	endMu       sync.Mutex  // orders the drained decision with beforeDrain
 	drained     chan struct{}
 	shutCh      chan struct{} // closed with shut, for waits on the budget
@@ -50,13 +65,13 @@ func newFlow(maxPending int, onDrained func()) *flow {
 // snapshot is stats read as one: received is read before and after the
 // ended counters until the two agree, so that the counters held together at
 // some moment between the reads and InFlight was really in flight then
-// (never above the budget plus the exchange the intake holds). Under a
+// (never above the budget plus the exchange the intake refuses). Under a
 // producer that moves received at every try, the last try's reading, whose
-// InFlight is over by what was received during that one try. A few atomic
-// loads; for Stats, not for the path.
+// InFlight is over by what was received during that one try. An atomic
+// load per lane and a few more, per try; for Stats, not for the path.
 func (f *flow) snapshot() Stats {
 	for try := 0; ; try++ {
-		r := f.received.Load()
+		r := f.received()
 		if s := f.stats(); s.Received == r || try == 16 {
 			return s
 		}
@@ -67,9 +82,21 @@ func (f *flow) snapshot() Stats {
 // counters are read before received.
 func (f *flow) stats() Stats {
 	s := Stats{Succeeded: f.succeeded.Load(), Failed: f.failed.Load(), Discarded: f.discarded.Load()}
-	s.Received = f.received.Load()
+	s.Received = f.received()
 	s.InFlight = s.Received - s.Succeeded - s.Failed - s.Discarded
 	return s
+}
+
+// received returns how many exchanges were received: those in lanes and
+// those aside. Each count is taken before the exchange's final counter, and
+// both parts only grow, so that read after the final counters it is at
+// least their sum.
+func (f *flow) received() int64 {
+	n := f.aside.Load()
+	if f.queued != nil {
+		n += f.queued()
+	}
+	return n
 }
 
 // close shuts the intake: nothing is admitted from now on.
@@ -93,11 +120,12 @@ func (f *flow) gate() {
 // after adding to received, so emitting is read first: an Emit is either
 // seen there, or its count in received, or it saw shut.
 // The decision is taken again under endMu, so that an exchange beforeDrain
-// admitted after the shut is seen. Unless forced, it waits for the source
-// to return (waitSource): an item the source took and has not emitted yet
-// is not lost to the end.
+// admitted after the shut is seen. It waits for the source to return
+// (waitSource): an item the source took and has not emitted yet is not lost
+// to the end, and no exchange the source routes is counted after it.
+// After the shut it sums the lanes' counters: a load per lane.
 func (f *flow) check() {
-	if !f.shut.Load() || f.waitSource.Load() && !f.forced.Load() || f.emitting.Load() != 0 ||
+	if !f.shut.Load() || f.waitSource.Load() || f.emitting.Load() != 0 ||
 		f.stats().InFlight != 0 || f.drainedOnce.Load() {
 		return
 	}

@@ -22,16 +22,20 @@ import (
 // goroutine that runs it. The intake runs on the source's goroutine (or on
 // Emit's caller): gate, route, budget, lane; no hop in between.
 type intake[T any] struct {
-	life    component.Lifecycle // a named field: its transitions are not the user's
-	f       *flow
-	engines []*engine[T]
-	report  *engine[T]                                              // reports what fails or is refused before a lane
-	route   func(T) (e *engine[T], group int, id string, err error) // runs user code: its panics are emit's and Emit's to recover
-	keyFn   string                                                  // what computes the key, for errors: "AggregateID" or "key function"
-	source  Source[T]                                               // nil: Emit feeds the intake
-	emitMu  sync.Mutex
-	timeout time.Duration
-	ends    []func() // WithResults' completions
+	life     component.Lifecycle // a named field: its transitions are not the user's
+	f        *flow
+	engines  []*engine[T]
+	report   *engine[T]                                              // reports what fails or is refused before a lane
+	route    func(T) (e *engine[T], group int, id string, err error) // runs user code: its panics are emit's and Emit's to recover
+	keyFn    string                                                  // what computes the key, for errors: "AggregateID" or "key function"
+	emitFn   func(T) error                                           // the source's emit when not the route's (New's: emitByID)
+	batching bool                                                    // emitBatch runs: admit stages, flush publishes
+	staged   []*lane[T]                                              // the lanes holding staged exchanges, in the order first staged
+	kicked   int                                                     // how many of staged flush scheduled so far
+	source   Source[T]                                               // nil: Emit feeds the intake
+	emitMu   sync.Mutex
+	timeout  time.Duration
+	ends     []func() // WithResults' completions
 
 	sourceRunning atomic.Bool // the source's Subscribe has not returned
 	prepared      atomic.Bool // Prepare made the contexts
@@ -48,10 +52,21 @@ type intake[T any] struct {
 func (in *intake[T]) init(kind, name string, source Source[T], cfg *config[T], engines []*engine[T], report *engine[T]) {
 	in.source, in.engines, in.report, in.timeout, in.ends = source, engines, report, cfg.stopTimeout, cfg.ends
 	in.f = newFlow(cfg.maxPending, in.life.Stop)
+	in.f.queued = in.queued
 	for _, e := range in.all() {
 		e.f, e.onFail, e.onRetire = in.f, in.fail, in.retire
 	}
 	in.life.Init(kind, name, errIllegal, in.end)
+}
+
+// queued is the flow's count of the exchanges published into the lanes of
+// every engine.
+func (in *intake[T]) queued() int64 {
+	var n int64
+	for _, e := range in.engines {
+		n += e.queued()
+	}
+	return n
 }
 
 // all returns the engines and the reporting one, each once.
@@ -209,7 +224,14 @@ func (in *intake[T]) sourceDone() {
 // schedulers.Immediate) is an error: the intake shuts and the rest drains
 // as after a source error, before the goroutine unwinds through own.
 func (in *intake[T]) runSource() error {
-	return component.Call(func() error { return in.source.Subscribe(in.srcCtx, in.emit) }, func(p *PanicError) {
+	if in.emitFn == nil {
+		in.emitFn = in.emit
+	}
+	subscribe := func() error { return in.source.Subscribe(in.srcCtx, in.emitFn) }
+	if b, ok := in.source.(batchSource[T]); ok && b.subscribe != nil {
+		subscribe = func() error { return b.subscribe(in.srcCtx, in.emitBatch) }
+	}
+	return component.Call(subscribe, func(p *PanicError) {
 		in.life.Record(fmt.Errorf("dispatch: %s %q: source: %w", in.life.Kind(), in.Name(), p))
 		in.sourceDone()
 	})
@@ -220,12 +242,9 @@ func (in *intake[T]) runSource() error {
 // the intake shut, or for an unknown aggregate); the first one after a
 // graceful stop is handed on (handOn).
 func (in *intake[T]) emit(x T) (err error) {
-	f := in.f
-	f.received.Add(1)
-	afterStop := f.shut.Load()
+	afterStop := in.f.shut.Load() // no fence before the count: the drain waits for the source (see flow)
 	if afterStop && !in.handOn() {
-		in.report.dropped(x, 0, -1, in.refusal())
-		f.check()
+		in.refuse(x)
 		return errIntakeClosed
 	}
 	stage := keying
@@ -238,20 +257,68 @@ func (in *intake[T]) emit(x T) (err error) {
 		in.unrouted(x, rerr)
 		return nil
 	}
-	stage = admitting
+	return in.admit(e, g, id, &x, afterStop, &stage)
+}
+
+// emitByID is emit for New's exchanges, routed by AggregateID without the
+// route's indirect call: the source's emit.
+func emitByID[T aggregate.IDCapable](in *intake[T], e *engine[T], x T) (err error) {
+	afterStop := in.f.shut.Load() // no fence before the count: the drain waits for the source (see flow)
+	if afterStop && !in.handOn() {
+		in.refuse(x)
+		return errIntakeClosed
+	}
+	stage := keying
+	var p *PanicError
+	defer in.unwound(&stage, &x, &err, &p)
+	defer component.RecoverAt(&stage, keying, &p) // AggregateID
+	g, id, rerr := routeByID(in.Name(), x, len(e.lanes))
+	if rerr != nil {
+		stage = settled
+		in.unrouted(x, rerr)
+		return nil
+	}
+	return in.admit(e, g, id, &x, afterStop, &stage)
+}
+
+// refuse counts and discards an exchange the intake does not admit, with
+// the intake's refusal.
+func (in *intake[T]) refuse(x T) {
+	in.f.aside.Add(1)
+	in.report.dropped(x, 0, -1, in.refusal())
+	in.f.check()
+}
+
+// admit puts a routed exchange (to e's group g, id's lane under
+// WithKeyOrdering) into its lane, taking a budget unit from the credit.
+// Source's goroutine only; *stage is emit's.
+func (in *intake[T]) admit(e *engine[T], g int, id string, x *T, afterStop bool, stage *intakeStage) error {
+	*stage = admitting
 	if in.credit == 0 {
 		n, err := in.credits(afterStop)
 		if err != nil {
-			stage = settled
-			in.report.dropped(x, 0, -1, in.refusal())
-			f.check()
+			*stage = settled
+			in.refuse(*x)
 			return err
 		}
 		in.credit = n
 	}
 	e.admitted()
-	l, late, kick := e.enqueue(g, id, &x)
-	stage = settled
+	if in.batching {
+		l, late := e.put(g, id, x)
+		if l.q.Staged() == 0 {
+			in.staged = append(in.staged, l)
+		}
+		l.q.Stage() // counted at its publication, by flush
+		*stage = settled
+		in.credit--
+		if late != nil {
+			e.schedule(late)
+		}
+		return nil
+	}
+	l, late, kick := e.enqueue(g, id, x) // counts x: its publication
+	*stage = settled
 	in.credit--
 	if late != nil {
 		e.schedule(late)
@@ -260,6 +327,64 @@ func (in *intake[T]) emit(x T) (err error) {
 		e.schedule(l)
 	}
 	return nil
+}
+
+// emitBatch is the intake of a BatchSource's batch on the source's
+// goroutine: each exchange is taken as emit takes it, in order, but staged
+// in its lane; flush publishes each lane touched once, at the batch's end
+// or before the goroutine waits for room. Once an exchange is refused, so
+// is the rest of the batch, each accounted for, and the refusal is
+// returned.
+func (in *intake[T]) emitBatch(xs []T) (err error) {
+	in.batching = true
+	defer in.endBatch() // also when user code on the way ends the goroutine
+	for i := range xs {
+		if err = in.emitFn(xs[i]); err != nil {
+			for _, x := range xs[i+1:] {
+				in.refuse(x)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// endBatch publishes what the batch staged and leaves batching.
+func (in *intake[T]) endBatch() {
+	in.batching = false
+	in.flush()
+}
+
+// flush publishes the staged exchanges, one atomic add per lane, then
+// schedules the lanes it made ready. A drain that runs inline in Schedule
+// (schedulers.Immediate) may end the goroutine: the deferred call
+// schedules the rest first. Source's goroutine only.
+func (in *intake[T]) flush() {
+	if len(in.staged) == 0 {
+		return
+	}
+	for _, l := range in.staged[in.kicked:] {
+		l.q.Flush()
+	}
+	defer in.flushed()
+	for in.kicked < len(in.staged) {
+		l := in.staged[in.kicked]
+		in.kicked++
+		if l.claim() {
+			l.e.schedule(l)
+		}
+	}
+}
+
+// flushed ends a flush: the staged lanes are forgotten once every one was
+// scheduled, else (the goroutine ends) flush goes on with the rest.
+func (in *intake[T]) flushed() {
+	if in.kicked < len(in.staged) {
+		in.flush()
+		return
+	}
+	clear(in.staged)
+	in.staged, in.kicked = in.staged[:0], 0
 }
 
 // handOn reports whether the source's exchange, counted and met by a
@@ -282,6 +407,16 @@ func (in *intake[T]) handOn() bool {
 // while the intake is open; one for the exchange handed on after a
 // graceful stop, waiting for room until a force.
 func (in *intake[T]) credits(late bool) (int64, error) {
+	if len(in.staged) > 0 {
+		want := int64(creditBatch)
+		if late {
+			want = 1
+		}
+		if n := in.f.budget.tryTakeUpTo(want); n > 0 {
+			return n, nil
+		}
+		in.flush() // the staged exchanges hold units: the consumers see them before the wait
+	}
 	if !late {
 		n, err := in.f.budget.acquireUpTo(in.srcCtx, in.f.shutCh, creditBatch)
 		if err == nil || !in.handOn() {
@@ -297,7 +432,7 @@ func (in *intake[T]) credits(late bool) (int64, error) {
 // it shut, else with the flux's reason.
 func (in *intake[T]) sourceDropped(x T, reason error) {
 	f := in.f
-	f.received.Add(1)
+	f.aside.Add(1)
 	if f.shut.Load() {
 		reason = in.refusal()
 	}
@@ -333,6 +468,7 @@ func (in *intake[T]) unwound(stage *intakeStage, x *T, err *error, p **PanicErro
 	}
 	defer in.f.check()       // a stop may have come since the gate
 	defer in.f.failed.Add(1) // after the report, even when it panics or exits too
+	in.f.aside.Add(1)
 	in.report.failure(in.report.ctx, *x, 0, -1, OutcomePanic, 0,
 		fmt.Errorf("dispatch: %s %q: intake: %w", in.life.Kind(), in.Name(), component.NewPanicError(component.ErrGoexit)))
 }
@@ -349,9 +485,15 @@ func (in *intake[T]) keyPanicked(p *PanicError) error {
 // the bound holds; they go back when the source returns.
 const creditBatch = 32
 
-// unrouted accounts for an exchange that has no lane: an unknown aggregate
-// is discarded, an invalid key fails.
+// unrouted counts and accounts for an exchange that has no lane: an unknown
+// aggregate is discarded, an invalid key fails.
 func (in *intake[T]) unrouted(x T, err error) {
+	in.f.aside.Add(1)
+	in.accountUnrouted(x, err)
+}
+
+// accountUnrouted is unrouted for an exchange already counted.
+func (in *intake[T]) accountUnrouted(x T, err error) {
 	defer in.f.check() // a stop may have come since the gate
 	if errors.Is(err, ErrUnknownAggregate) {
 		in.report.dropped(x, 0, -1, err)
@@ -412,11 +554,13 @@ func (in *intake[T]) Emit(ctx context.Context, x T) (err error) {
 	stage = admitting
 	e.admitted()
 	stage = settled
-	in.emitMu.Lock() // held only for the queue write: no user code under it
-	f.received.Add(1)
+	in.emitMu.Lock()                      // held only for the queue write: no user code under it
+	l, late, kick := e.enqueue(g, id, &x) // counts x: its publication
 	f.emitting.Add(-1)
-	l, late, kick := e.enqueue(g, id, &x)
 	in.emitMu.Unlock()
+	if f.shut.Load() {
+		f.check() // x may have ended already, its check bailing out on this Emit
+	}
 	if late != nil {
 		e.schedule(late)
 	}
@@ -429,10 +573,10 @@ func (in *intake[T]) Emit(ctx context.Context, x T) (err error) {
 // emitUnrouted counts and accounts for an exchange Emit could not route.
 func (in *intake[T]) emitUnrouted(x T, err error) {
 	f := in.f
-	f.received.Add(1)
+	f.aside.Add(1)
 	f.emitting.Add(-1)
 	f.budget.release(1)
-	in.unrouted(x, err)
+	in.accountUnrouted(x, err)
 }
 
 // emitUnwound, deferred by Emit, is unwound's counterpart: a panic of the
@@ -464,7 +608,8 @@ func (in *intake[T]) emitRefused() error {
 // dispatcher stops. The first exchange the source emits after it (the item
 // it had taken, from a user's channel say, before it saw its context end)
 // is handed on, not discarded: the drain waits for the source to return
-// (not after a force or a failure: nothing is handed on then); what a flux
+// (after a force or a failure too, though nothing is handed on then: the
+// source's context is cancelled and its emits are refused); what a flux
 // source's operators drop once the intake shut (a PublishOn's queue) is
 // counted and discarded with ErrStopped. Prompt, non-blocking, idempotent.
 func (in *intake[T]) Quiesce() {
@@ -490,11 +635,9 @@ func (in *intake[T]) fail(err error) {
 	in.stopFailing()
 }
 
-// stopFailing stops the intake after a failure: nothing is handed on, and
-// the drain does not wait for the source.
+// stopFailing stops the intake after a failure: nothing is handed on.
 func (in *intake[T]) stopFailing() {
 	in.failing.Store(true)
-	in.f.waitSource.Store(false)
 	in.Quiesce()
 	in.f.check() // the shut may have come before
 }

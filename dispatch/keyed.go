@@ -39,8 +39,8 @@ func (e *engine[T]) keyLane(g int, id string) (l, late *lane[T]) {
 	for range min(reuseLooks, e.ring.n) {
 		c := e.ring.pop()
 		e.ring.push(c)
-		if c.state.Load() != idle || !c.state.CompareAndSwap(idle, running) {
-			continue // active: this producer's own CAS below is the only other way in
+		if c.q.Staged() > 0 || c.state.Load() != idle || !c.state.CompareAndSwap(idle, running) {
+			continue // active, or holding exchanges of a batch: this producer's own CAS below is the only other way in
 		}
 		// This goroutine is c's consumer now: Len is exact.
 		if c.q.Len() > 0 {

@@ -156,6 +156,14 @@ func (e *engine[T]) admitted() {
 // after releasing any lock: on Immediate the drain runs right there).
 // Producer only.
 func (e *engine[T]) enqueue(g int, id string, x *T) (l, late *lane[T], kick bool) {
+	l, late = e.put(g, id, x)
+	l.q.Publish()
+	return l, late, l.claim()
+}
+
+// put writes an admitted exchange into the next slot of its lane (as
+// enqueue's), which the caller publishes. Producer only.
+func (e *engine[T]) put(g int, id string, x *T) (l, late *lane[T]) {
 	if e.keys != nil {
 		l, late = e.keyLane(g, id)
 	} else {
@@ -163,8 +171,13 @@ func (e *engine[T]) enqueue(g int, id string, x *T) (l, late *lane[T], kick bool
 	}
 	it := l.q.Next() // written in place: an exchange is copied once
 	it.x, it.admitted = *x, e.now()
-	l.q.Publish()
-	return l, late, l.state.Load() == idle && l.state.CompareAndSwap(idle, ready)
+	return l, late
+}
+
+// claim moves l from idle to ready and reports whether it did: then the
+// caller must schedule it. Producer only, after a publication.
+func (l *lane[T]) claim() bool {
+	return l.state.Load() == idle && l.state.CompareAndSwap(idle, ready)
 }
 
 // schedule hands a lane its caller just made ready to the scheduler. Once
@@ -567,6 +580,27 @@ func (e *engine[T]) dropped(x T, admitted int64, group int, reason error) {
 		e.hooks.endedAside(e.ctx, &r, e.obs)
 	}
 	e.f.discarded.Add(1)
+}
+
+// queued returns how many exchanges were published into e's lanes so far.
+// A lane is in e's set before its first publication, and keeps its count
+// when WithKeyOrdering gives it to another id, so the sum only grows.
+func (e *engine[T]) queued() int64 {
+	var n uint64
+	if e.keys != nil {
+		e.keyMu.Lock()
+		for _, l := range e.keys {
+			n += l.q.Pushed()
+		}
+		e.keyMu.Unlock()
+		return int64(n)
+	}
+	for i := range e.lanes {
+		if l := e.lanes[i].Load(); l != nil {
+			n += l.q.Pushed()
+		}
+	}
+	return int64(n)
 }
 
 // runningLanes returns the lanes a consumer runs now, by group.

@@ -51,9 +51,10 @@ const (
 	lpPanics  = "panics"      // emits, then panics
 	lpFails   = "fails"       // emits, then returns an error
 	lpPush    = "push"        // nil source: goroutines call Emit
+	lpBatches = "batches"     // a paced endless dispatch.BatchSource of batches of 1 to 9, honouring ctx
 )
 
-var lpSourceKinds = []string{lpSlice, lpEndless, lpIgnores, lpPanics, lpFails, lpPush}
+var lpSourceKinds = []string{lpSlice, lpEndless, lpIgnores, lpPanics, lpFails, lpPush, lpBatches}
 
 // errLpSource is what a failing source returns.
 var errLpSource = errors.New("lp: source failed")
@@ -260,6 +261,29 @@ func lpSource(kind string, gen lpGen, count int, pace time.Duration, release <-c
 		})
 	case lpIgnores, lpPanics:
 		src = lpRaw{kind: kind, gen: gen, n: count, release: release}
+	case lpBatches: // counts itself: a wrapper would hide its batches
+		return dispatch.BatchSource(func(ctx context.Context, emit func([]testkit.Exchange) error) error {
+			timer := time.NewTimer(pace)
+			defer timer.Stop()
+			var xs []testkit.Exchange
+			for i := 0; ; {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-timer.C:
+					timer.Reset(pace)
+				}
+				xs = xs[:0]
+				for range 1 + (i*7+count)%9 { // sizes 1 to 9 in a mixed order
+					xs = append(xs, gen.at(i))
+					i++
+				}
+				n.Add(int64(len(xs)))
+				if err := emit(xs); err != nil {
+					return err
+				}
+			}
+		})
 	default:
 		panic("lp: unknown source kind " + kind)
 	}

@@ -54,8 +54,10 @@ func (o Outcome) String() string {
 // counted in Received exactly once and ends exactly once in one of the three
 // final counters. Failed counts OutcomeError, OutcomePanic and
 // OutcomeCancelled. InFlight counts the exchanges admitted and not ended
-// plus the one the source's goroutine holds while it waits for room: at
-// most the pending budget + 1. A dispatcher's Stats reads the counters as
+// plus the one the source's goroutine may be refusing or failing at that
+// moment: at most the pending budget + 1. An exchange the source's
+// goroutine holds while it waits for room is received once it is admitted
+// or refused. A dispatcher's Stats reads the counters as
 // one snapshot (they held together at one moment during the call).
 type Stats struct {
 	Received, Succeeded, Failed, Discarded, InFlight int64

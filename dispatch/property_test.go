@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,11 +36,47 @@ func TestPropertyOrderingAndNoLoss(t *testing.T) {
 		budget := rapid.IntRange(1, 256).Draw(rt, "budget")
 		w := testkit.Workloads(orders, 300).Draw(rt, "workload")
 		perKey := rapid.Bool().Draw(rt, "per key")
-		rapid.SyncTest(rt, func(rt *rapid.T) { runWorkload(rt, p, pool, budget, perKey, w) })
+		rapid.SyncTest(rt, func(rt *rapid.T) { runWorkload(rt, p, pool, budget, perKey, w, nil) })
 	})
 }
 
-func runWorkload(rt *rapid.T, p, pool, budget int, perKey bool, w testkit.Workload) {
+// The same properties with the exchanges handed over by a BatchSource in
+// batches of random sizes: a batch's exchanges are staged in their lanes
+// and published at the batch's end or before the intake waits for room,
+// stops and forces falling anywhere in a batch.
+func TestPropertyBatchesOrderingAndNoLoss(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		p := rapid.IntRange(1, 64).Draw(rt, "parallelism")
+		pool := rapid.IntRange(1, 4).Draw(rt, "pool")
+		budget := rapid.IntRange(1, 64).Draw(rt, "budget")
+		w := testkit.Workloads(orders, 300).Draw(rt, "workload")
+		perKey := rapid.Bool().Draw(rt, "per key")
+		sizes := rapid.SliceOfN(rapid.IntRange(1, 80), 1, 20).Draw(rt, "batch sizes")
+		rapid.SyncTest(rt, func(rt *rapid.T) { runWorkload(rt, p, pool, budget, perKey, w, sizes) })
+	})
+}
+
+// batches is a BatchSource of xs in batches of sizes, in turn, counting
+// what it hands over into n.
+func batches(xs []testkit.Exchange, sizes []int, n *atomic.Int64) dispatch.Source[testkit.Exchange] {
+	return dispatch.BatchSource(func(ctx context.Context, emit func([]testkit.Exchange) error) error {
+		for i, k := 0, 0; i < len(xs); k++ {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			b := xs[i:min(len(xs), i+sizes[k%len(sizes)])]
+			i += len(b)
+			n.Add(int64(len(b)))
+			if err := emit(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// runWorkload runs w, from a flux.FromSlice, or with sizes from batches.
+func runWorkload(rt *rapid.T, p, pool, budget int, perKey bool, w testkit.Workload, sizes []int) {
 	sched, err := schedulers.NewParallel("property", pool)
 	if err != nil {
 		rt.Fatal(err)
@@ -58,7 +95,14 @@ func runWorkload(rt *rapid.T, p, pool, budget int, perKey bool, w testkit.Worklo
 			return testkit.Perform(ctx, x)
 		})
 	var hooked, refused atomic.Int64
-	source, emitted := counted(flux.FromSlice(w.Exchanges))
+	slice, emitted := counted(flux.FromSlice(w.Exchanges))
+	var source dispatch.Source[testkit.Exchange] = slice
+	maxRefused := int64(1) // FromSlice sees its ctx end at the refusal
+	if sizes != nil {
+		emitted = new(atomic.Int64)
+		source = batches(w.Exchanges, sizes, emitted)
+		maxRefused = int64(slices.Max(sizes)) // the rest of the batch the stop met
+	}
 	var keyed dispatch.Option[testkit.Exchange]
 	if perKey {
 		keyed = dispatch.WithKeyOrdering()
@@ -114,10 +158,10 @@ func runWorkload(rt *rapid.T, p, pool, budget int, perKey bool, w testkit.Worklo
 	if err := sched.DisposeGracefully(ctx); err != nil {
 		rt.Fatal(err)
 	}
-	checkRun(rt, emitted.Load(), d.Stats(), rec.Calls(), hooked.Load(), refused.Load(), perKey, w)
+	checkRun(rt, emitted.Load(), d.Stats(), rec.Calls(), hooked.Load(), refused.Load(), maxRefused, perKey, w)
 }
 
-func checkRun(rt *rapid.T, emitted int64, s dispatch.Stats, calls []testkit.Call, hooked, refused int64, perKey bool, w testkit.Workload) {
+func checkRun(rt *rapid.T, emitted int64, s dispatch.Stats, calls []testkit.Call, hooked, refused, maxRefused int64, perKey bool, w testkit.Workload) {
 	for _, check := range []func() error{
 		func() error { return testkit.PerKeyFIFO(calls) },
 		func() error { return serial(perKey, calls) },
@@ -133,7 +177,7 @@ func checkRun(rt *rapid.T, emitted int64, s dispatch.Stats, calls []testkit.Call
 	if s.Received > int64(len(w.Exchanges)) {
 		rt.Fatalf("received %d of %d exchanges", s.Received, len(w.Exchanges))
 	}
-	if refused > 1 {
+	if refused > maxRefused {
 		rt.Fatalf("%d exchanges refused after the intake closed: the source was not stopped", refused)
 	}
 	if !w.Stop.Kind.Forces() && s.Discarded != refused {

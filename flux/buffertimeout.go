@@ -36,7 +36,10 @@ func BufferTimeout[T any](f Flux[T], n int, d time.Duration) Flux[[]T] {
 		defer stop(nil)
 		defer b.alarm.disarm()
 		uerr := f.run(uctx, b.next)
-		return b.finish(uerr)
+		return settle(&b.aside, &b.alarm, uerr, func() ([]T, []T) {
+			rest := b.cut()
+			return rest, rest
+		})
 	}}
 }
 
@@ -82,7 +85,7 @@ func (b *batcher[T]) cut() []T {
 }
 
 // expire delivers slice number batch when its time is up, on the timer's
-// goroutine, unless it was already cut or the flow is ending (finish then
+// goroutine, unless it was already cut or the flow is ending (settle then
 // handles it).
 func (b *batcher[T]) expire(batch uint64) {
 	if b.lock.take(b.uctx) != nil {
@@ -95,13 +98,16 @@ func (b *batcher[T]) expire(batch uint64) {
 	b.deliver(b.cut())
 }
 
-// finish joins the timer, then delivers the partial slice on completion or
-// discards it with the reason.
-func (b *batcher[T]) finish(uerr error) error {
-	b.alarm.disarm()
-	b.lock.hold() // a timed slice being delivered finishes first
-	rest := b.cut()
-	b.lock.give()
-	b.alarm.wait()
-	return b.end(uerr, rest, func() error { return b.emit(rest) })
+// settle ends a flow whose items a timer may deliver (BufferTimeout,
+// Debounce) once its upstream returned uerr: it disarms the alarm, lets a
+// delivery of the timer's in progress finish, takes what is held with take
+// (what to emit, and the items that make it), joins the timer's goroutine,
+// then delivers that on completion or discards its items with the reason.
+func settle[T, R any](a *aside[T, R], al *alarm, uerr error, take func() (R, []T)) error {
+	al.disarm()
+	a.lock.hold() // a delivery of the timer's finishes first
+	r, rest := take()
+	a.lock.give()
+	al.wait()
+	return a.end(uerr, rest, func() error { return a.emit(r) })
 }

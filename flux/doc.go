@@ -141,6 +141,21 @@
 //	RetrySpec.filter(pred)           RetrySpec.WithFilter(pred)                 3
 //	log(category, level)             Log(logger, category, WithLogLevel)        9
 //	checkpoint(description) / name   Checkpoint(description) / Name             6
+//	startWith(T...) / concatWith     StartWith(vs...) / ConcatWith              2
+//	mergeWith                        MergeWith                                  2
+//	zip(a, b, c[, d], combinator)    Zip3 / Zip4                                10
+//	zip(Iterable, combinator)        ZipN([]Flux[T]) Flux[[]T]                  5
+//	takeWhile / skipWhile            TakeWhile / SkipWhile                      12
+//	takeLast(n) / skipLast(n)        TakeLast / SkipLast                        12
+//	repeat(n) / repeat(n, supplier)  Repeat(n) / RepeatWhen(RepeatSpec)         16
+//	repeatWhen(RepeatSpec)           RepeatWhen, RepeatTimes, RepeatFixedDelay  4
+//	replay(n) / autoConnect(n)       Replay(n) / AutoConnect(n)                 6
+//	cache(n)                         Cache(n)                                   4
+//	sampleTimeout(v -> delay(d))     Debounce(d)                                5
+//	buffer(Duration)                 BufferDuration(f, d)                       1
+//	bufferUntil(p[, cutBefore])      BufferUntil(f, p, cutBefore)               7
+//	bufferWhile(p)                   BufferWhile(f, p)                          6
+//	elapsed() / timestamp()          Elapsed(f) / Timestamp(f)                  2
 //	StepVerifier                     testkit.Verify                             0
 //
 // The column cases counts the test cases of Reactor's own test suite

@@ -24,10 +24,78 @@ func (f Flux[T]) Sample(d time.Duration) Flux[T] {
 	if d <= 0 {
 		return Error[T](invalid("Sample", "period not positive"))
 	}
-	return Flux[T]{subscribe: func(ctx context.Context, emit func(T) error) error {
+	return periodic(f, "Sample", d, func() bin[T, T] { return new(latestBin[T]) })
+}
+
+// BufferDuration emits the items in slices, one per period d from the
+// subscription on: at the end of each period, the items that arrived
+// within it, unless there were none; at completion the partial slice, if
+// any, then the completion. Each slice is new and owned by the receiver.
+// On an error or cancellation the partial slice goes to the discard hook
+// (DoOnDiscard) with the reason.
+//
+// The periods are a time.Ticker waited on by one goroutine of the
+// subscription, which also delivers the slices, as Sample does: the
+// upstream, on the subscribing goroutine, waits while a slice is
+// delivered. d <= 0 gives ErrInvalidArgument.
+func BufferDuration[T any](f Flux[T], d time.Duration) Flux[[]T] {
+	if d <= 0 {
+		return Error[[]T](invalid("BufferDuration", "duration not positive"))
+	}
+	return periodic(f, "BufferDuration", d, func() bin[T, []T] { return new(sliceBin[T]) })
+}
+
+// bin is what a periodic operator holds of the current period: add takes
+// an item, returning the one it replaced (Sample's), and take empties it,
+// giving what to emit and the items that make it.
+type bin[T, R any] interface {
+	add(v T) (old T, replaced bool)
+	take() (r R, items []T, ok bool)
+}
+
+// latestBin is Sample's bin: the last item.
+type latestBin[T any] struct {
+	v   T
+	has bool
+}
+
+func (l *latestBin[T]) add(v T) (T, bool) {
+	old, had := l.v, l.has
+	l.v, l.has = v, true
+	return old, had
+}
+
+func (l *latestBin[T]) take() (T, []T, bool) {
+	v, ok := l.v, l.has
+	var zero T
+	l.v, l.has = zero, false
+	if !ok {
+		return v, nil, false
+	}
+	return v, []T{v}, true
+}
+
+// sliceBin is BufferDuration's bin: every item, in order.
+type sliceBin[T any] struct{ buf []T }
+
+func (s *sliceBin[T]) add(v T) (old T, replaced bool) {
+	s.buf = append(s.buf, v)
+	return old, false
+}
+
+func (s *sliceBin[T]) take() ([]T, []T, bool) {
+	out := s.buf
+	s.buf = nil
+	return out, out, len(out) > 0
+}
+
+// periodic runs f into a bin made by newBin, which a ticker of period d
+// empties downstream.
+func periodic[T, R any](f Flux[T], op string, d time.Duration, newBin func() bin[T, R]) Flux[R] {
+	return Flux[R]{subscribe: func(ctx context.Context, emit func(R) error) error {
 		uctx, stop := context.WithCancelCause(ctx)
 		defer stop(nil)
-		s := &sampler[T]{aside: newAside[T]("Sample", uctx, stop, emit)}
+		s := &sampler[T, R]{aside: newAside[T](op, uctx, stop, emit), bin: newBin()}
 		quit := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -43,46 +111,33 @@ func (f Flux[T]) Sample(d time.Duration) Flux[T] {
 		s.closed = true
 		s.lock.give()
 		stopTicking()
-		v, ok := s.take()
-		var rest []T
-		if ok {
-			rest = []T{v}
-		}
-		return s.end(uerr, rest, func() error { return emit(v) })
+		r, rest, _ := s.bin.take()
+		return s.end(uerr, rest, func() error { return emit(r) })
 	}}
 }
 
-// sampler is the state of one Sample subscription, guarded by lock.
-type sampler[T any] struct {
-	aside[T, T]
-	latest T
-	has    bool
-	closed bool // the upstream returned: the subscribing goroutine has the held item
+// sampler is the state of one Sample or BufferDuration subscription,
+// guarded by lock.
+type sampler[T, R any] struct {
+	aside[T, R]
+	bin    bin[T, R]
+	closed bool // the upstream returned: the subscribing goroutine has the bin
 }
 
-func (s *sampler[T]) next(v T) error {
+func (s *sampler[T, R]) next(v T) error {
 	if err := s.enter(v); err != nil {
 		return err
 	}
-	old, had := s.latest, s.has
-	s.latest, s.has = v, true
+	old, replaced := s.bin.add(v)
 	s.lock.give()
-	if had {
+	if replaced {
 		s.discard(old, ErrSkipped)
 	}
 	return nil
 }
 
-// take removes the held item. Under lock.
-func (s *sampler[T]) take() (T, bool) {
-	v, ok := s.latest, s.has
-	var zero T
-	s.latest, s.has = zero, false
-	return v, ok
-}
-
 // tick delivers a sample at each period until quit is closed.
-func (s *sampler[T]) tick(d time.Duration, quit <-chan struct{}) {
+func (s *sampler[T, R]) tick(d time.Duration, quit <-chan struct{}) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
@@ -92,19 +147,19 @@ func (s *sampler[T]) tick(d time.Duration, quit <-chan struct{}) {
 		case <-t.C:
 		}
 		if s.lock.take(s.uctx) != nil {
-			return // ending: the subscribing goroutine handles the held item
+			return // ending: the subscribing goroutine handles the bin
 		}
 		s.sample()
 	}
 }
 
-// sample delivers the held item, if any, and gives the lock back.
-func (s *sampler[T]) sample() {
+// sample delivers what the bin holds, if anything, and gives the lock back.
+func (s *sampler[T, R]) sample() {
 	defer s.lock.give()
 	if s.closed || s.err != nil || s.uctx.Err() != nil {
 		return
 	}
-	if v, ok := s.take(); ok {
-		s.deliver(v)
+	if r, _, ok := s.bin.take(); ok {
+		s.deliver(r)
 	}
 }

@@ -12,13 +12,39 @@ import (
 const DefaultPublishBuffer = 256
 
 // ConnectableFlux is a cold Flux made ready to be shared by the subscribers
-// of one connection to it. It is a recipe: each RefCount made from it has
-// connections of its own. There is no Connect or AutoConnect: a connection
-// runs its upstream on a goroutine, and RefCount gives that goroutine an
-// owner who joins it.
+// of one connection to it (Publish), with a history replayed to late
+// subscribers (Replay). It is a recipe: each RefCount or AutoConnect made
+// from it has connections of its own. There is no Connect: a connection
+// runs its upstream on a goroutine, and RefCount and AutoConnect give that
+// goroutine an owner who joins it.
 type ConnectableFlux[T any] struct {
 	source   Flux[T]
 	capacity int
+	history  int  // Replay's
+	replay   bool // made by Replay
+}
+
+// Replay returns f ready to be shared with a history: a subscriber that
+// joins a connection first gets the last history items the upstream
+// emitted in it (fewer if fewer were), then the live ones, through a
+// replay sink (NewReplaySink) of history+DefaultPublishBuffer slots, so
+// each subscriber may lag by DefaultPublishBuffer items behind the newest
+// beyond the history. Memory: that many slots of T per connection.
+// history < 1 makes the Flux of RefCount and AutoConnect fail with
+// ErrInvalidArgument.
+func (f Flux[T]) Replay(history int) ConnectableFlux[T] {
+	return ConnectableFlux[T]{source: f, capacity: history + DefaultPublishBuffer, history: history, replay: true}
+}
+
+// Cache is Replay(history).AutoConnect(1): the first subscriber connects
+// the upstream; once the upstream ended, every later subscriber gets its
+// last history items and its terminal signal without subscribing it again.
+// history < 1 gives ErrInvalidArgument.
+func (f Flux[T]) Cache(history int) Flux[T] {
+	if history < 1 {
+		return Error[T](invalid("Cache", "history below 1"))
+	}
+	return f.Replay(history).AutoConnect(1)
 }
 
 // Publish returns f ready to be shared through a buffer of capacity items
@@ -56,21 +82,42 @@ func (f Flux[T]) Share() Flux[T] { return f.Publish(DefaultPublishBuffer).RefCou
 // panic or runtime.Goexit in the upstream fails every subscriber with
 // *PanicError. n < 1 gives ErrInvalidArgument. The returned Flux carries the
 // connection state: share the value, do not rebuild it per subscriber.
-func (c ConnectableFlux[T]) RefCount(n int) Flux[T] {
+func (c ConnectableFlux[T]) RefCount(n int) Flux[T] { return c.connectAt("RefCount", n, false) }
+
+// AutoConnect returns a hot Flux over c that connects as RefCount does,
+// when the n-th subscriber arrives, and keeps the connection once the
+// upstream ended: every later subscriber gets what the connection still
+// holds (with Replay, the last history items), then the upstream's
+// terminal signal, and the upstream is never subscribed again. While the
+// upstream runs, the connection is owned as RefCount's is: when its last
+// subscriber leaves, the upstream is cancelled with ErrCancelled and
+// joined before that Subscribe returns, and the next subscriber opens a
+// new connection. n < 1 gives ErrInvalidArgument. The returned Flux
+// carries the connection state: share the value, do not rebuild it per
+// subscriber.
+func (c ConnectableFlux[T]) AutoConnect(n int) Flux[T] { return c.connectAt("AutoConnect", n, true) }
+
+// connectAt is RefCount and AutoConnect (keep: a connection whose
+// upstream ended stays for the subscribers after).
+func (c ConnectableFlux[T]) connectAt(op string, n int, keep bool) Flux[T] {
 	switch {
+	case c.replay && c.history < 1:
+		return Error[T](invalid("Replay", "history below 1"))
 	case c.capacity < 1:
 		return Error[T](invalid("Publish", "capacity below 1"))
 	case n < 1:
-		return Error[T](invalid("RefCount", "subscriber count below 1"))
+		return Error[T](invalid(op, "subscriber count below 1"))
 	}
-	r := &refCount[T]{source: c.source, capacity: c.capacity, n: n}
+	r := &refCount[T]{source: c.source, capacity: c.capacity, history: c.history, n: n, keep: keep}
 	return Flux[T]{subscribe: r.subscribe}
 }
 
 type refCount[T any] struct {
 	source   Flux[T]
 	capacity int
+	history  int // a replay sink's limit; 0: a multicast sink
 	n        int
+	keep     bool // AutoConnect
 
 	mu   sync.Mutex
 	conn *connection[T] // the connection new subscribers join; nil: none yet
@@ -81,6 +128,7 @@ type connection[T any] struct {
 	hub     *ManySink[T]
 	count   int  // subscribers attached; guarded by refCount.mu
 	started bool // the upstream goroutine was started; guarded by refCount.mu
+	kept    bool // AutoConnect's, ended and kept; guarded by refCount.mu
 	stop    context.CancelCauseFunc
 	done    chan struct{} // closed when the upstream goroutine exits
 }
@@ -104,9 +152,13 @@ func (r *refCount[T]) join(ctx context.Context) (*connection[T], *sinkSub[T]) {
 	defer r.mu.Unlock()
 	c := r.conn
 	if c == nil {
-		// capacity was checked by RefCount, and a multicast sink never
-		// refuses a subscriber.
-		hub, _ := newManySink[T](multicastKind, r.capacity, 0, nil)
+		// capacity and history were checked by connectAt, and a multicast
+		// or replay sink never refuses a subscriber.
+		kind := multicastKind
+		if r.history > 0 {
+			kind = replayKind
+		}
+		hub, _ := newManySink[T](kind, r.capacity, r.history, nil)
 		c = &connection[T]{hub: hub, done: make(chan struct{})}
 		r.conn = c
 	}
@@ -150,12 +202,17 @@ func (r *refCount[T]) connected(ctx context.Context, c *connection[T], err error
 	}
 }
 
-// end closes the connection to newcomers, then delivers the upstream's
-// terminal signal to the subscribers it has.
+// end closes the connection to newcomers, or keeps it for them
+// (AutoConnect), then delivers the upstream's terminal signal to the
+// subscribers it has.
 func (r *refCount[T]) end(c *connection[T], err error) {
 	r.mu.Lock()
 	if r.conn == c {
-		r.conn = nil
+		if r.keep {
+			c.kept = true
+		} else {
+			r.conn = nil
+		}
 	}
 	r.mu.Unlock()
 	c.hub.terminate(err)
@@ -166,7 +223,7 @@ func (r *refCount[T]) end(c *connection[T], err error) {
 func (r *refCount[T]) leave(c *connection[T], sub *sinkSub[T], reason error) {
 	r.mu.Lock()
 	c.count--
-	last := c.count == 0
+	last := c.count == 0 && !c.kept // a kept connection has no upstream to stop
 	if last && r.conn == c {
 		r.conn = nil
 	}

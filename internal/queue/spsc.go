@@ -33,6 +33,7 @@ type SPSC[T any] struct {
 	// producer side
 	tail    *chunk[T]
 	tailPos int
+	staged  uint64 // items appended by Stage and not yet published
 	pushed  atomic.Uint64
 	// The sides on cache lines of their own: a consumer draining the queue
 	// does not take the line the producer appends through.
@@ -97,11 +98,31 @@ func (q *SPSC[T]) Next() *T {
 	return &c.items[q.tailPos]
 }
 
-// Publish appends the item written in the slot Next returned. Producer
-// only.
+// Publish appends the item written in the slot Next returned, and
+// publishes it with the items staged before it. Producer only.
 func (q *SPSC[T]) Publish() {
+	q.Stage()
+	q.Flush()
+}
+
+// Stage appends the item written in the slot Next returned without
+// publishing it: the consumer sees it once Flush (or Publish) publishes
+// it, with every item staged before, for one atomic add. Producer only.
+func (q *SPSC[T]) Stage() {
 	q.tailPos++
-	q.pushed.Add(1)
+	q.staged++
+}
+
+// Staged returns how many items are staged and not yet published.
+// Producer only.
+func (q *SPSC[T]) Staged() int { return int(q.staged) }
+
+// Flush publishes the staged items, if any. Producer only.
+func (q *SPSC[T]) Flush() {
+	if q.staged != 0 {
+		q.pushed.Add(q.staged)
+		q.staged = 0
+	}
 }
 
 // Peek returns the first item, which stays queued until Pop; ok is false
@@ -148,6 +169,10 @@ func (q *SPSC[T]) Trim() {
 // Len returns the number of items queued. Consumer only: it is exact, and
 // costs one atomic load.
 func (q *SPSC[T]) Len() int { return int(q.pushed.Load() - q.popped) }
+
+// Pushed returns how many items were published so far: safe from any
+// goroutine, one atomic load.
+func (q *SPSC[T]) Pushed() uint64 { return q.pushed.Load() }
 
 // Mark returns how many items were popped so far. Consumer only: a consumer
 // about to give up its role takes a mark first, and may ask Since after.
