@@ -5,11 +5,15 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aggflow/aggflow/aggregate"
@@ -272,4 +276,249 @@ func TestOutcomeOptionsRefuseNil(t *testing.T) {
 		_, err := dispatch.New("orders", orders, flux.Empty[testkit.Exchange](), testkit.Perform, opt)
 		require.ErrorIs(t, err, dispatch.ErrInvalidOption)
 	}
+}
+
+// goexitOnFinished is an Observer whose Finished ends its goroutine with
+// runtime.Goexit, as a test observer calling t.FailNow would.
+type goexitOnFinished struct{ *countingObserver }
+
+func (o goexitOnFinished) Finished(ctx context.Context, l dispatch.Labels, out dispatch.Outcome, h time.Duration, err error) {
+	o.countingObserver.Finished(ctx, l, out, h, err)
+	runtime.Goexit()
+}
+
+// hookCounts counts the calls of the outcome and discard hooks.
+type hookCounts struct{ outcomes, discards atomic.Int64 }
+
+func (c *hookCounts) options() []dispatch.Option[int] {
+	return []dispatch.Option[int]{
+		dispatch.WithOutcomeHook(func(context.Context, dispatch.Result[int]) { c.outcomes.Add(1) }),
+		dispatch.WithDiscardHook(func(int, error) { c.discards.Add(1) }),
+	}
+}
+
+// WithOutcomeHook promises a call per exchange received, drops by ForceStop
+// included, and the Observer's doc that an exchange is accounted for as if a
+// method that ended its goroutine had returned. An Observer whose Discarded
+// calls runtime.Goexit must not cost the discarded exchanges their outcome
+// and discard hooks: the outcome hook is the seam where a broker source
+// learns what ended.
+func TestObserverGoexitOnDiscardedKeepsTheHooks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var hooks hookCounts
+		xs := make([]int, 10)
+		for i := range xs {
+			xs[i] = i
+		}
+		d := startedKeyed(t, flux.FromSlice(xs), func(i int) int { return i % 2 }, func(ctx context.Context, _ int) error {
+			<-ctx.Done()
+			return ctx.Err()
+		}, append(hooks.options(), dispatch.WithParallelism(2),
+			dispatch.WithObserver(goexitOnDiscarded{&countingObserver{}}))...)
+		synctest.Wait() // one handler per lane blocked, the rest queued
+		d.ForceStop()
+		<-d.Done()
+		s := d.Stats()
+		require.Equal(t, int64(len(xs)), s.Received)
+		require.Positive(t, s.Discarded)
+		assert.Equal(t, s.Received, hooks.outcomes.Load(), "the outcome hook once per exchange received")
+		assert.Equal(t, s.Discarded, hooks.discards.Load(), "the discard hook once per exchange dropped")
+	})
+}
+
+// The same for a handled exchange: an Observer whose Finished calls
+// runtime.Goexit must not cost the exchange its outcome hook.
+func TestObserverGoexitOnFinishedKeepsTheOutcomeHook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var hooks hookCounts
+		xs := []int{0, 1, 2, 3, 4, 5}
+		d := startedKeyed(t, flux.FromSlice(xs), func(i int) int { return i % 2 }, func(context.Context, int) error { return nil },
+			append(hooks.options(), dispatch.WithParallelism(2),
+				dispatch.WithObserver(goexitOnFinished{&countingObserver{}}))...)
+		<-d.Done()
+		s := d.Stats()
+		require.Equal(t, int64(len(xs)), s.Received)
+		assert.Equal(t, s.Received, s.Succeeded+s.Failed+s.Discarded)
+		assert.Equal(t, s.Received, hooks.outcomes.Load(), "the outcome hook once per exchange received")
+	})
+}
+
+// WithOutcomeHook: "Given more than once, every hook is called, in order."
+// A first hook that calls runtime.Goexit must not cost the second one its
+// call, for a handled exchange as for a dropped one.
+func TestOutcomeHookGoexitKeepsTheNextHook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var second atomic.Int64
+		xs := make([]int, 10)
+		for i := range xs {
+			xs[i] = i
+		}
+		d := startedKeyed(t, flux.FromSlice(xs), func(i int) int { return i % 2 }, func(ctx context.Context, i int) error {
+			if i >= 2 {
+				<-ctx.Done() // the first exchange of each lane ends; the next blocks
+			}
+			return ctx.Err()
+		}, dispatch.WithParallelism(2),
+			dispatch.WithOutcomeHook(func(context.Context, dispatch.Result[int]) { runtime.Goexit() }),
+			dispatch.WithOutcomeHook(func(context.Context, dispatch.Result[int]) { second.Add(1) }))
+		synctest.Wait() // 0 and 1 handled, 2 and 3 blocked, the rest queued
+		d.ForceStop()
+		<-d.Done()
+		s := d.Stats()
+		require.Equal(t, int64(len(xs)), s.Received)
+		assert.Equal(t, s.Received, second.Load(), "the second hook once per exchange received")
+	})
+}
+
+// hookTrail records, per exchange, which hooks were called, in order.
+type hookTrail struct {
+	mu    sync.Mutex
+	calls map[int][]string
+}
+
+func (h *hookTrail) add(x int, name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.calls == nil {
+		h.calls = map[int][]string{}
+	}
+	h.calls[x] = append(h.calls[x], name)
+}
+
+// One chain of hooks with a panicking one and a Goexiting one among them,
+// after an Observer that Goexits too, for handled exchanges (success, error,
+// a handler's panic, a handler's Goexit) and dropped ones: every hook is
+// called once per exchange, in order, and the dispatcher accounts for every
+// exchange and reaches Done.
+func TestHookChainWithPanicAndGoexitCallsEachHookOnceInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var trail hookTrail
+		var dropped sync.Map
+		const n = 40
+		xs := make([]int, n)
+		for i := range xs {
+			xs[i] = i
+		}
+		d := startedKeyed(t, flux.FromSlice(xs), func(i int) int { return i % 4 }, func(ctx context.Context, i int) error {
+			switch {
+			case i >= 20:
+				<-ctx.Done() // the rest queued behind, dropped by the force
+				return ctx.Err()
+			case i%4 == 1:
+				return errors.New("refused")
+			case i%4 == 2:
+				panic("handler")
+			case i%4 == 3:
+				runtime.Goexit()
+			}
+			return nil
+		},
+			dispatch.WithParallelism(4),
+			dispatch.WithObserver(goexitOnFinished{&countingObserver{}}),
+			dispatch.WithOutcomeHook(func(_ context.Context, r dispatch.Result[int]) { trail.add(r.Exchange, "o1"); panic("o1") }),
+			dispatch.WithOutcomeHook(func(_ context.Context, r dispatch.Result[int]) { trail.add(r.Exchange, "o2"); runtime.Goexit() }),
+			dispatch.WithOutcomeHook(func(_ context.Context, r dispatch.Result[int]) {
+				trail.add(r.Exchange, "o3")
+				if r.Outcome == dispatch.OutcomeDiscarded {
+					dropped.Store(r.Exchange, true)
+				}
+			}),
+			dispatch.WithDiscardHook(func(x int, _ error) { trail.add(x, "d1"); runtime.Goexit() }),
+			dispatch.WithDiscardHook(func(x int, _ error) { trail.add(x, "d2"); panic("d2") }),
+			dispatch.WithDiscardHook(func(x int, reason error) {
+				assert.ErrorIs(t, reason, dispatch.ErrForceStopped)
+				trail.add(x, "d3")
+			}),
+		)
+		synctest.Wait() // the lanes' heads from 20 on blocked, the rest queued
+		d.ForceStop()
+		<-d.Done()
+		s := d.Stats()
+		require.Equal(t, int64(n), s.Received)
+		assert.Zero(t, s.InFlight)
+		assert.Equal(t, s.Received, s.Succeeded+s.Failed+s.Discarded)
+		assert.Positive(t, s.Discarded)
+		var ndropped int64
+		dropped.Range(func(any, any) bool { ndropped++; return true })
+		assert.Equal(t, s.Discarded, ndropped)
+		trail.mu.Lock()
+		defer trail.mu.Unlock()
+		for i := range n {
+			want := []string{"o1", "o2", "o3"}
+			if _, ok := dropped.Load(i); ok {
+				want = append(want, "d1", "d2", "d3")
+			}
+			assert.Equal(t, want, trail.calls[i], "exchange %d", i)
+		}
+	})
+}
+
+var edgeContextOfNamed = aggregate.MaterializedNamedAggregate{Context: "bank", Aggregate: "Ledger"}
+
+// nilCtxObserver counts the calls that got a nil ctx.
+type nilCtxObserver struct{ nils atomic.Int64 }
+
+func (o *nilCtxObserver) see(ctx context.Context) {
+	if ctx == nil {
+		o.nils.Add(1)
+	}
+}
+
+func (o *nilCtxObserver) Admitted(ctx context.Context, _ dispatch.Labels) { o.see(ctx) }
+
+func (o *nilCtxObserver) Started(ctx context.Context, _ dispatch.Labels, _ time.Duration) {
+	o.see(ctx)
+}
+
+func (o *nilCtxObserver) Finished(ctx context.Context, _ dispatch.Labels, _ dispatch.Outcome, _ time.Duration, _ error) {
+	o.see(ctx)
+}
+
+func (o *nilCtxObserver) Discarded(ctx context.Context, _ dispatch.Labels, _ error) { o.see(ctx) }
+
+// A WithContextOf function that returns nil breaks its own promise; the
+// exchange must fail alone (as a panic of that function), its handler must
+// not run with a nil ctx, and its Result must reach the Results reader like
+// every other: read + Dropped == Received. It used to pass nil on to the
+// handler, the Observer and the outcome hooks, where the Results hook
+// panicked on it and lost the Result without counting it.
+func TestContextOfReturningNilFailsTheExchangeAlone(t *testing.T) {
+	r, err := dispatch.NewResults[int](0)
+	require.NoError(t, err)
+	obs := &nilCtxObserver{}
+	var nilHandled atomic.Int64
+	d, err := dispatch.NewKeyed("ledger", edgeContextOfNamed, flux.FromSlice([]int{1, 2, 3, 4}),
+		func(int) int { return 0 },
+		func(ctx context.Context, x int) error {
+			if ctx == nil {
+				nilHandled.Add(1)
+			}
+			return nil
+		},
+		quietOf[int](), dispatch.WithParallelism(1), dispatch.WithResults(r), dispatch.WithObserver(obs),
+		dispatch.WithContextOf(func(ctx context.Context, x int) context.Context {
+			if x == 2 {
+				return nil // the misuse under test
+			}
+			return ctx
+		}))
+	require.NoError(t, err)
+	require.NoError(t, d.Prepare(t.Context()))
+	require.NoError(t, d.Start())
+	var got []dispatch.Result[int]
+	for res, err := range r.All(t.Context()) {
+		require.NoError(t, err)
+		got = append(got, res)
+	}
+	<-d.Done()
+	require.Zero(t, nilHandled.Load(), "no handler call with a nil ctx")
+	require.Zero(t, obs.nils.Load(), "no Observer call with a nil ctx")
+	require.Zero(t, r.Dropped())
+	require.Len(t, got, 4, "one Result per exchange")
+	require.Equal(t, []int{1, 2, 3, 4}, []int{got[0].Exchange, got[1].Exchange, got[2].Exchange, got[3].Exchange})
+	require.Equal(t, dispatch.OutcomePanic, got[1].Outcome)
+	var pe *dispatch.PanicError
+	require.True(t, errors.As(got[1].Err, &pe), "%v", got[1].Err)
+	require.ErrorContains(t, got[1].Err, "nil context")
+	require.Equal(t, dispatch.Stats{Received: 4, Succeeded: 3, Failed: 1}, d.Stats())
 }

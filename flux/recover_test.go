@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/aggflow/aggflow/flux"
+	"github.com/aggflow/aggflow/schedulers"
 	"github.com/aggflow/aggflow/testkit"
-	"github.com/stretchr/testify/require"
 )
 
 // flaky emits 1, 2 and then fails on its first fails subscriptions, and
@@ -252,4 +255,45 @@ func ExampleOnErrorContinue() {
 	// Output:
 	// skipped "x"
 	// [1 3] <nil>
+}
+
+// A runtime.Goexit in a user function that runs on a goroutine the operator
+// started (an inner of FlatMap, the upstream of Window or of All's
+// subscription) ends the flow with a *PanicError wrapping
+// schedulers.ErrGoexit, as it does for Merge, Zip, SwitchMap and PublishOn:
+// it neither completes the flow without the item nor leaves it hanging.
+func TestGoexitOnOperatorGoroutine(t *testing.T) {
+	cases := map[string]flux.Flux[int]{
+		"FlatMap inner": flux.FlatMap(flux.Range(0, 5), func(v int) flux.Flux[int] {
+			return flux.Map(flux.Just(v), exitAt(2))
+		}, 2),
+		"Window upstream": flux.ConcatMap(flux.Window(flux.Map(flux.Range(0, 5), exitAt(2)), 2),
+			func(w flux.Flux[int]) flux.Flux[int] { return w }),
+		"WindowTimeout upstream": flux.ConcatMap(flux.WindowTimeout(flux.Map(flux.Range(0, 5), exitAt(3)), 2, time.Hour),
+			func(w flux.Flux[int]) flux.Flux[int] { return w }),
+	}
+	for name, f := range cases {
+		t.Run(name, func(t *testing.T) {
+			leakFree(t)
+			err := ended(t, func() error { return f.Subscribe(t.Context(), func(int) error { return nil }) })
+			require.ErrorIs(t, err, schedulers.ErrGoexit)
+			var pe *flux.PanicError
+			require.ErrorAs(t, err, &pe)
+		})
+	}
+	t.Run("All upstream", func(t *testing.T) {
+		leakFree(t)
+		var got []int
+		err := ended(t, func() error {
+			for v, err := range flux.Map(flux.Range(0, 5), exitAt(2)).All(t.Context()) {
+				if err != nil {
+					return err
+				}
+				got = append(got, v)
+			}
+			return nil
+		})
+		require.ErrorIs(t, err, schedulers.ErrGoexit)
+		require.Equal(t, []int{0, 1}, got)
+	})
 }

@@ -3,14 +3,16 @@ package flux_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/aggflow/aggflow/flux"
 	"github.com/stretchr/testify/require"
+
+	"github.com/aggflow/aggflow/flux"
 )
 
 // subscriber subscribes a Flux on a goroutine of its own. Its onNext records
@@ -548,5 +550,63 @@ func TestReplaySinkFullWindowWakesEmitter(t *testing.T) {
 		got, err := sub.wait()
 		require.NoError(t, err)
 		require.Equal(t, []int{0, 1, 2, 3}, got)
+	})
+}
+
+// A subscriber of a ManySink or of a RefCount connection whose onNext calls
+// runtime.Goexit leaves as one whose onNext failed does: it is detached, so
+// that the multicast sink does not count it, the unicast sink is cancelled,
+// and the connection's upstream is cancelled and joined once it was the
+// last subscriber.
+func TestSinkSubscriberGoexit(t *testing.T) {
+	exiting := func(f flux.Flux[int]) {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = f.Subscribe(context.Background(), func(int) error { runtime.Goexit(); return nil })
+		}()
+		<-done
+	}
+	t.Run("multicast", func(t *testing.T) {
+		leakFree(t)
+		s, err := flux.NewMulticastSink[int](4)
+		require.NoError(t, err)
+		require.Equal(t, flux.EmitOK, s.TryEmitNext(0)) // warm: kept for the first subscriber
+		exiting(s.AsFlux())
+		require.Zero(t, s.CurrentSubscriberCount(), "the subscriber that exited is still attached")
+		for i := 1; i <= 4; i++ {
+			require.Equal(t, flux.EmitOK, s.TryEmitNext(i))
+		}
+		require.Equal(t, flux.EmitOK, s.TryEmitComplete())
+		// Alone again, the next subscriber starts with what the last one
+		// left.
+		got, err := flux.Collect(t.Context(), s.AsFlux())
+		require.NoError(t, err)
+		require.Equal(t, []int{1, 2, 3, 4}, got)
+	})
+	t.Run("unicast", func(t *testing.T) {
+		leakFree(t)
+		s, err := flux.NewUnicastSink[int](4)
+		require.NoError(t, err)
+		require.Equal(t, flux.EmitOK, s.TryEmitNext(0))
+		require.Equal(t, flux.EmitOK, s.TryEmitNext(1))
+		var discarded []int
+		exiting(flux.DoOnDiscard(s.AsFlux(), func(v int, _ error) { discarded = append(discarded, v) }))
+		require.Equal(t, flux.EmitFailCancelled, s.TryEmitNext(2))
+		require.Equal(t, []int{1}, discarded, "the item not taken goes to the discard hook")
+	})
+	t.Run("RefCount", func(t *testing.T) {
+		leakFree(t)
+		shared := flux.Range(0, 10).Publish(2).RefCount(1)
+		exiting(shared)
+		// The connection it was the last of is gone: the next subscriber
+		// opens a new one.
+		var got []int
+		err := ended(t, func() (err error) {
+			got, err = flux.Collect(t.Context(), shared)
+			return err
+		})
+		require.NoError(t, err)
+		require.Equal(t, seq(10), got)
 	})
 }

@@ -463,3 +463,212 @@ func TestFailureLogHandlerPanicCostsOnlyTheLine(t *testing.T) {
 		}
 	})
 }
+
+// capture is a slog.Handler that keeps the records at or above its level.
+type capture struct {
+	level slog.Level
+	mu    sync.Mutex
+	recs  []logLine
+}
+
+// logLine is one captured record.
+type logLine struct {
+	level slog.Level
+	msg   string
+	attrs map[string]any
+}
+
+func (c *capture) Enabled(_ context.Context, l slog.Level) bool { return l >= c.level }
+
+func (c *capture) Handle(_ context.Context, r slog.Record) error {
+	line := logLine{level: r.Level, msg: r.Message, attrs: map[string]any{}}
+	r.Attrs(func(a slog.Attr) bool {
+		line.attrs[a.Key] = a.Value.Resolve().Any()
+		return true
+	})
+	c.mu.Lock()
+	c.recs = append(c.recs, line)
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *capture) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *capture) WithGroup(string) slog.Handler      { return c }
+
+// lines returns the records of level level.
+func (c *capture) lines(level slog.Level) []logLine {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []logLine
+	for _, l := range c.recs {
+		if l.level == level {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// A failing handler under the default policy is settled with a WARN line
+// that names the partition, the position, the aggregate, the attempt and
+// the error, seen at the default level (Info); a partition logs at most one
+// line a second, the next saying how many were folded into it.
+func TestFailureSettledWarnsRateLimited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := &capture{level: slog.LevelInfo}
+		d, err := partition.NewDispatcher("accounts", accounts, newParallel(t, 2), func(x op) string { return x.id },
+			func(_ context.Context, x partition.Delivery[op]) error {
+				return fmt.Errorf("refused %s", x.Exchange.id)
+			}, partition.WithLogger(slog.New(logs)))
+		require.NoError(t, err)
+		p0, err := d.Assign(t.Context(), 0, 1)
+		require.NoError(t, err)
+		p1, err := d.Assign(t.Context(), 1, 1)
+		require.NoError(t, err)
+		for i := range 5 {
+			require.NoError(t, p0.Deliver(t.Context(), op{fmt.Sprint("a", i), 0}, int64(i+1), 1))
+		}
+		require.NoError(t, p1.Deliver(t.Context(), op{"b", 0}, 7, 2))
+		synctest.Wait()
+		warns := logs.lines(slog.LevelWarn)
+		require.Len(t, warns, 2, "one line per partition: %v", warns)
+		byPartition := map[int64]logLine{}
+		for _, w := range warns {
+			byPartition[w.attrs["partition"].(int64)] = w
+		}
+		w := byPartition[0]
+		pos := w.attrs["position"].(int64)
+		require.Equal(t, fmt.Sprint("a", pos-1), w.attrs["aggregate_id"])
+		require.Equal(t, int64(1), w.attrs["attempt"])
+		require.EqualError(t, w.attrs["error"].(error), fmt.Sprint("refused a", pos-1))
+		require.NotContains(t, w.attrs, "folded")
+		require.Equal(t, logLine{level: slog.LevelWarn, msg: w.msg, attrs: map[string]any{"dispatcher": "accounts",
+			"partition": int64(1), "position": int64(7), "aggregate_id": "b", "attempt": int64(2),
+			"error": byPartition[1].attrs["error"]}}, byPartition[1])
+
+		time.Sleep(time.Second) // virtual: the interval passes
+		require.NoError(t, p0.Deliver(t.Context(), op{"c", 0}, 9, 1))
+		synctest.Wait()
+		warns = logs.lines(slog.LevelWarn)
+		require.Len(t, warns, 3)
+		require.Equal(t, int64(9), warns[2].attrs["position"])
+		require.Equal(t, int64(4), warns[2].attrs["folded"], "the four lines of partition 0 not logged")
+		_, err = d.Close(t.Context())
+		require.NoError(t, err)
+	})
+}
+
+// A delivery that fails without the policy deciding about it (the id
+// function panicked, so no handler ran; or its own ctx, from
+// WithContextOf, ended without a force, so the retries could not go on)
+// is not settled behind a policy that dead-letters or stops: it stops the
+// consumer and its position is not finished, as a Goexit's.
+func TestFailureUndecidedStops(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		idOf func(op) string
+		opts []partition.Option
+	}{
+		{name: "id function panics", idOf: func(x op) string {
+			if x.seq == 1 {
+				panic("no id")
+			}
+			return x.id
+		}},
+		{name: "own ctx ended", idOf: func(x op) string { return x.id },
+			opts: []partition.Option{partition.WithDispatchOptions(dispatch.WithContextOf(
+				func(ctx context.Context, x partition.Delivery[op]) context.Context {
+					if x.Exchange.seq != 1 {
+						return ctx
+					}
+					ctx, cancel := context.WithCancel(ctx)
+					cancel() // a deadline of its own, passed
+					return ctx
+				}))}},
+	} {
+		for _, then := range []partition.Final{partition.Stop(), partition.DeadLetter("dlq")} {
+			t.Run(c.name+", "+then.String(), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					var mu sync.Mutex
+					var stops []error
+					letters := 0
+					opts := append([]partition.Option{partition.WithGroups(4), partition.WithLogger(slog.New(slog.DiscardHandler)),
+						partition.WithFailurePolicy(partition.FailurePolicy{Retries: 2, Then: then}),
+						partition.WithFailureActions(partition.FailureActions{
+							DeadLetter: func(context.Context, partition.Letter) error {
+								mu.Lock()
+								letters++
+								mu.Unlock()
+								return nil
+							},
+							Stop: func(err error) {
+								mu.Lock()
+								stops = append(stops, err)
+								mu.Unlock()
+							}})}, c.opts...)
+					d, err := partition.NewDispatcher("accounts", accounts, newParallel(t, 4), c.idOf,
+						func(ctx context.Context, _ partition.Delivery[op]) error { return ctx.Err() }, opts...)
+					require.NoError(t, err)
+					in, err := d.Assign(t.Context(), 0, 1)
+					require.NoError(t, err)
+					for i := range 3 {
+						require.NoError(t, in.Deliver(t.Context(), op{"a", i}, int64(i+1), 1))
+					}
+					settled, err := d.Revoke(t.Context(), 0)
+					require.NoError(t, err)
+					require.Equal(t, int64(1), settled.Prefix, "position 2 is not acknowledged past")
+					require.Len(t, stops, 1)
+					require.ErrorIs(t, stops[0], partition.ErrHandlerFailed)
+					require.ErrorContains(t, stops[0], "partition 0, position 2")
+					require.Zero(t, letters)
+					require.Equal(t, partition.FailureStats{Stopped: 1}, d.Failures())
+				})
+			})
+		}
+	}
+}
+
+// A handler that a force cancels midway and that then panics (a "must" on
+// the context's error) or calls runtime.Goexit did not finish its work: its
+// position must block the prefix like a cancelled one, so that the next
+// owner gets it again. It used to count as finished (OutcomePanic finishes a
+// position) and the prefix passed it.
+func TestForcedPanicDoesNotFinishItsPosition(t *testing.T) {
+	for name, fail := range map[string]func(error){
+		"panic":  func(err error) { panic(err) },
+		"goexit": func(error) { runtime.Goexit() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				quiet := slog.New(slog.DiscardHandler)
+				sched, err := schedulers.NewParallel("accounts", 2, schedulers.WithLogger(quiet))
+				require.NoError(t, err)
+				defer func() { sched.Dispose(); <-sched.Done() }()
+				d, err := partition.NewDispatcher("accounts", accounts, sched, func(x op) string { return x.id },
+					func(ctx context.Context, x partition.Delivery[op]) error {
+						if x.Position == 2 {
+							<-ctx.Done()
+							fail(ctx.Err())
+						}
+						return nil
+					}, partition.WithGroups(4), partition.WithLogger(quiet))
+				require.NoError(t, err)
+				in, err := d.Assign(t.Context(), 0, 1)
+				require.NoError(t, err)
+				require.NoError(t, in.Deliver(t.Context(), op{"a", 0}, 1, 1))
+				require.NoError(t, in.Deliver(t.Context(), op{"b", 0}, 2, 1))
+				require.NoError(t, in.Deliver(t.Context(), op{"c", 0}, 3, 1))
+				synctest.Wait()
+				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+				defer cancel()
+				settled, err := d.Revoke(ctx, 0)
+				require.NoError(t, err)
+				require.True(t, settled.Forced)
+				require.True(t, settled.OK)
+				require.Equal(t, int64(1), settled.Prefix, "the prefix stops below the forced position")
+				blocked, ok := in.Tracker().Blocked()
+				require.True(t, ok)
+				require.Equal(t, int64(2), blocked)
+			})
+		})
+	}
+}

@@ -2,9 +2,15 @@ package jetstream_test
 
 import (
 	"context"
+	"log/slog"
+	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/aggflow/aggflow/component"
@@ -78,4 +84,79 @@ func TestConsumerHandlesEveryPartitionInOrderAndAcksThePrefix(t *testing.T) {
 	st := c.Stats()
 	require.Equal(t, int64(keys*perKey), st.Fetched)
 	require.Equal(t, dispatch.Stats{Received: keys * perKey, Succeeded: keys * perKey}, st.Exchanges)
+}
+
+// exitsOn is a slog.Handler that ends the goroutine logging with
+// runtime.Goexit on the first record of one message (a test's t.FailNow in
+// a log handler) and drops every record.
+type exitsOn struct {
+	msg    string
+	exited atomic.Bool
+}
+
+func (h *exitsOn) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *exitsOn) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg && h.exited.CompareAndSwap(false, true) {
+		runtime.Goexit()
+	}
+	return nil
+}
+
+func (h *exitsOn) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *exitsOn) WithGroup(string) slog.Handler      { return h }
+
+// A log handler that ends the assigning goroutine with runtime.Goexit (on
+// the line of a partition claimed) fails the consumer, which stops on its
+// own with the Goexit as its error, rather than going on without renewals
+// or balance, with a stop that waits for that goroutine forever.
+func TestALoggerGoexitOnTheAssigningGoroutineFailsTheConsumer(t *testing.T) {
+	e := newEnv(t, 2)
+	logs := &exitsOn{msg: "jetstream: partition claimed"}
+	c, err := jetstream.NewConsumer("c", e.sub(nil), named, newSched(t), keyedCodec, noop,
+		jetstream.WithDynamicAssignment("a", 5*time.Second), jetstream.WithLogger(slog.New(logs)))
+	require.NoError(t, err)
+	require.NoError(t, c.Prepare(ctx(t)))
+	require.NoError(t, c.Start())
+	select {
+	case <-c.Done():
+	case <-time.After(20 * time.Second):
+		c.ForceStop()
+		select {
+		case <-c.Done():
+			t.Fatalf("the consumer did not stop on its own after the Goexit (the handler exited: %v)", logs.exited.Load())
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the consumer did not stop after the Goexit, nor after a ForceStop (the handler exited: %v)", logs.exited.Load())
+		}
+	}
+	require.True(t, logs.exited.Load(), "the log handler ended the assigning goroutine")
+	require.ErrorIs(t, c.Err(), schedulers.ErrGoexit)
+	require.ErrorContains(t, c.Err(), "assigning")
+}
+
+// Every refusal of NewConsumer reads as the package's errors do, from the
+// package's name on ("jetstream: invalid argument: consumer ..."), as those
+// of the Subscription's and the Codec's fields do; the refusals of an option
+// and of the Topology begin with `consumer "c": ` instead, the sentinel
+// in the middle.
+func TestNewConsumerRefusalsBeginWithThePackage(t *testing.T) {
+	e := newEnv(t, 2)
+	for name, c := range map[string]struct {
+		owned []int32
+		topo  func(*jetstream.Topology)
+		opts  []jetstream.Option
+	}{
+		"owned out of range": {owned: []int32{2}},
+		"short ttl":          {opts: []jetstream.Option{jetstream.WithDynamicAssignment("a", time.Millisecond)}},
+		"no budget":          {owned: []int32{0}, opts: []jetstream.Option{jetstream.WithMaxPending(0)}},
+		"bad stream name":    {owned: []int32{0}, topo: func(tp *jetstream.Topology) { tp.Stream = "a.b" }},
+	} {
+		sub := e.sub(c.owned)
+		if c.topo != nil {
+			c.topo(&sub.Topology)
+		}
+		_, err := jetstream.NewConsumer("c", sub, named, newSched(t), keyedCodec, noop, c.opts...)
+		require.ErrorIs(t, err, jetstream.ErrInvalidArgument, name)
+		assert.True(t, strings.HasPrefix(err.Error(), "jetstream: "), "%s: %q", name, err)
+	}
 }

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/aggflow/aggflow/schedulers"
 	"github.com/stretchr/testify/require"
+
+	"github.com/aggflow/aggflow/schedulers"
 )
 
 // built takes a constructor's results and returns what it built, failing

@@ -8,9 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/aggflow/aggflow/flux"
 	"github.com/aggflow/aggflow/testkit"
-	"github.com/stretchr/testify/require"
 )
 
 // subscribedTo counts the subscriptions of f in n.
