@@ -142,8 +142,6 @@ type engine[T any] struct {
 	cancel context.CancelCauseFunc
 	halt   atomic.Bool // no more handling: forced, or the scheduler ended
 
-	unwatch func() bool // takes back watch's callback on a lent scheduler's end; nil when owned
-
 	keyed[T] // WithKeyOrdering's lanes; unused by group
 }
 
@@ -256,33 +254,22 @@ func (l *lane[T]) run(ctx context.Context) {
 	l.e.drain(l)
 }
 
-// watch makes the end of a lent scheduler reach the engine with no
-// goroutine waiting for it: a callback on the scheduler's context, which
-// runs (on a goroutine of its own, holding life) only if that context ends
-// before the dispatcher's end takes it back (unwatch). When the scheduler's
-// context ends (its owner disposes it by force, or it terminated) the
-// callback cancels the handlers' context with that cause and discards the
-// lanes whose tasks the scheduler dropped; a scheduler that ends under a
-// running dispatcher stops it with an error. Called once, by Start.
-func (e *engine[T]) watch(life *component.Lifecycle) {
+// watch runs on a goroutine of the dispatcher from Start until every
+// admitted exchange ended (drained). When the scheduler's context ends (its
+// owner disposes it by force, or it terminated) it cancels the handlers'
+// context with that cause and discards the lanes whose tasks the scheduler
+// dropped; a scheduler that ends under a running dispatcher stops it with an
+// error.
+func (e *engine[T]) watch(drained <-chan struct{}) {
 	sctx := e.sched.Context()
-	e.unwatch = context.AfterFunc(sctx, func() {
-		if !life.Hold() {
-			return // the dispatcher reached its end
-		}
-		defer life.Release()
-		if err := life.Call(func() error { e.schedulerEnded(context.Cause(sctx)); return nil }); err != nil {
-			life.Record(fmt.Errorf("dispatch: dispatcher %q: scheduler end: %w", e.name, err))
-		}
-	})
-}
-
-// schedulerEnded is the engine's reaction to the end of its scheduler's
-// context, with that context's cause.
-func (e *engine[T]) schedulerEnded(cause error) {
-	e.halt.Store(true)
-	e.cancel(cause)
-	e.ended(fmt.Errorf("%w: scheduler %q ended: %w", schedulers.ErrRejected, e.sched.Name(), cause))
+	select {
+	case <-sctx.Done():
+		cause := context.Cause(sctx)
+		e.halt.Store(true)
+		e.cancel(cause)
+		e.ended(fmt.Errorf("%w: scheduler %q ended: %w", schedulers.ErrRejected, e.sched.Name(), cause))
+	case <-drained:
+	}
 }
 
 // batch is what one drain did, settled once at its end, even when a handler
@@ -395,7 +382,7 @@ func (e *engine[T]) leave(l *lane[T]) {
 		return
 	}
 	for {
-		l.q.Release()      // an idle lane holds no slot
+		l.q.Release() // an idle lane holds no slot
 		mark := l.q.Mark() // the consumer role ends with the store below
 		if testHookMark != nil {
 			testHookMark()
@@ -677,11 +664,5 @@ func (e *engine[T]) ended(cause error) {
 }
 
 // end releases what the engine holds once its owner reached its end: the
-// callback on a lent scheduler's end is taken back, and the handlers'
-// context is done.
-func (e *engine[T]) end() {
-	if e.unwatch != nil {
-		e.unwatch()
-	}
-	e.cancel(ErrStopped)
-}
+// handlers' context is done.
+func (e *engine[T]) end() { e.cancel(ErrStopped) }
