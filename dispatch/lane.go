@@ -382,7 +382,7 @@ func (e *engine[T]) leave(l *lane[T]) {
 		return
 	}
 	for {
-		l.q.Release() // an idle lane holds no slot
+		l.q.Release()      // an idle lane holds no slot
 		mark := l.q.Mark() // the consumer role ends with the store below
 		if testHookMark != nil {
 			testHookMark()
