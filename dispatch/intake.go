@@ -237,14 +237,24 @@ func (in *intake[T]) runSource() error {
 	})
 }
 
+// opened reports whether the intake takes x, and whether it is shut (then
+// only the item handed on is taken); a refused x is counted and discarded.
+func (in *intake[T]) opened(x T) (afterStop, open bool) {
+	afterStop = in.f.shut.Load() // no fence before the count: the drain waits for the source (see flow)
+	if afterStop && !in.handOn() {
+		in.refuse(x)
+		return true, false
+	}
+	return afterStop, true
+}
+
 // emit is the intake on the source's goroutine. Every exchange the source
 // emits is accounted for: admitted, failed (no route) or discarded (after
 // the intake shut, or for an unknown aggregate); the first one after a
 // graceful stop is handed on (handOn).
 func (in *intake[T]) emit(x T) (err error) {
-	afterStop := in.f.shut.Load() // no fence before the count: the drain waits for the source (see flow)
-	if afterStop && !in.handOn() {
-		in.refuse(x)
+	afterStop, open := in.opened(x)
+	if !open {
 		return errIntakeClosed
 	}
 	stage := keying
@@ -263,9 +273,8 @@ func (in *intake[T]) emit(x T) (err error) {
 // emitByID is emit for New's exchanges, routed by AggregateID without the
 // route's indirect call: the source's emit.
 func emitByID[T aggregate.IDCapable](in *intake[T], e *engine[T], x T) (err error) {
-	afterStop := in.f.shut.Load() // no fence before the count: the drain waits for the source (see flow)
-	if afterStop && !in.handOn() {
-		in.refuse(x)
+	afterStop, open := in.opened(x)
+	if !open {
 		return errIntakeClosed
 	}
 	stage := keying
