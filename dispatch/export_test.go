@@ -15,5 +15,13 @@ func SetTestHookMark(f func()) (restore func()) {
 	return func() { testHookMark = nil }
 }
 
+// SetTestHookSchedulerEnded makes f run in an engine's reaction to its
+// scheduler's end, once the handlers' context is done, and returns the
+// restore; as SetTestHookIdle.
+func SetTestHookSchedulerEnded(f func()) (restore func()) {
+	testHookSchedulerEnded = f
+	return func() { testHookSchedulerEnded = nil }
+}
+
 // KeyLanes returns the lanes a dispatcher built WithKeyOrdering keeps.
 func KeyLanes[T any](d *Dispatcher[T]) int { return d.engines[0].keyLanes() }

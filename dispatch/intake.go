@@ -165,7 +165,7 @@ func (in *intake[T]) Start() error {
 		if e.sched == in.owned {
 			continue // only the intake disposes an owned scheduler
 		}
-		in.life.Go("scheduler watch", func() error { e.watch(in.f.drained); return nil })
+		e.watch(&in.life)
 	}
 	in.f.waitSource.Store(in.source != nil) // before a stop can look: the source is subscribed next
 	in.life.Go("source", in.own)

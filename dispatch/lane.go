@@ -142,6 +142,8 @@ type engine[T any] struct {
 	cancel context.CancelCauseFunc
 	halt   atomic.Bool // no more handling: forced, or the scheduler ended
 
+	unwatch func() bool // takes back watch's callback on a lent scheduler's end; nil when owned
+
 	keyed[T] // WithKeyOrdering's lanes; unused by group
 }
 
@@ -254,23 +256,48 @@ func (l *lane[T]) run(ctx context.Context) {
 	l.e.drain(l)
 }
 
-// watch runs on a goroutine of the dispatcher from Start until every
-// admitted exchange ended (drained). When the scheduler's context ends (its
-// owner disposes it by force, or it terminated) it cancels the handlers'
-// context with that cause and discards the lanes whose tasks the scheduler
-// dropped; a scheduler that ends under a running dispatcher stops it with an
-// error.
-func (e *engine[T]) watch(drained <-chan struct{}) {
+// watch makes the end of a lent scheduler reach the engine with no
+// goroutine waiting for it: a callback on the scheduler's context, which
+// runs (on a goroutine of its own, holding life) only if that context ends
+// before the dispatcher's end takes it back (unwatch). When the scheduler's
+// context ends (its owner disposes it by force, or it terminated) the
+// callback cancels the handlers' context with that cause and discards the
+// lanes whose tasks the scheduler dropped; a scheduler that ends under a
+// running dispatcher stops it with an error. Called once, by Start.
+func (e *engine[T]) watch(life *component.Lifecycle) {
 	sctx := e.sched.Context()
-	select {
-	case <-sctx.Done():
-		cause := context.Cause(sctx)
-		e.halt.Store(true)
-		e.cancel(cause)
-		e.ended(fmt.Errorf("%w: scheduler %q ended: %w", schedulers.ErrRejected, e.sched.Name(), cause))
-	case <-drained:
-	}
+	e.unwatch = context.AfterFunc(sctx, func() {
+		if !life.Hold() {
+			return // the dispatcher reached its end
+		}
+		defer life.Release()
+		if err := life.Call(func() error { e.schedulerEnded(context.Cause(sctx)); return nil }); err != nil {
+			life.Record(fmt.Errorf("dispatch: dispatcher %q: scheduler end: %w", e.name, err))
+		}
+	})
 }
+
+// schedulerEnded is the engine's reaction to the end of its scheduler's
+// context, with that context's cause: under a running dispatcher (some
+// exchange has not ended) the dispatcher stops with an error, recorded
+// first, since what follows lets the last exchanges end; then no more
+// handling, the handlers' context is done with cause, and the lanes no task
+// will run any more are discarded.
+func (e *engine[T]) schedulerEnded(cause error) {
+	if !e.f.drainedOnce.Load() {
+		e.rejected(fmt.Errorf("%w: scheduler %q ended: %w", schedulers.ErrRejected, e.sched.Name(), cause))
+	}
+	e.halt.Store(true)
+	e.cancel(cause)
+	if testHookSchedulerEnded != nil {
+		testHookSchedulerEnded()
+	}
+	e.sweep()
+}
+
+// testHookSchedulerEnded, set by a test only, runs in schedulerEnded once
+// the handlers' context is done: what that lets end may end meanwhile.
+var testHookSchedulerEnded func()
 
 // batch is what one drain did, settled once at its end, even when a handler
 // ends the goroutine with runtime.Goexit.
@@ -652,17 +679,12 @@ func (e *engine[T]) runningLanes() []*lane[T] {
 	return ls
 }
 
-// ended reacts to the end of the scheduler under the dispatcher: the
-// dispatcher stops with cause, and the lanes no task will run any more are
-// discarded. After the last exchange ended, the end is none of its business.
-func (e *engine[T]) ended(cause error) {
-	if e.f.drainedOnce.Load() {
-		return
-	}
-	e.rejected(cause)
-	e.sweep()
-}
-
 // end releases what the engine holds once its owner reached its end: the
-// handlers' context is done.
-func (e *engine[T]) end() { e.cancel(ErrStopped) }
+// callback on a lent scheduler's end is taken back, and the handlers'
+// context is done.
+func (e *engine[T]) end() {
+	if e.unwatch != nil {
+		e.unwatch()
+	}
+	e.cancel(ErrStopped)
+}
