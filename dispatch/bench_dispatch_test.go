@@ -73,3 +73,44 @@ func BenchmarkDispatch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEmit compares the push-style intakes on one producer goroutine,
+// noop handler, 128 groups, the default pool: Emit per exchange, and
+// EmitBatch of batches of 16 and 256 (a broker fetch). ns/op is per
+// exchange.
+func BenchmarkEmit(b *testing.B) {
+	for _, w := range []workload{uniformWorkload(1), uniformWorkload(1024), uniformWorkload(100_000)} {
+		xs := make([]benchExchange, len(w.ids))
+		for i, id := range w.ids {
+			xs[i] = benchExchange{id: id}
+		}
+		for _, batch := range []int{1, 16, 256} {
+			name := fmt.Sprintf("%s/impl=emit", w.name)
+			if batch > 1 {
+				name = fmt.Sprintf("%s/impl=emitbatch-%d", w.name, batch)
+			}
+			b.Run(name, func(b *testing.B) {
+				d := started(b, nil, func(context.Context, benchExchange) error { return nil },
+					dispatch.WithParallelism(128))
+				ctx := context.Background()
+				b.ReportAllocs()
+				b.ResetTimer()
+				for sent := 0; sent < b.N; {
+					i := sent % len(xs)
+					k := min(batch, b.N-sent, len(xs)-i)
+					if batch == 1 {
+						if err := d.Emit(ctx, xs[i]); err != nil {
+							b.Fatal(err)
+						}
+					} else if _, err := d.EmitBatch(ctx, xs[i:i+k]); err != nil {
+						b.Fatal(err)
+					}
+					sent += k
+				}
+				if err := d.StopGracefully(ctx); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+	}
+}

@@ -86,7 +86,7 @@ type Handler[T any] func(ctx context.Context, exchange T) error
 //
 // Exchanges come from a Source, subscribed on the one goroutine the
 // dispatcher owns and handed to the groups on that goroutine, or, with a
-// nil source, are pushed with Emit.
+// nil source, are pushed with Emit or EmitBatch.
 //
 // Lifecycle (docs/lifecycle.md has the whole contract): New starts nothing.
 // Prepare resolves the scheduler; nothing is pulled before Start. Quiesce

@@ -43,3 +43,37 @@ func ExampleBatchSource() {
 	// [10 20 30 40] [10 20 30 40] [10 20 30 40]
 	// {Received:12 Succeeded:12 Failed:0 Discarded:0 InFlight:0}
 }
+
+// A producer that pushes a fetched batch at once hands each group its
+// share in one go; EmitBatch returns how many of the batch it took.
+func ExampleDispatcher_EmitBatch() {
+	var mu sync.Mutex
+	history := map[string][]int{}
+	d, err := dispatch.New[deposit]("deposits", accounts, nil, func(ctx context.Context, x deposit) error {
+		mu.Lock()
+		defer mu.Unlock()
+		history[x.account.ID] = append(history[x.account.ID], x.amount)
+		return nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	if err := d.Prepare(ctx); err != nil {
+		panic(err)
+	}
+	if err := d.Start(); err != nil {
+		panic(err)
+	}
+	n, err := d.EmitBatch(ctx, deposits())
+	fmt.Println(n, err)
+	if err := d.StopGracefully(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println(history["alice"], history["bob"], history["carol"])
+	fmt.Printf("%+v\n", d.Stats())
+	// Output:
+	// 12 <nil>
+	// [10 20 30 40] [10 20 30 40] [10 20 30 40]
+	// {Received:12 Succeeded:12 Failed:0 Discarded:0 InFlight:0}
+}

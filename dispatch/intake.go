@@ -30,8 +30,8 @@ type intake[T any] struct {
 	keyFn    string                                                  // what computes the key, for errors: "AggregateID" or "key function"
 	emitFn   func(T) error                                           // the source's emit when not the route's (New's: emitByID)
 	batching bool                                                    // emitBatch runs: admit stages, flush publishes
-	staged   []*lane[T]                                              // the lanes holding staged exchanges, in the order first staged
-	kicked   int                                                     // how many of staged flush scheduled so far
+	staging  staging[T]                                              // the source's batch, staged
+	runs     sync.Pool                                               // *staging[T] for EmitBatch's runs
 	source   Source[T]                                               // nil: Emit feeds the intake
 	emitMu   sync.Mutex
 	timeout  time.Duration
@@ -314,16 +314,9 @@ func (in *intake[T]) admit(e *engine[T], g int, id string, x *T, afterStop bool,
 	}
 	e.admitted()
 	if in.batching {
-		l, late := e.put(g, id, x)
-		if l.q.Staged() == 0 {
-			in.staged = append(in.staged, l)
-		}
-		l.q.Stage() // counted at its publication, by flush
+		in.staging.stage(e, g, id, x) // counted at its publication, by flush
 		*stage = settled
 		in.credit--
-		if late != nil {
-			e.schedule(late)
-		}
 		return nil
 	}
 	l, late, kick := e.enqueue(g, id, x) // counts x: its publication
@@ -336,64 +329,6 @@ func (in *intake[T]) admit(e *engine[T], g int, id string, x *T, afterStop bool,
 		e.schedule(l)
 	}
 	return nil
-}
-
-// emitBatch is the intake of a BatchSource's batch on the source's
-// goroutine: each exchange is taken as emit takes it, in order, but staged
-// in its lane; flush publishes each lane touched once, at the batch's end
-// or before the goroutine waits for room. Once an exchange is refused, so
-// is the rest of the batch, each accounted for, and the refusal is
-// returned.
-func (in *intake[T]) emitBatch(xs []T) (err error) {
-	in.batching = true
-	defer in.endBatch() // also when user code on the way ends the goroutine
-	for i := range xs {
-		if err = in.emitFn(xs[i]); err != nil {
-			for _, x := range xs[i+1:] {
-				in.refuse(x)
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-// endBatch publishes what the batch staged and leaves batching.
-func (in *intake[T]) endBatch() {
-	in.batching = false
-	in.flush()
-}
-
-// flush publishes the staged exchanges, one atomic add per lane, then
-// schedules the lanes it made ready. A drain that runs inline in Schedule
-// (schedulers.Immediate) may end the goroutine: the deferred call
-// schedules the rest first. Source's goroutine only.
-func (in *intake[T]) flush() {
-	if len(in.staged) == 0 {
-		return
-	}
-	for _, l := range in.staged[in.kicked:] {
-		l.q.Flush()
-	}
-	defer in.flushed()
-	for in.kicked < len(in.staged) {
-		l := in.staged[in.kicked]
-		in.kicked++
-		if l.claim() {
-			l.e.schedule(l)
-		}
-	}
-}
-
-// flushed ends a flush: the staged lanes are forgotten once every one was
-// scheduled, else (the goroutine ends) flush goes on with the rest.
-func (in *intake[T]) flushed() {
-	if in.kicked < len(in.staged) {
-		in.flush()
-		return
-	}
-	clear(in.staged)
-	in.staged, in.kicked = in.staged[:0], 0
 }
 
 // handOn reports whether the source's exchange, counted and met by a
@@ -416,7 +351,7 @@ func (in *intake[T]) handOn() bool {
 // while the intake is open; one for the exchange handed on after a
 // graceful stop, waiting for room until a force.
 func (in *intake[T]) credits(late bool) (int64, error) {
-	if len(in.staged) > 0 {
+	if !in.staging.empty() {
 		want := int64(creditBatch)
 		if late {
 			want = 1
@@ -530,11 +465,8 @@ func (in *intake[T]) refusal() error {
 // concurrent calls are admitted one at a time, so one group's order is the
 // order of admission. With a source it returns ErrIllegalState.
 func (in *intake[T]) Emit(ctx context.Context, x T) (err error) {
-	if in.source != nil {
-		return fmt.Errorf("%w: %s %q has a source: Emit is for a nil source", ErrIllegalState, in.life.Kind(), in.Name())
-	}
-	if st := in.State(); st != component.StateRunning {
-		return fmt.Errorf("%w: %s %q is %v", ErrStopped, in.life.Kind(), in.Name(), st)
+	if err := in.pushable("Emit"); err != nil {
+		return err
 	}
 	f := in.f
 	if err := f.budget.acquire(ctx, f.shutCh); err != nil {
@@ -575,6 +507,18 @@ func (in *intake[T]) Emit(ctx context.Context, x T) (err error) {
 	}
 	if kick {
 		e.schedule(l) // outside the lock: on Immediate the handler runs here
+	}
+	return nil
+}
+
+// pushable returns nil when the intake takes pushed exchanges (method is
+// the caller's name): it has no source and runs.
+func (in *intake[T]) pushable(method string) error {
+	if in.source != nil {
+		return fmt.Errorf("%w: %s %q has a source: %s is for a nil source", ErrIllegalState, in.life.Kind(), in.Name(), method)
+	}
+	if st := in.State(); st != component.StateRunning {
+		return fmt.Errorf("%w: %s %q is %v", ErrStopped, in.life.Kind(), in.Name(), st)
 	}
 	return nil
 }
