@@ -356,3 +356,40 @@ func TestEmitBatchOnImmediateSchedulesTheRestAfterAGoexit(t *testing.T) {
 		}
 	})
 }
+
+// Once Done is closed no exchange is admitted and not finished, so the
+// pending budget is 0: producers pushing with EmitBatch and Emit, stopped
+// gracefully or by force mid-push, on a pool.
+func TestEmitBatchBudgetIsZeroOnceDone(t *testing.T) {
+	for iter := range 200 {
+		force := iter%2 == 0
+		d := started(t, nil, testkit.Perform, dispatch.WithScheduler(newParallel(t, 2)),
+			dispatch.WithParallelism(4), dispatch.WithMaxPending(1+iter%7))
+		var wg sync.WaitGroup
+		for p := range 3 {
+			wg.Go(func() {
+				xs := producerExchanges(p, 2000, 5+p)
+				for len(xs) > 0 {
+					n, err := d.EmitBatch(context.Background(), xs[:min(len(xs), 1+p*100)])
+					if err != nil {
+						return
+					}
+					xs = xs[n:]
+				}
+			})
+		}
+		wg.Go(func() { _ = emitAll(context.Background(), d, producerExchanges(9, 500, 3)) })
+		for d.Stats().Received < int64(iter%10*300) { // stop at varied points of the push
+			runtime.Gosched()
+		}
+		if force {
+			d.ForceStop()
+		} else {
+			require.NoError(t, d.StopGracefully(t.Context()))
+		}
+		wg.Wait()
+		<-d.Done()
+		pending, _ := d.Budget()
+		require.Zero(t, pending, "run %d: units pending once Done is closed (%+v)", iter, d.Stats())
+	}
+}
