@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,27 +22,8 @@ import (
 	"github.com/aggflow/aggflow/schedulers"
 	"github.com/aggflow/aggflow/source/kafka"
 	"github.com/aggflow/aggflow/source/kafka/kafkatest"
+	"github.com/aggflow/aggflow/testkit"
 )
-
-// exitsOn is a slog.Handler that ends the goroutine logging with
-// runtime.Goexit on the first record of one message (a test's t.FailNow in
-// a log handler) and drops every record.
-type exitsOn struct {
-	msg    string
-	exited atomic.Bool
-}
-
-func (h *exitsOn) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h *exitsOn) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == h.msg && h.exited.CompareAndSwap(false, true) {
-		runtime.Goexit()
-	}
-	return nil
-}
-
-func (h *exitsOn) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *exitsOn) WithGroup(string) slog.Handler      { return h }
 
 // A log handler that ends the committing goroutine with runtime.Goexit (on
 // the line of a panicking commit hook) fails the consumer, which stops on
@@ -51,7 +31,7 @@ func (h *exitsOn) WithGroup(string) slog.Handler      { return h }
 // commits and without a word.
 func TestALoggerGoexitOnTheCommittingGoroutineFailsTheConsumer(t *testing.T) {
 	c := startCluster(t, "exit", 1)
-	logs := &exitsOn{msg: "kafka: commit hook panicked"}
+	logs := &testkit.LogGoexit{Message: "kafka: commit hook panicked"}
 	k, err := kafka.NewConsumer("c", kafka.Subscription{Brokers: c.Addrs(), Group: "g", Topic: "exit"}, accounts,
 		newScheduler(t, 1), codec, newJournal(1).handle, kafka.WithLogger(slog.New(logs)),
 		kafka.WithCommitHook(func(int32, int64) { panic("commit hook") }))
@@ -61,9 +41,9 @@ func TestALoggerGoexitOnTheCommittingGoroutineFailsTheConsumer(t *testing.T) {
 	select {
 	case <-k.Done():
 	case <-time.After(20 * time.Second):
-		t.Fatalf("the consumer did not stop after the Goexit (the handler exited: %v)", logs.exited.Load())
+		t.Fatalf("the consumer did not stop after the Goexit (the handler exited: %v)", logs.Exited())
 	}
-	require.True(t, logs.exited.Load(), "the log handler ended the committing goroutine")
+	require.True(t, logs.Exited(), "the log handler ended the committing goroutine")
 	require.ErrorIs(t, k.Err(), schedulers.ErrGoexit)
 	require.ErrorContains(t, k.Err(), "committing")
 }
