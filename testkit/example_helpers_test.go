@@ -59,3 +59,14 @@ func ExampleLogPanic() {
 	// Output:
 	// true log handler: lease lapsed: the group may have fenced this member
 }
+
+// Closed tells, without waiting, whether a Done channel is closed yet.
+func ExampleClosed() {
+	done := make(chan struct{})
+	fmt.Println(testkit.Closed(done))
+	close(done)
+	fmt.Println(testkit.Closed(done))
+	// Output:
+	// false
+	// true
+}
