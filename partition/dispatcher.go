@@ -253,6 +253,45 @@ func (in *Intake[T]) DeliverSize(ctx context.Context, x T, pos int64, attempt, s
 	return nil
 }
 
+// Record is one record of a DeliverBatch: the exchange at position
+// Position of the partition, its delivery Attempt (as Deliver's) and its
+// Size in bytes (as DeliverSize's; 0 counts no bytes).
+type Record[T any] struct {
+	Exchange T
+	Position int64
+	Attempt  int
+	Size     int
+}
+
+// DeliverBatch is DeliverSize for a run of records in the broker's order
+// (positions increasing), a fetch say: it tracks them all, then hands them
+// to their groups with the dispatcher's EmitBatch, so that a hot group
+// costs one hand-off per run of up to 256 records rather than one per
+// record. It returns how many records were admitted, a prefix of recs.
+// When err is not nil, recs[n:] were not admitted: those it tracked are
+// discarded in the tracker, as Deliver discards, and a position not above
+// the last stops the tracking there with an error wrapping ErrOutOfOrder
+// (the records before it are delivered). It waits while the partition's
+// pending budget is used up, or until ctx ends. Call it from the
+// partition's one delivering goroutine, as Deliver. Costs one allocation
+// (the deliveries) per call.
+func (in *Intake[T]) DeliverBatch(ctx context.Context, recs []Record[T]) (n int, err error) {
+	ds, terr := trackBatch(&in.t, in.p, recs)
+	if len(ds) > 0 {
+		n, err = in.d.EmitBatch(ctx, ds)
+	}
+	for _, d := range ds[n:] {
+		_ = in.t.endDirect(d.seq, d.Position, discarded) // tracked just above and not admitted: it cannot fail
+	}
+	if err != nil {
+		return n, fmt.Errorf("partition %d: position %d: %w", in.p, ds[n].Position, err)
+	}
+	if terr != nil {
+		return n, fmt.Errorf("partition %d: %w", in.p, terr)
+	}
+	return n, nil
+}
+
 // Prefix returns the partition's finished prefix (see Tracker.Prefix).
 func (in *Intake[T]) Prefix() (pos int64, ok bool) { return in.t.Prefix() }
 

@@ -293,3 +293,129 @@ func TestKeyOrderingRetryBlocksOnlyItsKey(t *testing.T) {
 		require.Zero(t, rec.of(3)[0].at)
 	})
 }
+
+// DeliverBatch in batches of random sizes (runs waiting for room mid-batch
+// under a small budget): the prefix reaches the last position, each id's
+// exchanges ran in order, and every record was admitted once.
+func TestDeliverBatchDrainsAndSettles(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		ids := rapid.IntRange(1, 40).Draw(rt, "ids")
+		n := rapid.IntRange(1, 700).Draw(rt, "n")
+		sizes := rapid.SliceOfN(rapid.IntRange(1, 300), 1, 4).Draw(rt, "batch sizes")
+		pending := rapid.SampledFrom([]int{1, 7, 4096}).Draw(rt, "max pending")
+		delays := rapid.SliceOfN(rapid.IntRange(0, 3), 1, 8).Draw(rt, "delays ms")
+		synctest.Test(t, func(t *testing.T) {
+			l := newLedger()
+			sched := newParallel(t, 3)
+			d, err := partition.NewDispatcher("accounts", accounts, sched, func(x op) string { return x.id },
+				l.handle(func(x op) time.Duration { return time.Duration(delays[x.seq%len(delays)]) * time.Millisecond }),
+				partition.WithGroups(16), partition.WithMaxPending(pending))
+			require.NoError(t, err)
+			in, err := d.Assign(t.Context(), 3, 100)
+			require.NoError(t, err)
+			next := map[string]int{}
+			recs := make([]partition.Record[op], n)
+			for i := range recs {
+				id := fmt.Sprint("a", i%ids)
+				recs[i] = partition.Record[op]{Exchange: op{id, next[id]}, Position: int64(100 + 2*i), Attempt: 1}
+				next[id]++
+			}
+			for i := 0; len(recs) > 0; i++ {
+				b := recs[:min(sizes[i%len(sizes)], len(recs))]
+				k, err := in.DeliverBatch(t.Context(), b)
+				require.NoError(t, err)
+				require.Equal(t, len(b), k)
+				recs = recs[len(b):]
+			}
+			settled, err := d.Revoke(t.Context(), 3)
+			require.NoError(t, err)
+			require.True(t, settled.OK)
+			require.False(t, settled.Forced)
+			require.Equal(t, int64(100+2*(n-1)), settled.Prefix, "every position finished")
+			require.Equal(t, dispatch.Stats{Received: int64(n), Succeeded: int64(n)}, settled.Stats)
+			for id, seqs := range l.seen {
+				for i, s := range seqs {
+					require.Equal(t, i, s, "id %s in order", id)
+				}
+			}
+		})
+	})
+}
+
+// A position not above the last stops the batch there: the records before
+// it are delivered, it and the rest are not tracked.
+func TestDeliverBatchStopsAtAPositionOutOfOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLedger()
+		d, err := partition.NewDispatcher("accounts", accounts, newParallel(t, 2), func(x op) string { return x.id },
+			l.handle(func(op) time.Duration { return 0 }))
+		require.NoError(t, err)
+		in, err := d.Assign(t.Context(), 0, 1)
+		require.NoError(t, err)
+		n, err := in.DeliverBatch(t.Context(), []partition.Record[op]{
+			{Exchange: op{"a", 0}, Position: 1}, {Exchange: op{"a", 1}, Position: 2},
+			{Exchange: op{"a", 2}, Position: 2}, {Exchange: op{"a", 3}, Position: 3}})
+		require.ErrorIs(t, err, partition.ErrOutOfOrder)
+		require.ErrorContains(t, err, "partition 0")
+		require.Equal(t, 2, n)
+		settled, err := d.Revoke(t.Context(), 0)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), settled.Prefix)
+		require.Equal(t, dispatch.Stats{Received: 2, Succeeded: 2}, settled.Stats)
+		require.Equal(t, []int{0, 1}, l.seen["a"])
+		require.Zero(t, in.Tracker().Pending())
+	})
+}
+
+// A revocation while DeliverBatch waits for room ends it with
+// dispatch.ErrStopped: the records admitted drain, the ones tracked and not
+// admitted are discarded in the tracker, so the prefix stops below them
+// and nothing waits for them.
+func TestDeliverBatchCutByARevocationDiscardsTheRest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		d, err := partition.NewDispatcher("accounts", accounts, newParallel(t, 2), func(x op) string { return x.id },
+			func(ctx context.Context, x partition.Delivery[op]) error {
+				if x.Position == 1 {
+					<-release
+				}
+				return nil
+			}, partition.WithMaxPending(3))
+		require.NoError(t, err)
+		in, err := d.Assign(t.Context(), 0, 1)
+		require.NoError(t, err)
+		recs := make([]partition.Record[op], 10)
+		for i := range recs {
+			recs[i] = partition.Record[op]{Exchange: op{"a", i}, Position: int64(i + 1), Attempt: 1}
+		}
+		type result struct {
+			n   int
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			n, err := in.DeliverBatch(t.Context(), recs)
+			done <- result{n, err}
+		}()
+		synctest.Wait() // 3 admitted, the first held; the batch waits for room
+		require.Equal(t, 10, in.Tracker().Pending(), "the whole batch is tracked")
+		revoked := make(chan partition.Settled, 1)
+		go func() {
+			settled, err := d.Revoke(t.Context(), 0)
+			require.NoError(t, err)
+			revoked <- settled
+		}()
+		r := <-done
+		require.ErrorIs(t, r.err, dispatch.ErrStopped)
+		require.ErrorContains(t, r.err, "position 4")
+		require.Equal(t, 3, r.n)
+		close(release)
+		settled := <-revoked
+		require.Equal(t, int64(3), settled.Prefix)
+		require.Equal(t, dispatch.Stats{Received: 3, Succeeded: 3}, settled.Stats)
+		blocked, ok := in.Tracker().Blocked()
+		require.True(t, ok)
+		require.Equal(t, int64(4), blocked, "the first record not admitted holds the prefix")
+		require.Zero(t, in.Tracker().Pending(), "nothing waits for the records not admitted")
+	})
+}

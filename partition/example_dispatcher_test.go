@@ -50,3 +50,41 @@ func ExampleNewDispatcher() {
 	// Output:
 	// commit up to 102 true true
 }
+
+// A binding that fetches records a batch at a time delivers the batch at
+// once: each group gets its share in one hand-off.
+func ExampleIntake_DeliverBatch() {
+	sched, err := schedulers.NewParallel("orders", 2)
+	if err != nil {
+		panic(err)
+	}
+	orders := aggregate.MaterializedNamedAggregate{Context: "shop", Aggregate: "Order"}
+	idOf := func(event string) string { id, _, _ := strings.Cut(event, ":"); return id }
+	d, err := partition.NewDispatcher("orders", orders, sched, idOf,
+		func(_ context.Context, x partition.Delivery[string]) error { return nil })
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	in, err := d.Assign(ctx, 0, 100)
+	if err != nil {
+		panic(err)
+	}
+	var fetched []partition.Record[string]
+	for i, event := range []string{"o-1:placed", "o-2:placed", "o-1:paid"} {
+		fetched = append(fetched, partition.Record[string]{Exchange: event, Position: int64(100 + i), Attempt: 1})
+	}
+	n, err := in.DeliverBatch(ctx, fetched)
+	fmt.Println("delivered", n, err)
+	settled, err := d.Revoke(ctx, 0)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("commit up to", settled.Prefix, settled.OK)
+	if err := sched.DisposeGracefully(ctx); err != nil {
+		panic(err)
+	}
+	// Output:
+	// delivered 3 <nil>
+	// commit up to 102 true
+}

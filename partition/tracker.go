@@ -112,6 +112,23 @@ func (t *Tracker) trackDirect(pos int64, size int) (uint64, error) {
 	return t.track(pos, size, true)
 }
 
+// trackBatch is trackDirect for each of recs in turn, under one hold of the
+// lock: it returns their deliveries to partition p, up to the first that
+// could not be tracked, and that one's error.
+func trackBatch[T any](t *Tracker, p int32, recs []Record[T]) ([]Delivery[T], error) {
+	ds := make([]Delivery[T], 0, len(recs))
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range recs {
+		seq, err := t.track(r.Position, r.Size, true)
+		if err != nil {
+			return ds, err
+		}
+		ds = append(ds, Delivery[T]{Exchange: r.Exchange, Partition: p, Position: r.Position, Attempt: r.Attempt, seq: seq})
+	}
+	return ds, nil
+}
+
 // track tracks pos at the tail's sequence number, which it returns
 // (under t.mu).
 func (t *Tracker) track(pos int64, size int, direct bool) (uint64, error) {
