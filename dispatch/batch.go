@@ -123,9 +123,9 @@ const emitRun = 256
 // cause), the intake shut (ErrStopped), the dispatcher is not running
 // (ErrStopped), or it has a source (ErrIllegalState). EmitBatch does not
 // keep xs, and reads it until it returns. Safe for concurrent use. A
-// panic or runtime.Goexit of user code on the way (the route, an
-// Observer) ends the call as it ends Emit: the run's exchanges not yet
-// written are not admitted.
+// runtime.Goexit of user code on the way (the route, an Observer), or a
+// panic of an Observer, ends the call as it ends Emit: the exchanges before
+// the one it met are admitted, that one and the rest are not.
 func (in *intake[T]) EmitBatch(ctx context.Context, xs []T) (n int, err error) {
 	if err := in.pushable("EmitBatch"); err != nil {
 		return 0, err
@@ -173,19 +173,15 @@ func (in *intake[T]) emitRun(ctx context.Context, run []T, s *emitScratch[T]) (i
 		return 0, err
 	}
 	f.emitting.Add(1)
-	counted := false
-	defer func() { // also when user code on the way does not return: what is not counted was not admitted
-		if !counted {
-			f.emitting.Add(-1)
-			f.budget.release(units)
-			f.check()
-		}
-	}()
 	if f.shut.Load() {
+		f.emitting.Add(-1)
+		f.budget.release(units)
+		f.check()
 		return 0, in.emitRefused()
 	}
 	run = run[:units]
 	s.routes = s.routes[:0]
+	defer in.admitRun(run, s, &units) // also when user code on the way ends the goroutine
 	for i := range run {
 		e, g, id, ok := in.routeInRun(&run[i], &units)
 		if ok {
@@ -193,20 +189,31 @@ func (in *intake[T]) emitRun(ctx context.Context, run []T, s *emitScratch[T]) (i
 			s.routes = append(s.routes, emitRoute[T]{e: e, g: g, id: id, i: i})
 		}
 	}
+	return len(run), nil
+}
+
+// admitRun ends a run: it writes the routed exchanges into their lanes and
+// publishes them, then schedules the lanes made ready. When user code on
+// the way ended the goroutine, the exchanges routed before it are admitted
+// (as Emit calls one at a time would have) and the units of the rest go
+// back: they were not admitted.
+func (in *intake[T]) admitRun(run []T, s *emitScratch[T], units *int64) {
+	f := in.f
 	in.emitMu.Lock() // held only for the queue writes: no user code under it
 	for _, r := range s.routes {
 		s.stage(r.e, r.g, r.id, &run[r.i])
 	}
 	s.publish() // counts the run's exchanges: their publication
 	f.emitting.Add(-1)
-	counted = true
 	in.emitMu.Unlock()
-	clear(s.routes) // the ids
-	if f.shut.Load() {
+	if rest := *units - int64(len(s.routes)); rest > 0 {
+		f.budget.release(rest)
+		f.check()
+	} else if f.shut.Load() {
 		f.check() // the run may have ended already, its check bailing out on this run
 	}
-	s.kick() // outside the lock: on Immediate the handlers run here
-	return len(run), nil
+	clear(s.routes) // the ids
+	s.kick()        // outside the lock: on Immediate the handlers run here
 }
 
 // routeInRun routes an exchange of an EmitBatch run. One it cannot route,

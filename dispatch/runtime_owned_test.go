@@ -13,6 +13,7 @@ import (
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/testkit"
 )
 
 // borrower is a fake component that borrows a supplier: its Prepare asks it
@@ -66,7 +67,7 @@ func TestRuntimeStopsOwnedAfterComponents(t *testing.T) {
 		"quiesce:domain", "quiesce:state",
 		"stop:state", "stop:domain", "supplier:graceful",
 	}, e.log.get())
-	assert.True(t, isClosed(e.supplier.Done()))
+	assert.True(t, testkit.Closed(e.supplier.Done()))
 }
 
 // CED-04/05: what fails to build fails before anything is prepared: the
@@ -196,7 +197,7 @@ func TestRuntimeInRuntime(t *testing.T) {
 	prepareAndStart(t, outer)
 	require.NoError(t, outer.StopGracefully(t.Context()))
 	<-outer.Done()
-	assert.True(t, isClosed(e.rt.Done()))
+	assert.True(t, testkit.Closed(e.rt.Done()))
 	calls := e.log.get()
 	at := func(call string) int { return slices.Index(calls, call) }
 	assert.Less(t, at("quiesce:domain"), at("quiesce:state"))

@@ -8,7 +8,10 @@
 // A broker delivers each partition in order, each record at a position that
 // increases within the partition, with gaps: a Kafka offset, a JetStream
 // stream sequence. A Delivery carries the exchange with its partition, its
-// position and its attempt (1 on the first delivery).
+// position and its attempt (1 on the first delivery). A binding hands
+// records to a partition's Intake one at a time (Deliver, DeliverSize) or a
+// fetched run at once (DeliverBatch: one hand-off per group touched per run
+// of up to 256).
 //
 // # What is acknowledged: the finished prefix only
 //
@@ -108,11 +111,11 @@
 //
 // One unfinished position holds every position tracked after it, finished
 // or not, until it finishes. WithMaxHeld bounds that per partition, in
-// records and bytes (as the binding sizes them at Intake.DeliverSize): once
-// either limit is reached, Intake.Room is 0 and the binding fetches nothing
-// more of that partition (Kafka pauses it, JetStream makes no pull) until
-// both fell to half, which Intake.Freed signals; the other partitions go
-// on. The pending budget (WithMaxPending) counts the unfinished only, a
-// part of what is held: pending <= min(budget, held), held <= bound + one
-// fetched batch.
+// records and bytes (as the binding sizes them at Intake.DeliverSize or in
+// a Record): once either limit is reached, Intake.Room is 0 and the
+// binding fetches nothing more of that partition (Kafka pauses it,
+// JetStream makes no pull) until both fell to half, which Intake.Freed
+// signals; the other partitions go on. The pending budget
+// (WithMaxPending) counts the unfinished only, a part of what is held:
+// pending <= min(budget, held), held <= bound + one fetched batch.
 package partition
