@@ -13,7 +13,6 @@ import (
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
-	"github.com/aggflow/aggflow/source/jetstream/jstest"
 )
 
 // servedLate makes one pull of a partition a pull given up before the
@@ -90,22 +89,7 @@ func TestAPullServedAfterItWasGivenUpIsReplayed(t *testing.T) {
 	t.Cleanup(func() { pullExpiry = expiry })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := jstest.Start()
-	require.NoError(t, err)
-	defer srv.Shutdown()
-	nc, js, err := Connect(srv.URL())
-	require.NoError(t, err)
-	defer nc.Close()
-	topo := Topology{Stream: "EX", Prefix: "ex", Partitions: 1}
-	scfg, err := topo.StreamConfig()
-	require.NoError(t, err)
-	scfg.Storage = natsjs.MemoryStorage
-	_, err = js.CreateStream(ctx, scfg)
-	require.NoError(t, err)
-	publish := func() {
-		_, err := js.PublishMsg(ctx, topo.NewMsg("k", []byte("x")))
-		require.NoError(t, err)
-	}
+	js, topo := oneStream(t, ctx)
 	sched, err := schedulers.NewParallel("s", 1)
 	require.NoError(t, err)
 	defer sched.Dispose()
@@ -114,11 +98,9 @@ func TestAPullServedAfterItWasGivenUpIsReplayed(t *testing.T) {
 		handled <- d.Position
 		return nil
 	}
-	decode := func(key string, _ natsjs.Msg) (string, error) { return key, nil }
-	codec := Codec[string]{Decode: decode, ID: func(s string) string { return s }}
 	late := &servedLate{}
 	c, err := NewConsumer("c", Subscription{JetStream: js, Topology: topo, Owned: []int32{0}},
-		aggregate.MaterializedNamedAggregate{Context: "t", Aggregate: "A"}, sched, codec, handler,
+		aggregate.MaterializedNamedAggregate{Context: "t", Aggregate: "A"}, sched, keyCodec, handler,
 		WithRacingPulls(), func(c *config) { c.wrapPulls = late.wrap })
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx))
@@ -134,7 +116,8 @@ func TestAPullServedAfterItWasGivenUpIsReplayed(t *testing.T) {
 			return 0
 		}
 	}
-	publish()
+	_, err = js.PublishMsg(ctx, topo.NewMsg("k", []byte("x")))
+	require.NoError(t, err)
 	require.EqualValues(t, 1, next("position 1"), "the partition is pinned now")
 	served := make(chan error, 1) // on the partition's fetching goroutine
 	late.arm(func(cons natsjs.Consumer) {
