@@ -166,8 +166,16 @@ func TestRuntimeOwnedForceBeforePrepare(t *testing.T) {
 	assert.ErrorIs(t, e.rt.Start(), dispatch.ErrStopped)
 }
 
+// Quiesce before Prepare begins the stop and sets no deadline: with the
+// domain component still draining (only its stop ends it), the Runtime waits
+// in StateStopping; StopGracefully then stops everything gracefully, the
+// supplier last, and forces nothing. (Were every component to end on
+// Quiesce, the Runtime could stop by itself before Quiesce's caller looks at
+// its state: TestRuntimeQuiescedBeforePrepareIsDone covers that path.)
 func TestRuntimeOwnedQuiesceBeforePrepare(t *testing.T) {
 	e := newEvents(t)
+	e.children[0].hold = make(chan struct{})
+	close(e.children[0].hold)
 	e.rt.Quiesce()
 	assert.Equal(t, component.StateStopping, e.rt.State())
 	require.NoError(t, e.rt.StopGracefully(t.Context()))

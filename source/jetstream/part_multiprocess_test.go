@@ -77,6 +77,11 @@ func pauseAcrossExpiries(t *testing.T, dynamic, racing bool) {
 	} else {
 		c = startChild(t, e, allOwned, out, false, extra...)
 	}
+	t.Cleanup(func() { // the child's resets, claims and stop, when a check failed
+		if t.Failed() {
+			t.Logf("child:\n%s", c.stderr())
+		}
+	})
 	waitFor(t, deadline, "a pull waiting on every partition", func() bool { return e.waiting(t) }, c)
 	hits := 0
 	for i := range pauses {
