@@ -18,6 +18,7 @@ import (
 
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/schedulers"
+	"github.com/aggflow/aggflow/testkit"
 )
 
 var (
@@ -468,7 +469,7 @@ func TestForceStopDuringCreationReturnsAtOnce(t *testing.T) {
 		s.ForceStop()
 		assert.ErrorIs(t, <-waiter, aggregate.ErrStopped)
 		synctest.Wait()
-		assert.False(t, isClosed(s.Done()), "Done closed while the factory runs")
+		assert.False(t, testkit.Closed(s.Done()), "Done closed while the factory runs")
 
 		close(g.release)
 		assert.ErrorIs(t, <-creator, aggregate.ErrStopped)
@@ -552,18 +553,18 @@ func TestSupplierDone(t *testing.T) {
 		release := make(chan struct{})
 		require.NoError(t, get(t, s, order).Schedule(func(context.Context) { <-release }))
 		synctest.Wait()
-		assert.False(t, isClosed(s.Done()), "no stop yet")
+		assert.False(t, testkit.Closed(s.Done()), "no stop yet")
 		assert.Equal(t, "worker", s.Name())
 		s.ForceStop()
 		synctest.Wait()
-		assert.False(t, isClosed(s.Done()), "a task still runs")
+		assert.False(t, testkit.Closed(s.Done()), "a task still runs")
 		close(release)
 		<-s.Done()
 		assert.NoError(t, s.Err())
 	})
 	empty := newSupplier(t, fakes())
 	require.NoError(t, empty.StopGracefully(context.Background()))
-	assert.True(t, isClosed(empty.Done()))
+	assert.True(t, testkit.Closed(empty.Done()))
 }
 
 // A borrower sees only GetOrInitialize: it cannot stop what it was lent.
@@ -579,13 +580,4 @@ func TestLentSupplierCannotStop(t *testing.T) {
 	assert.True(t, sch.IsDisposed())
 	_, err := states.GetOrInitialize(order)
 	assert.ErrorIs(t, err, aggregate.ErrStopped)
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }

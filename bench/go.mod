@@ -3,7 +3,7 @@ module github.com/aggflow/aggflow/bench
 go 1.26.0
 
 require (
-	github.com/aggflow/aggflow v0.4.0
+	github.com/aggflow/aggflow v0.5.0
 	github.com/reactivex/rxgo/v2 v2.5.0
 	go.uber.org/goleak v1.3.0
 	gonum.org/v1/plot v0.17.0

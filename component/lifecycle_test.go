@@ -13,6 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/aggflow/aggflow/component"
+	"github.com/aggflow/aggflow/testkit"
 )
 
 var errIllegal = errors.New("test: illegal")
@@ -21,15 +22,6 @@ func newCore(final func()) *component.Lifecycle {
 	c := new(component.Lifecycle)
 	c.Init("thing", "t", errIllegal, final)
 	return c
-}
-
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 func TestForwardTransitions(t *testing.T) {
@@ -48,10 +40,10 @@ func TestForwardTransitions(t *testing.T) {
 	assert.True(t, first)
 	_, first = c.Quiesce()
 	assert.False(t, first)
-	assert.False(t, closed(c.Done()))
+	assert.False(t, testkit.Closed(c.Done()))
 	c.Stop()
-	assert.True(t, closed(c.Stopped()))
-	assert.True(t, closed(c.Done()))
+	assert.True(t, testkit.Closed(c.Stopped()))
+	assert.True(t, testkit.Closed(c.Done()))
 	assert.Equal(t, "STOPPED", c.State().String())
 	assert.Equal(t, "State(9)", component.State(9).String())
 }
@@ -61,11 +53,11 @@ func TestDoneWaitsForHoldsAndFinalizes(t *testing.T) {
 	c := newCore(func() { finals++ })
 	require.True(t, c.Hold())
 	c.Stop()
-	assert.True(t, closed(c.Stopped()), "the logical end does not wait for holds")
-	assert.False(t, closed(c.Done()), "the physical end does")
+	assert.True(t, testkit.Closed(c.Stopped()), "the logical end does not wait for holds")
+	assert.False(t, testkit.Closed(c.Done()), "the physical end does")
 	assert.Equal(t, 0, finals)
 	c.Release()
-	assert.True(t, closed(c.Done()))
+	assert.True(t, testkit.Closed(c.Done()))
 	assert.Equal(t, 1, finals)
 	assert.False(t, c.Hold(), "no hold after the physical end")
 }
@@ -77,9 +69,9 @@ func TestForceDuringEnterRefusesAdvance(t *testing.T) {
 	assert.Equal(t, component.StateNew, from)
 	assert.True(t, first)
 	assert.False(t, c.Advance(component.StateNew, component.StatePrepared), "a force taken over a prepare")
-	assert.False(t, closed(c.Done()), "Done waits for the prepare to leave")
+	assert.False(t, testkit.Closed(c.Done()), "Done waits for the prepare to leave")
 	c.Leave()
-	assert.True(t, closed(c.Done()))
+	assert.True(t, testkit.Closed(c.Done()))
 	_, first = c.Force()
 	assert.False(t, first)
 	assert.True(t, c.Forced())

@@ -49,7 +49,7 @@ func TestRunReturnsAfterTheForcedHandlersReturned(t *testing.T) {
 		assert.ErrorIs(t, err, dispatch.ErrShutdownTimeout)
 		assert.Zero(t, d.Stats().InFlight)
 		assert.Equal(t, int64(1), hooked.Load(), "the outcome hook ran before Run returned")
-		assert.True(t, isClosed(d.Done()))
+		assert.True(t, testkit.Closed(d.Done()))
 	})
 }
 
@@ -73,7 +73,7 @@ func TestRunGivesUpOnAHandlerThatNeverReturns(t *testing.T) {
 		assert.Equal(t, 2*time.Second, time.Since(start), "the stop timeout, then as long again for the forced handlers")
 		assert.ErrorIs(t, err, dispatch.ErrShutdownTimeout)
 		assert.ErrorContains(t, err, "1 in flight")
-		assert.False(t, isClosed(d.Done()))
+		assert.False(t, testkit.Closed(d.Done()))
 	})
 }
 

@@ -400,7 +400,7 @@ func TestStatsIsOneSnapshot(t *testing.T) {
 	var wg sync.WaitGroup
 	for range readers {
 		wg.Go(func() {
-			for !isClosed(d.Done()) {
+			for !testkit.Closed(d.Done()) {
 				s := d.Stats()
 				if s.InFlight > budget+1 || s.InFlight < 0 || s.Received != s.Succeeded+s.Failed+s.Discarded+s.InFlight {
 					t.Errorf("inconsistent snapshot %+v", s)

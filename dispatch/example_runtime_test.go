@@ -92,10 +92,15 @@ func ExampleWithOwned() {
 	fmt.Println(domain.String())
 	fmt.Println(projection.String())
 	_, err = supplier.GetOrInitialize(accounts)
-	fmt.Println(errors.Is(err, aggregate.ErrStopped), isClosed(supplier.Done()))
+	select {
+	case <-supplier.Done():
+		fmt.Println(errors.Is(err, aggregate.ErrStopped), "done")
+	default:
+		fmt.Println(errors.Is(err, aggregate.ErrStopped), "not done")
+	}
 	// Output:
 	// <nil>
 	// alice[10 20] bob[10] carol[10]
 	// alice[10 20] bob[10] carol[10]
-	// true true
+	// true done
 }

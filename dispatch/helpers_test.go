@@ -137,16 +137,6 @@ func startedKeyed[T any](t testing.TB, source dispatch.Source[T], key func(T) in
 	return d
 }
 
-// isClosed reports whether ch is closed, without waiting.
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 // counted returns src counting what it emits, for testkit.NoLoss.
 func counted[T any](src flux.Flux[T]) (flux.Flux[T], *atomic.Int64) {
 	var n atomic.Int64

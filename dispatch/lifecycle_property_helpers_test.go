@@ -125,7 +125,7 @@ func (w *lpWorld) atOnce(what string, f func()) {
 		f()
 	}()
 	synctest.Wait()
-	returned := isClosed(done)
+	returned := testkit.Closed(done)
 	<-w.waitSem
 	if !returned {
 		w.report("%s blocked: it had not returned once the bubble was idle", what)
@@ -539,7 +539,7 @@ func (p *lpProbe) emit(w *lpWorld, ctx context.Context, wg *sync.WaitGroup) {
 // check checks p's dispatcher once Done closed and nothing else runs.
 func (p *lpProbe) check(w *lpWorld) {
 	d := p.d
-	if !isClosed(d.Done()) {
+	if !testkit.Closed(d.Done()) {
 		w.report("%s: Done not closed", p.name)
 		return
 	}
@@ -633,7 +633,7 @@ func lpCall(w *lpWorld, c lpTarget, op lpOp, runFor, limit time.Duration) {
 		if took := time.Since(start); took > bound {
 			w.report("%s within %v took %v", what, op.within, took)
 		}
-		if _, rt := c.(*component.Runtime); err == nil && !rt && !isClosed(c.Done()) {
+		if _, rt := c.(*component.Runtime); err == nil && !rt && !testkit.Closed(c.Done()) {
 			w.report("%s returned nil before Done closed", what)
 		}
 		if st := c.State(); st < component.StateStopping {
@@ -647,7 +647,7 @@ func lpCall(w *lpWorld, c lpTarget, op lpOp, runFor, limit time.Duration) {
 		if took, bound := time.Since(start), op.within+2*runFor; took > bound {
 			w.report("%s within %v took %v, more than %v", what, op.within, took, bound)
 		}
-		if !isClosed(c.Done()) && !errors.Is(err, dispatch.ErrShutdownTimeout) {
+		if !testkit.Closed(c.Done()) && !errors.Is(err, dispatch.ErrShutdownTimeout) {
 			w.report("%s returned %v before Done closed", what, err)
 		}
 	}

@@ -192,7 +192,7 @@ func TestLifecyclePropertyRuntime(t *testing.T) {
 				child := lpBound{runFor: sh.stopTimeout}
 				lpPlay(t, w, []lpTarget{r, d, m}, []lpBound{{runFor: timeout, limit: timeout}, child, child},
 					[]*lpProbe{pd, pm}, calls, end)
-				if !isClosed(sup.Done()) {
+				if !testkit.Closed(sup.Done()) {
 					t.Error("the owned supplier is not done once the Runtime is")
 				}
 			})
@@ -338,7 +338,7 @@ func TestLifecycleEmitRefusalLeavesCountersAlone(t *testing.T) {
 		wg.Go(func() {
 			var last dispatch.Stats
 			for !stop.Load() {
-				done := isClosed(d.Done())
+				done := testkit.Closed(d.Done())
 				s := d.Stats()
 				if s.Received < last.Received {
 					msg := fmt.Sprintf("%+v, then %+v", last, s)

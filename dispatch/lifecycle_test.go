@@ -43,14 +43,14 @@ func TestLifecycleFromNew(t *testing.T) {
 	q := newDispatcher(t, flux.Empty[testkit.Exchange]())
 	q.Quiesce()
 	assert.Equal(t, component.StateStopped, q.State(), "NEW -quiesce-> STOPPED")
-	assert.True(t, isClosed(q.Done()))
+	assert.True(t, testkit.Closed(q.Done()))
 	assertIllegal(t, q.Prepare(t.Context()), "STOPPED")
 
 	f := newDispatcher(t, flux.Empty[testkit.Exchange]())
 	f.ForceStop()
 	f.ForceStop()
 	assert.Equal(t, component.StateStopped, f.State(), "NEW -force-> STOPPED, safe before Prepare")
-	assert.True(t, isClosed(f.Done()))
+	assert.True(t, testkit.Closed(f.Done()))
 	assert.NoError(t, f.StopGracefully(t.Context()), "stop before start")
 }
 
@@ -179,7 +179,7 @@ func TestForceStopDoesNotWaitForAHandlerIgnoringContext(t *testing.T) {
 		synctest.Wait()
 		d.ForceStop() // returns at once although the handler runs on
 		synctest.Wait()
-		assert.False(t, isClosed(d.Done()), "Done waits for the handler")
+		assert.False(t, testkit.Closed(d.Done()), "Done waits for the handler")
 		close(release)
 		<-d.Done()
 		assert.Equal(t, dispatch.Stats{Received: 5, Succeeded: 1, Discarded: 4}, d.Stats())
@@ -196,7 +196,7 @@ func TestForceDuringGraceful(t *testing.T) {
 		assert.Equal(t, component.StateStopping, d.State(), "draining waits for the blocked handlers")
 		d.ForceStop()
 		require.NoError(t, <-errc, "the graceful waiter returns")
-		assert.True(t, isClosed(d.Done()))
+		assert.True(t, testkit.Closed(d.Done()))
 		s := d.Stats()
 		assert.Zero(t, s.InFlight)
 		assert.Equal(t, s.Received, s.Failed+s.Discarded)
@@ -217,7 +217,7 @@ func TestGracefulDeadlineThenForce(t *testing.T) {
 		require.ErrorIs(t, d.StopGracefully(ctx), context.DeadlineExceeded)
 		assert.Equal(t, 2500*time.Millisecond, time.Since(start))
 		assert.Equal(t, component.StateStopping, d.State(), "draining goes on")
-		assert.False(t, isClosed(d.Done()))
+		assert.False(t, testkit.Closed(d.Done()))
 		d.ForceStop()
 		<-d.Done()
 		s := d.Stats()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/testkit"
 )
 
 // errPumpIllegal stands for a binding's own illegal-state sentinel.
@@ -152,7 +153,7 @@ func TestLifecycleTypeStateMoves(t *testing.T) {
 
 		p.Quiesce()
 		assert.Equal(t, component.StateStopping, p.State(), "the call in progress finishes")
-		assert.False(t, isClosed(p.Done()))
+		assert.False(t, testkit.Closed(p.Done()))
 		<-step
 		require.NoError(t, p.StopGracefully(t.Context()))
 		assert.Equal(t, component.StateStopped, p.State())
@@ -168,7 +169,7 @@ func TestLifecycleTypeStopsBeforeStart(t *testing.T) {
 	q := newPump("q", nil)
 	q.Quiesce()
 	assert.Equal(t, component.StateStopped, q.State(), "NEW -quiesce-> STOPPED")
-	assert.True(t, isClosed(q.Done()))
+	assert.True(t, testkit.Closed(q.Done()))
 	require.ErrorIs(t, q.Prepare(t.Context()), errPumpIllegal)
 	assert.Equal(t, int64(1), q.ended.Load())
 
@@ -177,7 +178,7 @@ func TestLifecycleTypeStopsBeforeStart(t *testing.T) {
 	f.ForceStop()
 	f.ForceStop()
 	assert.Equal(t, component.StateStopped, f.State(), "PREPARED -force-> STOPPED")
-	assert.True(t, isClosed(f.Done()))
+	assert.True(t, testkit.Closed(f.Done()))
 	require.ErrorIs(t, f.Start(), dispatch.ErrIllegalState, "nothing starts after a force")
 	assert.ErrorIs(t, context.Cause(f.ctx), dispatch.ErrStopped, "the finalizer released Prepare's context")
 	assert.Equal(t, int64(1), f.ended.Load())
@@ -207,10 +208,10 @@ func TestLifecycleTypeStepAndEnter(t *testing.T) {
 	l.Stop()
 	assert.Equal(t, component.StateStopped, l.State())
 	l.Release()
-	assert.False(t, isClosed(l.Done()), "one Enter still holds")
+	assert.False(t, testkit.Closed(l.Done()), "one Enter still holds")
 	assert.Zero(t, ended)
 	l.Release()
-	assert.True(t, isClosed(l.Done()))
+	assert.True(t, testkit.Closed(l.Done()))
 	assert.Equal(t, 1, ended)
 	assert.False(t, l.Hold(), "no hold after the physical end")
 }
@@ -270,14 +271,14 @@ func TestLifecycleTypeForceTakesOverAGracefulStop(t *testing.T) {
 		assert.Equal(t, component.StateStopping, from)
 		assert.True(t, first)
 		assert.Equal(t, component.StateStopped, p.State(), "the logical end, at once")
-		assert.False(t, isClosed(p.Done()), "the physical end waits for the call")
+		assert.False(t, testkit.Closed(p.Done()), "the physical end waits for the call")
 		assert.False(t, p.life.Advance(component.StateStopping, component.StateStopped), "nothing graceful after a force")
 		_, again := p.life.Force()
 		assert.False(t, again)
 
 		p.cancel(dispatch.ErrForceStopped)
 		require.NoError(t, <-stopped)
-		assert.True(t, isClosed(p.Done()))
+		assert.True(t, testkit.Closed(p.Done()))
 		assert.True(t, p.life.Forced())
 		assert.Equal(t, int64(1), p.ended.Load())
 	})
@@ -330,7 +331,7 @@ func TestLifecycleTypeConcurrentStops(t *testing.T) {
 				assert.EqualError(t, err, "failure")
 			}
 		}
-		require.True(t, isClosed(p.Done()))
+		require.True(t, testkit.Closed(p.Done()))
 		assert.Equal(t, component.StateStopped, p.State())
 		assert.True(t, p.life.Forced())
 		assert.LessOrEqual(t, quiesced.Load(), int64(1))

@@ -83,7 +83,7 @@ func TestResultsStalledReaderIsBoundedByTheStopTimeout(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- d.Run(ctx) }()
 		synctest.Wait() // the buffer is full; the handlers wait for the reader
-		require.False(t, isClosed(d.Done()))
+		require.False(t, testkit.Closed(d.Done()))
 		start := time.Now()
 		cancel()
 		err = <-done

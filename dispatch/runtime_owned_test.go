@@ -13,6 +13,7 @@ import (
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/testkit"
 )
 
 // borrower is a fake component that borrows a supplier: its Prepare asks it
@@ -66,7 +67,7 @@ func TestRuntimeStopsOwnedAfterComponents(t *testing.T) {
 		"quiesce:domain", "quiesce:state",
 		"stop:state", "stop:domain", "supplier:graceful",
 	}, e.log.get())
-	assert.True(t, isClosed(e.supplier.Done()))
+	assert.True(t, testkit.Closed(e.supplier.Done()))
 }
 
 // CED-04/05: what fails to build fails before anything is prepared: the
@@ -165,8 +166,16 @@ func TestRuntimeOwnedForceBeforePrepare(t *testing.T) {
 	assert.ErrorIs(t, e.rt.Start(), dispatch.ErrStopped)
 }
 
+// Quiesce before Prepare begins the stop and sets no deadline: with the
+// domain component still draining (only its stop ends it), the Runtime waits
+// in StateStopping; StopGracefully then stops everything gracefully, the
+// supplier last, and forces nothing. (Were every component to end on
+// Quiesce, the Runtime could stop by itself before Quiesce's caller looks at
+// its state: TestRuntimeQuiescedBeforePrepareIsDone covers that path.)
 func TestRuntimeOwnedQuiesceBeforePrepare(t *testing.T) {
 	e := newEvents(t)
+	e.children[0].hold = make(chan struct{})
+	close(e.children[0].hold)
 	e.rt.Quiesce()
 	assert.Equal(t, component.StateStopping, e.rt.State())
 	require.NoError(t, e.rt.StopGracefully(t.Context()))
@@ -188,7 +197,7 @@ func TestRuntimeInRuntime(t *testing.T) {
 	prepareAndStart(t, outer)
 	require.NoError(t, outer.StopGracefully(t.Context()))
 	<-outer.Done()
-	assert.True(t, isClosed(e.rt.Done()))
+	assert.True(t, testkit.Closed(e.rt.Done()))
 	calls := e.log.get()
 	at := func(call string) int { return slices.Index(calls, call) }
 	assert.Less(t, at("quiesce:domain"), at("quiesce:state"))

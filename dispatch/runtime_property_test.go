@@ -13,6 +13,7 @@ import (
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
+	"github.com/aggflow/aggflow/testkit"
 )
 
 // How a property component behaves.
@@ -207,11 +208,11 @@ func TestPropertyRuntimeLifecycle(t *testing.T) {
 				report("state %v after Done", rt.State())
 			}
 			for _, c := range components {
-				if !isClosed(c.Done()) {
+				if !testkit.Closed(c.Done()) {
 					report("%s not done after the Runtime's Done", c.Name())
 				}
 			}
-			if sup != nil && !isClosed(sup.Done()) {
+			if sup != nil && !testkit.Closed(sup.Done()) {
 				report("owned supplier not done after the Runtime's Done")
 			}
 			for _, v := range violations {

@@ -69,7 +69,7 @@ func TestRuntimeRunEndsWithFiniteDispatcher(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, rt.Run(t.Context()))
 		assert.Equal(t, int64(10), handled.Load())
-		assert.True(t, isClosed(sup.Done()), "the owned supplier is stopped and done")
+		assert.True(t, testkit.Closed(sup.Done()), "the owned supplier is stopped and done")
 		<-rt.Done()
 	})
 }
@@ -132,7 +132,7 @@ func TestRuntimeDeadlineWithComponentIgnoringContext(t *testing.T) {
 		assert.Equal(t, []string{"stop:c", "stop:b", "force:c", "force:b", "force:a", "supplier:force"}, calls[len(calls)-6:],
 			"a, after b, never stopped gracefully; the supplier forced after every component")
 		synctest.Wait()
-		assert.False(t, isClosed(rt.Done()), "b's stop still runs")
+		assert.False(t, testkit.Closed(rt.Done()), "b's stop still runs")
 		close(b.release)
 		<-rt.Done()
 	})
@@ -222,7 +222,7 @@ func TestRuntimeHoldsNoLockAcrossComponents(t *testing.T) {
 		assert.NoError(t, rt.StopGracefully(ctx))
 		assert.Nil(t, rt.Err())
 		assert.ErrorIs(t, rt.Prepare(t.Context()), dispatch.ErrStopped)
-		assert.False(t, isClosed(forced))
+		assert.False(t, testkit.Closed(forced))
 		close(b.release)
 		<-forced
 		<-rt.Done()
@@ -250,11 +250,11 @@ func TestRuntimeForceStopDuringPrepareInSupplier(t *testing.T) {
 		rt.ForceStop()
 		assert.Equal(t, []string{"prepare:a", "force:a"}, log.get())
 		synctest.Wait()
-		assert.False(t, isClosed(rt.Done()), "Prepare still waits")
+		assert.False(t, testkit.Closed(rt.Done()), "Prepare still waits")
 		close(release)
 		assert.ErrorIs(t, <-prepared, aggregate.ErrStopped)
 		<-rt.Done()
-		assert.True(t, isClosed(sup.Done()))
+		assert.True(t, testkit.Closed(sup.Done()))
 	})
 }
 

@@ -298,7 +298,7 @@ func TestRuntimeGracefulDuringPrepareStopsUnpreparedDispatcher(t *testing.T) {
 		require.NoError(t, <-errc)
 		<-rt.Done()
 		assert.Equal(t, component.StateStopped, d.State(), "never prepared, yet stopped")
-		assert.True(t, isClosed(d.Done()))
+		assert.True(t, testkit.Closed(d.Done()))
 	})
 }
 
@@ -331,11 +331,11 @@ func TestRuntimeDoneWaitsForComponentsAfterTimeout(t *testing.T) {
 		require.ErrorIs(t, err, dispatch.ErrShutdownTimeout)
 		assert.ErrorContains(t, err, `still running: "orders"`)
 		synctest.Wait()
-		assert.False(t, isClosed(sup.Done()), "a handler still runs")
-		assert.False(t, isClosed(rt.Done()), "a handler still runs")
+		assert.False(t, testkit.Closed(sup.Done()), "a handler still runs")
+		assert.False(t, testkit.Closed(rt.Done()), "a handler still runs")
 		close(release)
 		<-rt.Done()
-		assert.True(t, isClosed(sup.Done()))
+		assert.True(t, testkit.Closed(sup.Done()))
 	})
 }
 

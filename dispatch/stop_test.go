@@ -76,7 +76,7 @@ func TestForceStopWhilePrepareWaitsInTheSupplier(t *testing.T) {
 				assert.Zero(t, time.Since(start), "ForceStop returned at once")
 				assert.Equal(t, component.StateStopped, c.State())
 				synctest.Wait()
-				assert.False(t, isClosed(c.Done()), "Done waits for Prepare, which waits in the supplier")
+				assert.False(t, testkit.Closed(c.Done()), "Done waits for Prepare, which waits in the supplier")
 				close(sup.release)
 				err := <-errc
 				require.ErrorIs(t, err, dispatch.ErrStopped, "Prepare reports the stop")
@@ -251,11 +251,11 @@ func TestSourceIgnoringItsContext(t *testing.T) {
 		assert.ErrorContains(t, err, `dispatcher "orders"`)
 		assert.ErrorContains(t, err, "source is still running")
 		assert.Equal(t, component.StateStopping, d.State(), "the drain waits for the source")
-		assert.False(t, isClosed(d.Done()), "not the physical end")
+		assert.False(t, testkit.Closed(d.Done()), "not the physical end")
 		assert.Equal(t, dispatch.Stats{Received: 5, Succeeded: 5}, d.Stats())
 		close(release)
 		require.NoError(t, d.StopGracefully(t.Context()))
-		assert.True(t, isClosed(d.Done()))
+		assert.True(t, testkit.Closed(d.Done()))
 	})
 }
 
@@ -396,7 +396,7 @@ func TestDoneWaitsForTheDiscardHook(t *testing.T) {
 		go func() { d.ForceStop(); close(forced) }()
 		<-entered
 		synctest.Wait() // a's handler returned, cancelled
-		assert.False(t, isClosed(d.Done()), "Done closed while the discard hook still runs")
+		assert.False(t, testkit.Closed(d.Done()), "Done closed while the discard hook still runs")
 		close(release)
 		<-forced
 		<-d.Done()

@@ -3,7 +3,7 @@ module github.com/aggflow/aggflow/observe
 go 1.26.0
 
 require (
-	github.com/aggflow/aggflow v0.4.0
+	github.com/aggflow/aggflow v0.5.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/stretchr/testify v1.12.1

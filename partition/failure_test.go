@@ -18,6 +18,7 @@ import (
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
+	"github.com/aggflow/aggflow/testkit"
 )
 
 var errRefused = errors.New("refused")
@@ -123,7 +124,7 @@ func TestFailureRetryInOrderWithBackoff(t *testing.T) {
 // settled: finished with a WARN line naming its last attempt.
 func TestFailureRetriesSpentThenSettled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		logs := &capture{level: slog.LevelInfo}
+		logs := &testkit.LogCapture{Level: slog.LevelInfo}
 		rec := &calls{t0: time.Now()}
 		d := failureDispatcher(t, func(_ context.Context, x partition.Delivery[op]) error {
 			rec.add(x)
@@ -140,14 +141,14 @@ func TestFailureRetriesSpentThenSettled(t *testing.T) {
 		require.Len(t, rec.of(1), 3)
 		require.Equal(t, time.Second, rec.of(1)[2].at)
 		require.Equal(t, partition.FailureStats{Retries: 2, Settled: 1}, d.Failures())
-		warns := logs.lines(slog.LevelWarn)
+		warns := warnings(logs)
 		require.NotEmpty(t, warns)
 		end := warns[len(warns)-1]
-		require.Equal(t, "partition: handler failed, settled", end.msg)
-		require.Equal(t, int64(3), end.attrs["attempt"])
-		require.NotContains(t, end.attrs, "folded", "the retries' lines are limited apart from the outcomes'")
+		require.Equal(t, "partition: handler failed, settled", end.Message)
+		require.Equal(t, int64(3), end.Attrs["attempt"])
+		require.NotContains(t, end.Attrs, "folded", "the retries' lines are limited apart from the outcomes'")
 		require.Len(t, warns, 2, "the second retry's line, within the interval of the first, was folded")
-		require.Equal(t, "partition: handler failed, retrying", warns[0].msg)
+		require.Equal(t, "partition: handler failed, retrying", warns[0].Message)
 
 		// MaxElapsed alone bounds the retries: waits of 1 s then 2 s fit
 		// in 3.5 s, the third (4 s) would not.
@@ -409,7 +410,7 @@ func TestFailureBackoffBounds(t *testing.T) {
 				rec.add(x)
 				return errRefused
 			}, partition.WithFailurePolicy(partition.FailurePolicy{Retries: retries, Backoff: b}),
-				partition.WithLogger(slog.New(&capture{level: slog.LevelError})))
+				partition.WithLogger(slog.New(&testkit.LogCapture{Level: slog.LevelError})))
 			in, err := d.Assign(t.Context(), 0, 1)
 			require.NoError(t, err)
 			require.NoError(t, in.Deliver(t.Context(), op{"a", 0}, 1, 1))
@@ -428,11 +429,6 @@ func TestFailureBackoffBounds(t *testing.T) {
 	})
 }
 
-// panicky is a slog.Handler whose Handle panics.
-type panicky struct{ capture }
-
-func (p *panicky) Handle(context.Context, slog.Record) error { panic("log handler") }
-
 // A log handler that panics costs the failure's line, never its outcome:
 // the settled position finishes, the dead-lettered one too (it does not
 // turn into a stop).
@@ -445,7 +441,7 @@ func TestFailureLogHandlerPanicCostsOnlyTheLine(t *testing.T) {
 					return errRefused
 				}
 				return nil
-			}, partition.WithLogger(slog.New(&panicky{})), partition.WithFailurePolicy(p),
+			}, partition.WithLogger(slog.New(&testkit.LogPanic{})), partition.WithFailurePolicy(p),
 				partition.WithFailureActions(partition.FailureActions{
 					DeadLetter: func(context.Context, partition.Letter) error { return nil },
 					Stop:       func(err error) { stops = append(stops, err) }}))
@@ -464,48 +460,9 @@ func TestFailureLogHandlerPanicCostsOnlyTheLine(t *testing.T) {
 	})
 }
 
-// capture is a slog.Handler that keeps the records at or above its level.
-type capture struct {
-	level slog.Level
-	mu    sync.Mutex
-	recs  []logLine
-}
-
-// logLine is one captured record.
-type logLine struct {
-	level slog.Level
-	msg   string
-	attrs map[string]any
-}
-
-func (c *capture) Enabled(_ context.Context, l slog.Level) bool { return l >= c.level }
-
-func (c *capture) Handle(_ context.Context, r slog.Record) error {
-	line := logLine{level: r.Level, msg: r.Message, attrs: map[string]any{}}
-	r.Attrs(func(a slog.Attr) bool {
-		line.attrs[a.Key] = a.Value.Resolve().Any()
-		return true
-	})
-	c.mu.Lock()
-	c.recs = append(c.recs, line)
-	c.mu.Unlock()
-	return nil
-}
-
-func (c *capture) WithAttrs([]slog.Attr) slog.Handler { return c }
-func (c *capture) WithGroup(string) slog.Handler      { return c }
-
-// lines returns the records of level level.
-func (c *capture) lines(level slog.Level) []logLine {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []logLine
-	for _, l := range c.recs {
-		if l.level == level {
-			out = append(out, l)
-		}
-	}
-	return out
+// warnings returns the WARN records logs kept, in order.
+func warnings(logs *testkit.LogCapture) []testkit.LogRecord {
+	return logs.Records(func(r testkit.LogRecord) bool { return r.Level == slog.LevelWarn })
 }
 
 // A failing handler under the default policy is settled with a WARN line
@@ -514,7 +471,7 @@ func (c *capture) lines(level slog.Level) []logLine {
 // line a second, the next saying how many were folded into it.
 func TestFailureSettledWarnsRateLimited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		logs := &capture{level: slog.LevelInfo}
+		logs := &testkit.LogCapture{Level: slog.LevelInfo}
 		d, err := partition.NewDispatcher("accounts", accounts, newParallel(t, 2), func(x op) string { return x.id },
 			func(_ context.Context, x partition.Delivery[op]) error {
 				return fmt.Errorf("refused %s", x.Exchange.id)
@@ -529,29 +486,29 @@ func TestFailureSettledWarnsRateLimited(t *testing.T) {
 		}
 		require.NoError(t, p1.Deliver(t.Context(), op{"b", 0}, 7, 2))
 		synctest.Wait()
-		warns := logs.lines(slog.LevelWarn)
+		warns := warnings(logs)
 		require.Len(t, warns, 2, "one line per partition: %v", warns)
-		byPartition := map[int64]logLine{}
+		byPartition := map[int64]testkit.LogRecord{}
 		for _, w := range warns {
-			byPartition[w.attrs["partition"].(int64)] = w
+			byPartition[w.Attrs["partition"].(int64)] = w
 		}
 		w := byPartition[0]
-		pos := w.attrs["position"].(int64)
-		require.Equal(t, fmt.Sprint("a", pos-1), w.attrs["aggregate_id"])
-		require.Equal(t, int64(1), w.attrs["attempt"])
-		require.EqualError(t, w.attrs["error"].(error), fmt.Sprint("refused a", pos-1))
-		require.NotContains(t, w.attrs, "folded")
-		require.Equal(t, logLine{level: slog.LevelWarn, msg: w.msg, attrs: map[string]any{"dispatcher": "accounts",
+		pos := w.Attrs["position"].(int64)
+		require.Equal(t, fmt.Sprint("a", pos-1), w.Attrs["aggregate_id"])
+		require.Equal(t, int64(1), w.Attrs["attempt"])
+		require.EqualError(t, w.Attrs["error"].(error), fmt.Sprint("refused a", pos-1))
+		require.NotContains(t, w.Attrs, "folded")
+		require.Equal(t, testkit.LogRecord{Level: slog.LevelWarn, Message: w.Message, Attrs: map[string]any{"dispatcher": "accounts",
 			"partition": int64(1), "position": int64(7), "aggregate_id": "b", "attempt": int64(2),
-			"error": byPartition[1].attrs["error"]}}, byPartition[1])
+			"error": byPartition[1].Attrs["error"]}}, byPartition[1])
 
 		time.Sleep(time.Second) // virtual: the interval passes
 		require.NoError(t, p0.Deliver(t.Context(), op{"c", 0}, 9, 1))
 		synctest.Wait()
-		warns = logs.lines(slog.LevelWarn)
+		warns = warnings(logs)
 		require.Len(t, warns, 3)
-		require.Equal(t, int64(9), warns[2].attrs["position"])
-		require.Equal(t, int64(4), warns[2].attrs["folded"], "the four lines of partition 0 not logged")
+		require.Equal(t, int64(9), warns[2].Attrs["position"])
+		require.Equal(t, int64(4), warns[2].Attrs["folded"], "the four lines of partition 0 not logged")
 		_, err = d.Close(t.Context())
 		require.NoError(t, err)
 	})

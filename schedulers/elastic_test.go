@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aggflow/aggflow/schedulers"
+	"github.com/aggflow/aggflow/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -115,7 +116,7 @@ func TestBoundedElasticIdleGoroutinesRetireAfterTheTTL(t *testing.T) {
 		synctest.Wait()
 		assert.Zero(t, s.Goroutines(), "all retired")
 		assert.False(t, s.IsDisposed())
-		assert.False(t, isClosed(s.Done()), "retiring is not terminating")
+		assert.False(t, testkit.Closed(s.Done()), "retiring is not terminating")
 
 		var ran counter
 		require.NoError(t, s.Schedule(ran.task))

@@ -127,15 +127,6 @@ func (r *recorder) snapshot() []int {
 	return append([]int(nil), r.vals...)
 }
 
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 // rig is a scheduler whose discard hook counts, with a counting task (ran)
 // and a gauge for blocking tasks.
 type rig struct {

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 
 	"github.com/aggflow/aggflow/schedulers"
+	"github.com/aggflow/aggflow/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,7 +30,7 @@ func TestImmediateDisposalIsANoOp(t *testing.T) {
 	s.Dispose()
 	assert.NoError(t, s.DisposeGracefully(context.Background()))
 	assert.False(t, s.IsDisposed())
-	assert.False(t, isClosed(s.Done()), "never disposed, so never done")
+	assert.False(t, testkit.Closed(s.Done()), "never disposed, so never done")
 	var ran counter
 	assert.NoError(t, s.Schedule(ran.task))
 	assert.Equal(t, 1, ran.get())
@@ -59,7 +60,7 @@ func TestImmediateDoneLetsSynctestWait(t *testing.T) {
 		close(release)
 		assert.Equal(t, "released", <-ended)
 		s.Dispose()
-		assert.False(t, isClosed(s.Done()), "Dispose does nothing")
+		assert.False(t, testkit.Closed(s.Done()), "Dispose does nothing")
 	})
 }
 

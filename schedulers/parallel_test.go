@@ -21,6 +21,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/aggflow/aggflow/schedulers"
+	"github.com/aggflow/aggflow/testkit"
 )
 
 func TestConstructorsValidate(t *testing.T) {
@@ -59,12 +60,12 @@ func TestConstructorsStartNoGoroutine(t *testing.T) {
 	goleak.VerifyNone(t)
 
 	assert.False(t, p.IsDisposed())
-	assert.False(t, isClosed(p.Done()))
+	assert.False(t, testkit.Closed(p.Done()))
 	assert.Equal(t, "lazy", p.Name())
 	p.Dispose()
 	require.NoError(t, single.DisposeGracefully(context.Background()))
-	assert.True(t, isClosed(p.Done()), "no goroutine ever started, so Done closes at once")
-	assert.True(t, isClosed(single.Done()))
+	assert.True(t, testkit.Closed(p.Done()), "no goroutine ever started, so Done closes at once")
+	assert.True(t, testkit.Closed(single.Done()))
 }
 
 func TestScheduleRejectsNilTask(t *testing.T) {
@@ -642,13 +643,13 @@ func TestDisposeGracefullyDrainsQueuedWork(t *testing.T) {
 		assert.True(t, r.s.IsDisposed(), "disposed from the first stop call")
 		assertRejected(t, r.s, w)
 		assert.Empty(t, result, "graceful waits while tasks are queued")
-		assert.False(t, isClosed(r.s.Done()))
+		assert.False(t, testkit.Closed(r.s.Done()))
 
 		close(release)
 		assert.NoError(t, <-result)
 		assert.Equal(t, 200, r.ran.get(), "every queued task ran")
 		assert.Zero(t, r.discarded.get())
-		assert.True(t, isClosed(r.s.Done()))
+		assert.True(t, testkit.Closed(r.s.Done()))
 	})
 }
 
@@ -719,7 +720,7 @@ func TestDisposeDropsQueuedAndCancelsRunning(t *testing.T) {
 		assert.ErrorIs(t, <-causes, schedulers.ErrDisposed)
 
 		synctest.Wait()
-		assert.False(t, isClosed(r.s.Done()), "a task still runs")
+		assert.False(t, testkit.Closed(r.s.Done()), "a task still runs")
 		close(release)
 		<-r.s.Done()
 		assert.Zero(t, r.ran.get())
@@ -792,7 +793,7 @@ func TestDisposeTakesOverGracefulStop(t *testing.T) {
 
 		r.s.Dispose()
 		assert.NoError(t, <-result)
-		assert.True(t, isClosed(r.s.Done()))
+		assert.True(t, testkit.Closed(r.s.Done()))
 		assert.Zero(t, r.ran.get())
 		assert.Equal(t, 5, r.discarded.get())
 	})
@@ -900,7 +901,7 @@ func TestDoneWaitsForDiscardReports(t *testing.T) {
 		synctest.Wait() // Dispose is in the hook
 		close(release)
 		synctest.Wait() // the goroutine has exited
-		assert.False(t, isClosed(s.Done()), "Done waits for the discard hook")
+		assert.False(t, testkit.Closed(s.Done()), "Done waits for the discard hook")
 		close(hookRelease)
 		<-disposed
 		<-s.Done()
@@ -938,7 +939,7 @@ func TestTaskContextIsDoneOnceTerminated(t *testing.T) {
 				}
 				for range cap(kept) {
 					ctx := <-kept
-					require.True(t, isClosed(ctx.Done()), "the task context is done once the scheduler terminated")
+					require.True(t, testkit.Closed(ctx.Done()), "the task context is done once the scheduler terminated")
 					assert.ErrorIs(t, context.Cause(ctx), tc.cause)
 					assert.ErrorIs(t, ctx.Err(), context.Canceled)
 				}

@@ -1,6 +1,9 @@
 // Package testkit holds the checks aggflow's own tests use and users' tests can
 // reuse: Verify, a step verifier for flux.Flux, a handler Recorder with
-// ordering and no-loss checkers, and property-test generators of workloads.
+// ordering and no-loss checkers, property-test generators of workloads, slog
+// handlers for tests of code that logs (LogCapture keeps the records,
+// LogGoexit and LogPanic misbehave as a user's logger may), and Closed, a
+// non-blocking check of a Done channel.
 //
 // Nothing in the library imports testkit. Verify depends only on the
 // standard library, flux and testing, and runs inside testing/synctest

@@ -3,7 +3,7 @@ module github.com/aggflow/aggflow/examples/flights
 go 1.26.0
 
 require (
-	github.com/aggflow/aggflow v0.4.0
+	github.com/aggflow/aggflow v0.5.0
 	github.com/parquet-go/parquet-go v0.32.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
@@ -17,7 +17,7 @@ require (
 )
 
 require (
-	github.com/aggflow/aggflow/observe v0.4.0
+	github.com/aggflow/aggflow/observe v0.5.0
 	github.com/andybalholm/brotli v1.1.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v4 v4.0.0 // indirect

@@ -11,7 +11,6 @@ import (
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
-	"github.com/aggflow/aggflow/source/jetstream/jstest"
 )
 
 // A member that stalled while claiming, past its lease, must not unpin nor
@@ -22,18 +21,7 @@ import (
 func TestClaimWhoseLeasePassedTouchesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	srv, err := jstest.Start()
-	require.NoError(t, err)
-	defer srv.Shutdown()
-	nc, js, err := Connect(srv.URL())
-	require.NoError(t, err)
-	defer nc.Close()
-	topo := Topology{Stream: "EX", Prefix: "ex", Partitions: 1}
-	scfg, err := topo.StreamConfig()
-	require.NoError(t, err)
-	scfg.Storage = natsjs.MemoryStorage
-	_, err = js.CreateStream(ctx, scfg)
-	require.NoError(t, err)
+	js, topo := oneStream(t, ctx)
 	for range 3 {
 		_, err := js.PublishMsg(ctx, topo.NewMsg("k", []byte("x")))
 		require.NoError(t, err)
@@ -41,11 +29,9 @@ func TestClaimWhoseLeasePassedTouchesNothing(t *testing.T) {
 	sched, err := schedulers.NewParallel("s", 1)
 	require.NoError(t, err)
 	defer sched.Dispose()
-	decode := func(key string, _ natsjs.Msg) (string, error) { return key, nil }
 	noop := func(context.Context, partition.Delivery[string]) error { return nil }
-	codec := Codec[string]{Decode: decode, ID: func(s string) string { return s }}
 	c, err := NewConsumer("c", Subscription{JetStream: js, Topology: topo}, aggregate.MaterializedNamedAggregate{Context: "t", Aggregate: "A"},
-		sched, codec, noop, WithDynamicAssignment("a", time.Second))
+		sched, keyCodec, noop, WithDynamicAssignment("a", time.Second))
 	require.NoError(t, err)
 	require.NoError(t, c.Prepare(ctx))
 	defer func() {

@@ -87,10 +87,11 @@
 // deadline of its own that could drop a message already received (a
 // process paused across the expiry would see both at once). nats.go still
 // ends a pull itself when it stays silent for its expiry plus 1 s, dropping
-// what it received meanwhile; a pull that lasted that long is followed by a
-// request for the server's count of deliveries, and a partition that
-// received fewer resets (what a later delivery's skipped sequence would
-// tell too, but only once there is one).
+// what it received meanwhile, and the server may still deliver to that pull
+// afterwards; the next pull that the server ends comes after all of it, so
+// that one is followed by a request for the server's count of deliveries,
+// and a partition that received fewer resets (what a later delivery's
+// skipped sequence would tell too, but only once there is one).
 //
 // # Assignment
 //

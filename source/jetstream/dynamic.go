@@ -332,6 +332,9 @@ func (c *Consumer[T]) openClaimed(p int32, l *lease) (*part[T], error) {
 	if err != nil {
 		return nil, c.serverError("durable consumer "+c.durable(p), err)
 	}
+	if c.cfg.wrapPulls != nil {
+		cons = c.cfg.wrapPulls(cons)
+	}
 	return c.open(p, cons, l)
 }
 

@@ -14,49 +14,17 @@ import (
 
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/source/jetstream"
+	"github.com/aggflow/aggflow/testkit"
 )
 
 var errPoison = errors.New("poison")
 
-// capture is a slog.Handler that keeps the records at or above its level.
-type capture struct {
-	level slog.Level
-	mu    sync.Mutex
-	recs  []logLine
-}
-
-type logLine struct {
-	level slog.Level
-	msg   string
-	attrs map[string]any
-}
-
-func (c *capture) Enabled(_ context.Context, l slog.Level) bool { return l >= c.level }
-func (c *capture) Handle(_ context.Context, r slog.Record) error {
-	line := logLine{level: r.Level, msg: r.Message, attrs: map[string]any{}}
-	r.Attrs(func(a slog.Attr) bool {
-		line.attrs[a.Key] = a.Value.Resolve().Any()
-		return true
-	})
-	c.mu.Lock()
-	c.recs = append(c.recs, line)
-	c.mu.Unlock()
-	return nil
-}
-func (c *capture) WithAttrs([]slog.Attr) slog.Handler { return c }
-func (c *capture) WithGroup(string) slog.Handler      { return c }
-
 // failureLines returns the records of the failure policy, in order.
-func (c *capture) failureLines() []logLine {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []logLine
-	for _, l := range c.recs {
-		if _, ok := l.attrs["aggregate_id"]; ok && l.level >= slog.LevelWarn {
-			out = append(out, l)
-		}
-	}
-	return out
+func failureLines(logs *testkit.LogCapture) []testkit.LogRecord {
+	return logs.Records(func(r testkit.LogRecord) bool {
+		_, ok := r.Attrs["aggregate_id"]
+		return ok && r.Level >= slog.LevelWarn
+	})
 }
 
 // poisoned is a handler whose exchange key-1 #2 (stream sequence 5 of
@@ -138,7 +106,7 @@ func TestFailurePolicyMatrix(t *testing.T) {
 			_, err := e.js.CreateStream(ctx(t), natsjs.StreamConfig{Name: "DLQ", Subjects: []string{"dlq.>"}, Storage: natsjs.MemoryStorage})
 			require.NoError(t, err)
 			e.publish(t, 3, 3)
-			logs := &capture{level: slog.LevelInfo}
+			logs := &testkit.LogCapture{Level: slog.LevelInfo}
 			h := &poisoned{fails: c.fails}
 			cons, err := jetstream.NewConsumer("c", e.sub([]int32{0}), named, newSched(t), keyedCodec, h.handle,
 				jetstream.WithLogger(slog.New(logs)), jetstream.WithFailurePolicy(c.policy))
@@ -171,14 +139,14 @@ func TestFailurePolicyMatrix(t *testing.T) {
 				require.Equal(t, []string{"key-1#3@1"}, key1[1+attempts:], "key-1 #3 after the poison's last attempt")
 			}
 
-			lines := logs.failureLines()
+			lines := failureLines(logs)
 			require.NotEmpty(t, lines, "the failure shows at the default level")
 			end := lines[len(lines)-1]
-			require.Equal(t, c.last, end.msg)
-			require.Equal(t, int64(0), end.attrs["partition"])
-			require.Equal(t, int64(5), end.attrs["position"])
-			require.Equal(t, "key-1", end.attrs["aggregate_id"])
-			require.ErrorIs(t, end.attrs["error"].(error), errPoison)
+			require.Equal(t, c.last, end.Message)
+			require.Equal(t, int64(0), end.Attrs["partition"])
+			require.Equal(t, int64(5), end.Attrs["position"])
+			require.Equal(t, "key-1", end.Attrs["aggregate_id"])
+			require.ErrorIs(t, end.Attrs["error"].(error), errPoison)
 
 			dlq, err := e.js.Stream(ctx(t), "DLQ")
 			require.NoError(t, err)
@@ -200,7 +168,7 @@ func TestFailurePolicyMatrix(t *testing.T) {
 				require.Equal(t, "2", m.Header.Get(jetstream.DeadLetterAttemptsHeader))
 			}
 			t.Logf("%s: ack floor %d of 9, dead letters %d, Failures %+v, %d failure lines, last %q %v",
-				c.name, e.floor("c"), info.State.Msgs, st.Failures, len(lines), end.msg, end.attrs)
+				c.name, e.floor("c"), info.State.Msgs, st.Failures, len(lines), end.Message, end.Attrs)
 		})
 	}
 }
@@ -211,7 +179,7 @@ func TestFailurePolicyMatrix(t *testing.T) {
 func TestFailureDeadLetterUnpublishedIsNotAcknowledged(t *testing.T) {
 	e := newEnv(t, 1)
 	e.publish(t, 3, 3)
-	logs := &capture{level: slog.LevelInfo}
+	logs := &testkit.LogCapture{Level: slog.LevelInfo}
 	h := &poisoned{}
 	cons, err := jetstream.NewConsumer("c", e.sub([]int32{0}), named, newSched(t), keyedCodec, h.handle,
 		jetstream.WithLogger(slog.New(logs)), jetstream.WithFailurePolicy(partition.FailurePolicy{
@@ -228,9 +196,9 @@ func TestFailureDeadLetterUnpublishedIsNotAcknowledged(t *testing.T) {
 	<-cons.Done()
 	require.Equal(t, uint64(4), e.floor("c"), "the poison and what follows it are not acknowledged")
 	require.Zero(t, cons.Stats().Failures.DeadLettered)
-	lines := logs.failureLines()
+	lines := failureLines(logs)
 	require.NotEmpty(t, lines)
-	require.Equal(t, "partition: dead letter not published, trying again", lines[0].msg)
+	require.Equal(t, "partition: dead letter not published, trying again", lines[0].Message)
 }
 
 // NewConsumer refuses a dead-letter subject that is a wildcard or one of
@@ -252,30 +220,13 @@ func TestFailurePolicyRefused(t *testing.T) {
 	}
 }
 
-// panicsOn is a slog.Handler that panics on the records of one message and
-// keeps the others.
-type panicsOn struct {
-	capture
-	msg string
-}
-
-func (p *panicsOn) Handle(ctx context.Context, r slog.Record) error {
-	if r.Message == p.msg {
-		panic("log handler: " + r.Message)
-	}
-	return p.capture.Handle(ctx, r)
-}
-
-func (p *panicsOn) WithAttrs([]slog.Attr) slog.Handler { return p }
-func (p *panicsOn) WithGroup(string) slog.Handler      { return p }
-
 // A log handler that panics on the consumer's failure line costs the line,
 // never the stop: under Stop the poisoned message still fails the consumer,
 // which acknowledges what came before it in its partition.
 func TestFailureStopLogHandlerPanics(t *testing.T) {
 	e := newEnv(t, 1)
 	e.publish(t, 3, 3)
-	logs := &panicsOn{capture: capture{level: slog.LevelInfo}, msg: "jetstream: consumer failed"}
+	logs := &testkit.LogPanic{Prefix: "jetstream: consumer failed"}
 	h := &poisoned{}
 	cons, err := jetstream.NewConsumer("c", e.sub([]int32{0}), named, newSched(t), keyedCodec, h.handle,
 		jetstream.WithLogger(slog.New(logs)), jetstream.WithFailurePolicy(partition.FailurePolicy{Then: partition.Stop()}))

@@ -3,7 +3,7 @@ module github.com/aggflow/aggflow/source/jetstream
 go 1.26.0
 
 require (
-	github.com/aggflow/aggflow v0.4.0
+	github.com/aggflow/aggflow v0.5.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/stretchr/testify v1.12.1

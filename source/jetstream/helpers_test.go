@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/aggflow/aggflow/aggregate"
+	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/source/jetstream"
 	"github.com/aggflow/aggflow/source/jetstream/jstest"
 )
@@ -158,4 +159,24 @@ func (e *env) lastSeq(t testing.TB, p int32) uint64 {
 	m, err := s.GetLastMsgForSubject(ctx(t), e.topo.Subject(p))
 	require.NoError(t, err)
 	return m.Sequence
+}
+
+// keysOf returns the test aggregates of partition p.
+func keysOf(topo jetstream.Topology, keys int, p int32) []string {
+	var out []string
+	for k := range keys {
+		if topo.PartitionOf(keyName(k)) == p {
+			out = append(out, keyName(k))
+		}
+	}
+	return out
+}
+
+func noop(context.Context, partition.Delivery[keyed]) error { return nil }
+
+func newTestConsumer(t *testing.T, e *env, owned []int32, opts ...jetstream.Option) *jetstream.Consumer[keyed] {
+	t.Helper()
+	c, err := jetstream.NewConsumer("c", e.sub(owned), named, newSched(t), keyedCodec, noop, opts...)
+	require.NoError(t, err)
+	return c
 }

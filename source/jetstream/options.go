@@ -86,9 +86,10 @@ type config struct {
 	logger                           *slog.Logger
 	partition                        []partition.Option
 	failing                          *failing
-	noReset                          bool                // the control of the tests: resume as the server redelivers
-	racingPull                       bool                // the tests': a client deadline on each pull, which drops what races it
-	openFault                        func(p int32) error // the tests': the open of a partition fails with it
+	noReset                          bool                                  // the control of the tests: resume as the server redelivers
+	racingPull                       bool                                  // the tests': a client deadline on each pull, which drops what races it
+	openFault                        func(p int32) error                   // the tests': the open of a partition fails with it
+	wrapPulls                        func(natsjs.Consumer) natsjs.Consumer // the tests': a partition pulls through it
 
 	member  string        // this process's member name
 	ttl     time.Duration // the leases' TTL

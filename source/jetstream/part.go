@@ -163,6 +163,13 @@ func (pt *part[T]) fetch() { pt.pull() }
 // server's (a process paused across the expiry would find both ready). Only
 // a stop or a lost connection cancels a pull; a lost connection, a failed
 // pull and a delivery the partition missed reset it (reset).
+//
+// A pull that nats.go ended itself may still be served by the server after
+// that (its request reached the server late, or waits in the consumer's
+// queue), and what it delivers is dropped. The server serves a consumer's
+// pull requests in the order they came, so the next pull that the server
+// ends comes after every delivery to the one given up: the server's count
+// of deliveries is asked for then (continuous), not before.
 func (pt *part[T]) pull() {
 	c := pt.c
 	nc := c.js.Conn()
@@ -172,6 +179,7 @@ func (pt *part[T]) pull() {
 	if pt.lease != nil {
 		opts = append(opts, natsjs.FetchPriorityGroup(pinGroup))
 	}
+	givenUp := false // a pull given up since the count of deliveries was last taken
 	for pt.stop.Err() == nil {
 		if !pt.valid() {
 			c.lose(pt, "its lease passed")
@@ -246,14 +254,17 @@ func (pt *part[T]) pull() {
 			// the control goes on, unpinned
 		case err == nil && time.Since(began) < pullExpiry+time.Second:
 			// The server ended the pull: its status comes after every
-			// delivery of the pull.
+			// delivery of the pull, and of a pull given up before it.
+			if givenUp && !pt.continuous() {
+				return
+			}
+			givenUp = false
 		case err == nil, c.cfg.racingPull && errors.Is(err, context.DeadlineExceeded):
 			// nats.go ended the pull itself (silent for its expiry + 1 s,
 			// or the tests' client deadline), dropping what it received
-			// meanwhile: the server's count of deliveries tells.
-			if !pt.continuous() {
-				return
-			}
+			// meanwhile, and the server may still deliver to it: the
+			// server's count of deliveries tells, after the next pull.
+			givenUp = true
 		case err != nil:
 			c.reset(pt, "pulling: "+err.Error())
 			return
@@ -262,9 +273,10 @@ func (pt *part[T]) pull() {
 }
 
 // continuous asks the server whether every delivery since the reset
-// reached the partition, between two pulls, when no delivery is on its way;
-// if not, or if the server cannot tell, the partition resets and continuous
-// returns false. One request.
+// reached the partition, between two pulls, once the server ended a pull
+// after the last one given up (so no delivery is on its way); if not, or if
+// the server cannot tell, the partition resets and continuous returns
+// false. One request.
 func (pt *part[T]) continuous() bool {
 	c := pt.c
 	if pt.next == 0 {

@@ -63,7 +63,7 @@ var memberClientOptions = []kgo.Opt{
 // a SIGKILL loses no line of a record whose handler returned.
 func runChild(mode string) int {
 	if mode == "rss" {
-		return runRSSChild() // rss_test.go
+		return runRSSChild() // pause_test.go
 	}
 	if mode != "member" {
 		fmt.Fprintln(os.Stderr, "unknown child mode", mode)

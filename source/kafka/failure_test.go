@@ -16,49 +16,17 @@ import (
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/source/kafka"
 	"github.com/aggflow/aggflow/source/kafka/kafkatest"
+	"github.com/aggflow/aggflow/testkit"
 )
 
 var errPoison = errors.New("poison")
 
-// capture is a slog.Handler that keeps the records at or above its level.
-type capture struct {
-	level slog.Level
-	mu    sync.Mutex
-	recs  []logLine
-}
-
-type logLine struct {
-	level slog.Level
-	msg   string
-	attrs map[string]any
-}
-
-func (c *capture) Enabled(_ context.Context, l slog.Level) bool { return l >= c.level }
-func (c *capture) Handle(_ context.Context, r slog.Record) error {
-	line := logLine{level: r.Level, msg: r.Message, attrs: map[string]any{}}
-	r.Attrs(func(a slog.Attr) bool {
-		line.attrs[a.Key] = a.Value.Resolve().Any()
-		return true
-	})
-	c.mu.Lock()
-	c.recs = append(c.recs, line)
-	c.mu.Unlock()
-	return nil
-}
-func (c *capture) WithAttrs([]slog.Attr) slog.Handler { return c }
-func (c *capture) WithGroup(string) slog.Handler      { return c }
-
 // failureLines returns the records of the failure policy, in order.
-func (c *capture) failureLines() []logLine {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []logLine
-	for _, l := range c.recs {
-		if _, ok := l.attrs["aggregate_id"]; ok && l.level >= slog.LevelWarn {
-			out = append(out, l)
-		}
-	}
-	return out
+func failureLines(logs *testkit.LogCapture) []testkit.LogRecord {
+	return logs.Records(func(r testkit.LogRecord) bool {
+		_, ok := r.Attrs["aggregate_id"]
+		return ok && r.Level >= slog.LevelWarn
+	})
 }
 
 // poisoned is a handler whose exchange acct-1 #2 (offset 4 of records(3,
@@ -172,7 +140,7 @@ func TestFailurePolicyMatrix(t *testing.T) {
 			defer cancel()
 			require.NoError(t, c.CreateTopic(ctx, "orders-dlq", 1))
 			require.NoError(t, c.Produce(ctx, "orders", records(3, 3)...))
-			logs := &capture{level: slog.LevelInfo}
+			logs := &testkit.LogCapture{Level: slog.LevelInfo}
 			h := &poisoned{fails: tc.fails}
 			k := newConsumer(t, c, "g", "orders", newScheduler(t, 4), h.handle,
 				kafka.WithLogger(slog.New(logs)), kafka.WithFailurePolicy(tc.policy))
@@ -203,14 +171,14 @@ func TestFailurePolicyMatrix(t *testing.T) {
 				require.Equal(t, []string{"3@1"}, acct1[1+attempts:], "acct-1 #3 after the poison's last attempt")
 			}
 
-			lines := logs.failureLines()
+			lines := failureLines(logs)
 			require.NotEmpty(t, lines, "the failure shows at the default level")
 			end := lines[len(lines)-1]
-			require.Equal(t, tc.last, end.msg)
-			require.Equal(t, int64(0), end.attrs["partition"])
-			require.Equal(t, int64(4), end.attrs["position"])
-			require.Equal(t, "acct-1", end.attrs["aggregate_id"])
-			require.ErrorIs(t, end.attrs["error"].(error), errPoison)
+			require.Equal(t, tc.last, end.Message)
+			require.Equal(t, int64(0), end.Attrs["partition"])
+			require.Equal(t, int64(4), end.Attrs["position"])
+			require.Equal(t, "acct-1", end.Attrs["aggregate_id"])
+			require.ErrorIs(t, end.Attrs["error"].(error), errPoison)
 
 			dl := deadLettersOf(t, c, "orders-dlq")
 			require.Len(t, dl, int(tc.stats.DeadLettered))
@@ -225,7 +193,7 @@ func TestFailurePolicyMatrix(t *testing.T) {
 				require.Equal(t, "2", header(r, kafka.DeadLetterAttemptsHeader))
 			}
 			t.Logf("%s: committed %d of 9, dead letters %d, Failures %+v, %d failure lines, last %q %v",
-				tc.name, committedAt(c, "g", "orders"), len(dl), st.Failures, len(lines), end.msg, end.attrs)
+				tc.name, committedAt(c, "g", "orders"), len(dl), st.Failures, len(lines), end.Message, end.Attrs)
 		})
 	}
 }
@@ -238,7 +206,7 @@ func TestFailureDeadLetterUnproducedIsNotCommitted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	require.NoError(t, c.Produce(ctx, "orders", records(3, 3)...))
-	logs := &capture{level: slog.LevelInfo}
+	logs := &testkit.LogCapture{Level: slog.LevelInfo}
 	h := &poisoned{}
 	k := newConsumer(t, c, "g", "orders", newScheduler(t, 4), h.handle,
 		kafka.WithLogger(slog.New(logs)), kafka.WithCommitTimeout(200*time.Millisecond),
@@ -252,9 +220,9 @@ func TestFailureDeadLetterUnproducedIsNotCommitted(t *testing.T) {
 	stop(t, k) // the drain gives up at the revoke timeout: the record is forced
 	require.Equal(t, int64(4), committedAt(c, "g", "orders"), "the poison and what follows it are not committed")
 	require.Zero(t, k.Stats().Failures.DeadLettered)
-	lines := logs.failureLines()
+	lines := failureLines(logs)
 	require.NotEmpty(t, lines)
-	require.Equal(t, "partition: dead letter not published, trying again", lines[0].msg)
+	require.Equal(t, "partition: dead letter not published, trying again", lines[0].Message)
 }
 
 // NewConsumer refuses a dead-letter topic that is the subscription's or no

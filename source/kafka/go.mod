@@ -3,7 +3,7 @@ module github.com/aggflow/aggflow/source/kafka
 go 1.26.0
 
 require (
-	github.com/aggflow/aggflow v0.4.0
+	github.com/aggflow/aggflow v0.5.0
 	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/stretchr/testify v1.12.1
 	github.com/twmb/franz-go v1.22.3

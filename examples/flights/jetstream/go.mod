@@ -3,9 +3,9 @@ module github.com/aggflow/aggflow/examples/flights/jetstream
 go 1.26.0
 
 require (
-	github.com/aggflow/aggflow v0.4.0
-	github.com/aggflow/aggflow/examples/flights v0.4.0
-	github.com/aggflow/aggflow/source/jetstream v0.4.0
+	github.com/aggflow/aggflow v0.5.0
+	github.com/aggflow/aggflow/examples/flights v0.5.0
+	github.com/aggflow/aggflow/source/jetstream v0.5.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0

@@ -3,9 +3,9 @@ module github.com/aggflow/aggflow/examples/flights/kafka
 go 1.26.0
 
 require (
-	github.com/aggflow/aggflow v0.4.0
-	github.com/aggflow/aggflow/examples/flights v0.4.0
-	github.com/aggflow/aggflow/source/kafka v0.4.0
+	github.com/aggflow/aggflow v0.5.0
+	github.com/aggflow/aggflow/examples/flights v0.5.0
+	github.com/aggflow/aggflow/source/kafka v0.5.0
 	github.com/stretchr/testify v1.12.1
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0

@@ -141,3 +141,13 @@ func TestPrepareWhoseContextEndedIsNotUnreachable(t *testing.T) {
 	require.NotErrorIs(t, err, jetstream.ErrUnreachable)
 	<-c.Done()
 }
+
+func TestConnectToAnUnreachableServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	url := "nats://" + l.Addr().String()
+	require.NoError(t, l.Close()) // nobody listens there any more
+	_, _, err = jetstream.Connect(url, nats.Timeout(time.Second))
+	require.ErrorIs(t, err, jetstream.ErrUnreachable)
+	require.ErrorContains(t, err, url)
+}

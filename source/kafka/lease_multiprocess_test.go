@@ -1,59 +1,12 @@
 package kafka_test
 
 import (
-	"context"
-	"encoding/json"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/aggflow/aggflow/source/kafka"
 )
-
-// count returns how many lines handled by member proc satisfy ok.
-func (r *run) count(proc int, ok func(handled) bool) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, h := range r.lines {
-		if h.proc == proc && ok(h) {
-			n++
-		}
-	}
-	return n
-}
-
-// await waits until cond holds, failing with the members' stderr at the
-// timeout.
-func (r *run) await(what string, timeout time.Duration, cond func() bool) {
-	r.t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for !cond() {
-		select {
-		case <-r.progress:
-		case <-deadline.C:
-			require.FailNow(r.t, "timed out waiting for "+what, "members' stderr: %s", r.stderr())
-		}
-	}
-}
-
-// stats returns the Stats member m wrote when it stopped.
-func (r *run) stats(m *member) kafka.Stats {
-	r.t.Helper()
-	for _, line := range strings.Split(m.stderr.String(), "\n") {
-		if rest, ok := strings.CutPrefix(line, "stats "); ok {
-			var s kafka.Stats
-			require.NoError(r.t, json.Unmarshal([]byte(rest), &s))
-			return s
-		}
-	}
-	require.FailNow(r.t, "the member wrote no stats", "stderr: %s", m.stderr.String())
-	return kafka.Stats{}
-}
 
 // The fence: members a and b share the partitions of a backlog, with
 // sessions of 2 s; a is stopped (SIGSTOP) while it holds records, until b
@@ -115,10 +68,4 @@ func TestMultiProcessStalledMemberIsFenced(t *testing.T) {
 	require.Positive(t, sa.Lost+sa.Lapsed, "a lost the partitions b took over")
 	require.Zero(t, stale, "records handled under a lease older than one that handled their key")
 	require.Zero(t, zombie, "records a began under the leases it had at the stop after it was continued")
-}
-
-func ctxTimeout(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }

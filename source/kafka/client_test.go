@@ -8,30 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/source/kafka"
 )
-
-// A session timeout outside the broker's group.min/max.session.timeout.ms
-// (kfake's minimum is 6 s by default) is refused at every JoinGroup: the
-// consumer fails with Err naming the setting and the broker's code, instead
-// of warning about it for ever with nothing assigned.
-func TestRefusedSessionTimeoutFailsTheConsumer(t *testing.T) {
-	c := startCluster(t, "refused", 1)
-	k := newConsumer(t, c, "refused", "refused", newScheduler(t, 1), noop,
-		kafka.WithClientOptions(kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(100*time.Millisecond)))
-	startConsumer(t, k)
-	select {
-	case <-k.Done():
-	case <-time.After(20 * time.Second):
-		require.FailNow(t, "the consumer did not stop on a refused session timeout", "owned %v, err %v", k.Owned(), k.Err())
-	}
-	err := k.Err()
-	t.Log(err)
-	require.ErrorIs(t, err, kafka.ErrRefused)
-	require.ErrorContains(t, err, "session timeout 1s")
-	require.ErrorContains(t, err, "INVALID_SESSION_TIMEOUT")
-	require.ErrorIs(t, k.StopGracefully(context.Background()), kafka.ErrRefused, "a stop after the end returns Err")
-}
 
 // A heartbeat interval of 2/5 of the session timeout or more would let the
 // leases lapse between two heartbeats: Prepare refuses it, naming both.
@@ -70,4 +49,27 @@ func TestPrepareRefusesARevokeLongerThanTheRebalanceTimeout(t *testing.T) {
 			require.ErrorContains(t, err, tc.msg)
 		})
 	}
+}
+
+func TestPrepareFailsOnUnreachableBrokers(t *testing.T) {
+	k, err := kafka.NewConsumer("c", kafka.Subscription{Brokers: []string{freePort(t)}, Group: "g", Topic: "t"},
+		accounts, newScheduler(t, 1), codec, noop, kafka.WithConnectTimeout(300*time.Millisecond), kafka.WithLogger(quiet))
+	require.NoError(t, err)
+	err = k.Prepare(context.Background())
+	require.ErrorIs(t, err, kafka.ErrUnreachable)
+	require.Equal(t, component.StateNew, k.State())
+	require.ErrorIs(t, k.Start(), kafka.ErrIllegalState, "no start without a successful Prepare")
+	k.ForceStop()
+	<-k.Done()
+	require.Equal(t, component.StateStopped, k.State())
+}
+
+func TestPrepareFailsOnAMissingTopic(t *testing.T) {
+	c := startCluster(t, "present", 1)
+	k := newConsumer(t, c, "g", "absent", newScheduler(t, 1), noop)
+	err := k.Prepare(context.Background())
+	require.ErrorIs(t, err, kafka.ErrNoTopic)
+	require.Contains(t, err.Error(), `"absent"`)
+	k.ForceStop()
+	<-k.Done()
 }

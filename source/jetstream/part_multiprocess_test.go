@@ -58,10 +58,6 @@ func (e *env) drainedKeys(t testing.TB, keys int) bool {
 	return true
 }
 
-// hold waits until d passed since from: the length of a pause or of a run
-// between pauses, a part of the scenario.
-func hold(from time.Time, d time.Duration) { <-time.After(time.Until(from.Add(d))) }
-
 // pauseAcrossExpiries runs the pauses against a consumer process, static
 // or the only member of a dynamic assignment; racing gives its pulls a
 // client deadline (WithRacingPulls), so that some exchanges delivered are
@@ -81,6 +77,11 @@ func pauseAcrossExpiries(t *testing.T, dynamic, racing bool) {
 	} else {
 		c = startChild(t, e, allOwned, out, false, extra...)
 	}
+	t.Cleanup(func() { // the child's resets, claims and stop, when a check failed
+		if t.Failed() {
+			t.Logf("child:\n%s", c.stderr())
+		}
+	})
 	waitFor(t, deadline, "a pull waiting on every partition", func() bool { return e.waiting(t) }, c)
 	hits := 0
 	for i := range pauses {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/source/kafka"
+	"github.com/aggflow/aggflow/testkit"
 )
 
 // recordsOf returns the records of sequences from..to of keys keys.
@@ -40,22 +40,8 @@ func TestLapsedLeaseTheGroupKeptIsRenewed(t *testing.T) { lapseRenewed(t) }
 // A log handler that panics on the lapse's warning costs the line: the
 // partition is still forced, assigned again and handled to its end.
 func TestLapsedLeaseLogHandlerPanics(t *testing.T) {
-	lapseRenewed(t, kafka.WithLogger(slog.New(&panicsOn{msg: "kafka: lease lapsed"})))
+	lapseRenewed(t, kafka.WithLogger(slog.New(&testkit.LogPanic{Prefix: "kafka: lease lapsed"})))
 }
-
-// panicsOn is a slog.Handler that panics on the records of one message and
-// drops the others.
-type panicsOn struct{ msg string }
-
-func (p *panicsOn) Enabled(context.Context, slog.Level) bool { return true }
-func (p *panicsOn) Handle(_ context.Context, r slog.Record) error {
-	if strings.HasPrefix(r.Message, p.msg) {
-		panic("log handler: " + r.Message)
-	}
-	return nil
-}
-func (p *panicsOn) WithAttrs([]slog.Attr) slog.Handler { return p }
-func (p *panicsOn) WithGroup(string) slog.Handler      { return p }
 
 func lapseRenewed(t *testing.T, opts ...kafka.Option) {
 	const keys, perKey, stall = 20, 10, 3600 * time.Millisecond
