@@ -123,9 +123,10 @@ const emitRun = 256
 // cause), the intake shut (ErrStopped), the dispatcher is not running
 // (ErrStopped), or it has a source (ErrIllegalState). EmitBatch does not
 // keep xs, and reads it until it returns. Safe for concurrent use. A
-// runtime.Goexit of user code on the way (the route, an Observer), or a
-// panic of an Observer, ends the call as it ends Emit: the exchanges before
-// the one it met are admitted, that one and the rest are not.
+// panic of an Observer is recovered and logged, as for Emit: the batch goes
+// on. A runtime.Goexit of user code on the way (the route, an Observer)
+// ends the call as it ends Emit: the exchanges before the one it met are
+// admitted, that one and the rest are not.
 func (in *intake[T]) EmitBatch(ctx context.Context, xs []T) (n int, err error) {
 	if err := in.pushable("EmitBatch"); err != nil {
 		return 0, err

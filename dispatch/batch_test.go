@@ -356,3 +356,106 @@ func TestEmitBatchOnImmediateSchedulesTheRestAfterAGoexit(t *testing.T) {
 		}
 	})
 }
+
+// panicOnAdmitted is an Observer whose Admitted panics at its nth call.
+type panicOnAdmitted struct {
+	*countingObserver
+	n, calls int64 // only EmitBatch's goroutine calls Admitted here
+}
+
+func (o *panicOnAdmitted) Admitted(ctx context.Context, l dispatch.Labels) {
+	o.calls++
+	if o.calls == o.n {
+		panic("observer")
+	}
+	o.countingObserver.Admitted(ctx, l)
+}
+
+// An Observer whose Admitted panics mid-batch does not end EmitBatch: the
+// panic is recovered (the observer is guarded) and the whole batch is
+// admitted, on a pool and on Immediate.
+func TestEmitBatchObserverPanicIsRecovered(t *testing.T) {
+	for _, immediate := range []bool{false, true} {
+		obs := &panicOnAdmitted{countingObserver: &countingObserver{}, n: 300} // in the second run
+		opts := []dispatch.Option[testkit.Exchange]{dispatch.WithObserver(obs)}
+		if immediate {
+			opts = append(opts, dispatch.WithScheduler(schedulers.Immediate()))
+		}
+		d := started(t, nil, testkit.Perform, opts...)
+		n, err := d.EmitBatch(t.Context(), exchanges(400, 7))
+		require.NoError(t, err)
+		assert.Equal(t, 400, n)
+		require.NoError(t, d.StopGracefully(t.Context()))
+		assert.Equal(t, dispatch.Stats{Received: 400, Succeeded: 400}, d.Stats())
+		assert.EqualValues(t, 399, obs.admitted.Load(), "every other Admitted ran")
+		pending, _ := d.Budget()
+		assert.Zero(t, pending)
+	}
+}
+
+// On Immediate a handler that calls EmitBatch and Emit on its own
+// dispatcher runs inside the outer EmitBatch: no lock is held there, so it
+// does not deadlock, and what it pushes is handled too, by group and by
+// key.
+func TestEmitBatchFromAHandlerOnImmediate(t *testing.T) {
+	for _, keyed := range []bool{false, true} {
+		var d *dispatch.Dispatcher[testkit.Exchange]
+		h := func(ctx context.Context, x testkit.Exchange) error {
+			if x.Seq < 3 { // the outer batch's first three of each id push three more each
+				n, err := d.EmitBatch(ctx, []testkit.Exchange{{ID: x.ID, Seq: x.Seq + 10}, {ID: aggregate.NewID(orders, "other"), Seq: 10}})
+				assert.NoError(t, err)
+				assert.Equal(t, 2, n)
+				assert.NoError(t, d.Emit(ctx, testkit.Exchange{ID: x.ID, Seq: 100}))
+			}
+			return nil
+		}
+		opts := []dispatch.Option[testkit.Exchange]{dispatch.WithScheduler(schedulers.Immediate()), dispatch.WithParallelism(2)}
+		if keyed {
+			opts = append(opts, dispatch.WithKeyOrdering())
+		}
+		d = started(t, nil, h, opts...)
+		n, err := d.EmitBatch(t.Context(), exchanges(300, 7))
+		require.NoError(t, err)
+		require.Equal(t, 300, n)
+		require.NoError(t, d.StopGracefully(t.Context()))
+		const total = 300 + 7*3*3
+		assert.Equal(t, dispatch.Stats{Received: total, Succeeded: total}, d.Stats())
+	}
+}
+
+// Once Done is closed no exchange is admitted and not finished, so the
+// pending budget is 0: producers pushing with EmitBatch and Emit, stopped
+// gracefully or by force mid-push, on a pool.
+func TestEmitBatchBudgetIsZeroOnceDone(t *testing.T) {
+	for iter := range 200 {
+		force := iter%2 == 0
+		d := started(t, nil, testkit.Perform, dispatch.WithScheduler(newParallel(t, 2)),
+			dispatch.WithParallelism(4), dispatch.WithMaxPending(1+iter%7))
+		var wg sync.WaitGroup
+		for p := range 3 {
+			wg.Go(func() {
+				xs := producerExchanges(p, 2000, 5+p)
+				for len(xs) > 0 {
+					n, err := d.EmitBatch(context.Background(), xs[:min(len(xs), 1+p*100)])
+					if err != nil {
+						return
+					}
+					xs = xs[n:]
+				}
+			})
+		}
+		wg.Go(func() { _ = emitAll(context.Background(), d, producerExchanges(9, 500, 3)) })
+		for d.Stats().Received < int64(iter%10*300) { // stop at varied points of the push
+			runtime.Gosched()
+		}
+		if force {
+			d.ForceStop()
+		} else {
+			require.NoError(t, d.StopGracefully(t.Context()))
+		}
+		wg.Wait()
+		<-d.Done()
+		pending, _ := d.Budget()
+		require.Zero(t, pending, "run %d: units pending once Done is closed (%+v)", iter, d.Stats())
+	}
+}

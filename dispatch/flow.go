@@ -123,14 +123,17 @@ func (f *flow) gate() {
 // admitted after the shut is seen. It waits for the source to return
 // (waitSource): an item the source took and has not emitted yet is not lost
 // to the end, and no exchange the source routes is counted after it.
+// It waits for the budget's units too: a consumer adds to the final
+// counters before it gives its units back, and every release is followed by
+// a check, so Budget reads 0 once Done is closed.
 // After the shut it sums the lanes' counters: a load per lane.
 func (f *flow) check() {
 	if !f.shut.Load() || f.waitSource.Load() || f.emitting.Load() != 0 ||
-		f.stats().InFlight != 0 || f.drainedOnce.Load() {
+		f.stats().InFlight != 0 || f.budget.pending.Load() != 0 || f.drainedOnce.Load() {
 		return
 	}
 	f.endMu.Lock()
-	last := f.emitting.Load() == 0 && f.stats().InFlight == 0 && !f.drainedOnce.Swap(true)
+	last := f.emitting.Load() == 0 && f.stats().InFlight == 0 && f.budget.pending.Load() == 0 && !f.drainedOnce.Swap(true)
 	f.endMu.Unlock()
 	if !last {
 		return

@@ -419,3 +419,71 @@ func TestDeliverBatchCutByARevocationDiscardsTheRest(t *testing.T) {
 		require.Zero(t, in.Tracker().Pending(), "nothing waits for the records not admitted")
 	})
 }
+
+// DeliverBatch leaves what Deliver one record at a time (stopping at the
+// first error) leaves: the same count taken, the same error, and in the
+// tracker the same prefix, pending count, blocked position and room, with
+// positions that go out of order mid-batch, record sizes under WithMaxHeld,
+// by group or by key.
+func TestDeliverBatchLeavesWhatDeliverLeaves(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(0, 600).Draw(rt, "n")
+		steps := rapid.SliceOfN(rapid.IntRange(-1, 3), n, n).Draw(rt, "position steps") // <= 0: out of order
+		sizes := rapid.SliceOfN(rapid.IntRange(0, 100), n, n).Draw(rt, "sizes")
+		ids := rapid.IntRange(1, 20).Draw(rt, "ids")
+		keyed := rapid.Bool().Draw(rt, "key ordering")
+		maxHeld := rapid.IntRange(1, 700).Draw(rt, "max held")
+		pending := rapid.SampledFrom([]int{1, 5, 4096}).Draw(rt, "max pending")
+		recs := make([]partition.Record[op], n)
+		pos := int64(10)
+		for i := range recs {
+			pos += int64(steps[i])
+			recs[i] = partition.Record[op]{Exchange: op{fmt.Sprint("a", i%ids), i}, Position: pos, Attempt: 1, Size: sizes[i]}
+		}
+		synctest.Test(t, func(t *testing.T) {
+			opts := []partition.Option{partition.WithGroups(4), partition.WithMaxPending(pending),
+				partition.WithMaxHeld(maxHeld, int64(50*maxHeld))}
+			if keyed {
+				opts = append(opts, partition.WithKeyOrdering())
+			}
+			d, err := partition.NewDispatcher("accounts", accounts, newParallel(t, 2), func(x op) string { return x.id },
+				func(context.Context, partition.Delivery[op]) error { return nil }, opts...)
+			require.NoError(t, err)
+			batch, err := d.Assign(t.Context(), 0, 10)
+			require.NoError(t, err)
+			single, err := d.Assign(t.Context(), 1, 10)
+			require.NoError(t, err)
+
+			nb, errb := batch.DeliverBatch(t.Context(), recs)
+			ns, errs := 0, error(nil)
+			for _, r := range recs {
+				if errs = single.DeliverSize(t.Context(), r.Exchange, r.Position, r.Attempt, r.Size); errs != nil {
+					break
+				}
+				ns++
+			}
+			require.Equal(t, ns, nb, "records taken")
+			require.Equal(t, errs == nil, errb == nil, "an error: %v / %v", errs, errb)
+			if errs != nil {
+				require.ErrorIs(t, errb, partition.ErrOutOfOrder)
+				require.ErrorIs(t, errs, partition.ErrOutOfOrder)
+			}
+			synctest.Wait() // every handler ended
+			sb, err := d.Revoke(t.Context(), 0)
+			require.NoError(t, err)
+			ss, err := d.Revoke(t.Context(), 1)
+			require.NoError(t, err)
+			require.Equal(t, ss.Stats, sb.Stats)
+			require.Equal(t, dispatch.Stats{Received: int64(nb), Succeeded: int64(nb)}, sb.Stats)
+			require.Equal(t, ss.OK, sb.OK)
+			require.Equal(t, ss.Prefix, sb.Prefix)
+			for _, in := range []*partition.Intake[op]{batch, single} {
+				require.Zero(t, in.Tracker().Pending())
+			}
+			bp, bok := batch.Tracker().Blocked()
+			sp, sok := single.Tracker().Blocked()
+			require.Equal(t, []any{sp, sok}, []any{bp, bok}, "blocked")
+			require.Equal(t, single.Room(), batch.Room(), "room")
+		})
+	})
+}
