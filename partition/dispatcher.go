@@ -269,12 +269,14 @@ type Record[T any] struct {
 // costs one hand-off per run of up to 256 records rather than one per
 // record. It returns how many records were admitted, a prefix of recs.
 // When err is not nil, recs[n:] were not admitted: those it tracked are
-// discarded in the tracker, as Deliver discards, and a position not above
-// the last stops the tracking there with an error wrapping ErrOutOfOrder
-// (the records before it are delivered). It waits while the partition's
-// pending budget is used up, or until ctx ends. Call it from the
-// partition's one delivering goroutine, as Deliver. Costs one allocation
-// (the deliveries) per call.
+// discarded in the tracker, as Deliver discards; each of them, not only
+// the first, counts in WithMaxHeld's bound, and Track refuses positions up
+// to the last of them, until the Reset that delivers them again. A
+// position not above the last stops the tracking there with an error
+// wrapping ErrOutOfOrder (the records before it are delivered). It waits
+// while the partition's pending budget is used up, or until ctx ends. Call
+// it from the partition's one delivering goroutine, as Deliver. Costs one
+// allocation (the deliveries) per call.
 func (in *Intake[T]) DeliverBatch(ctx context.Context, recs []Record[T]) (n int, err error) {
 	ds, terr := trackBatch(&in.t, in.p, recs)
 	if len(ds) > 0 {
