@@ -228,10 +228,9 @@ func (in *intake[T]) routeInRun(x *T, units *int64) (*engine[T], int, string, bo
 	if p, ok := err.(*PanicError); ok {
 		err = in.keyPanicked(p)
 	}
-	in.f.aside.Add(1)
 	in.f.budget.release(1)
 	*units--
-	in.accountUnrouted(*x, err)
+	in.unrouted(*x, err)
 	return nil, 0, "", false
 }
 
