@@ -126,14 +126,17 @@ func (f *flow) gate() {
 // It waits for the budget's units too: a consumer adds to the final
 // counters before it gives its units back, and every release is followed by
 // a check, so Budget reads 0 once Done is closed.
-// After the shut it sums the lanes' counters: a load per lane.
+// After the shut, once no budget unit is taken (an admitted exchange holds
+// one until it ended), it sums the lanes' counters: a load per lane, taken
+// about once per drain rather than once per settle (WithKeyOrdering keeps
+// thousands of lanes).
 func (f *flow) check() {
-	if !f.shut.Load() || f.waitSource.Load() || f.emitting.Load() != 0 ||
-		f.stats().InFlight != 0 || f.budget.pending.Load() != 0 || f.drainedOnce.Load() {
+	if !f.shut.Load() || f.waitSource.Load() || f.emitting.Load() != 0 || f.budget.pending.Load() != 0 ||
+		f.drainedOnce.Load() || f.stats().InFlight != 0 {
 		return
 	}
 	f.endMu.Lock()
-	last := f.emitting.Load() == 0 && f.stats().InFlight == 0 && f.budget.pending.Load() == 0 && !f.drainedOnce.Swap(true)
+	last := f.emitting.Load() == 0 && f.budget.pending.Load() == 0 && f.stats().InFlight == 0 && !f.drainedOnce.Swap(true)
 	f.endMu.Unlock()
 	if !last {
 		return
