@@ -129,7 +129,9 @@ func (q *SPSC[T]) Next() *T {
 		if n == nil {
 			n = q.Chunks.get()
 		}
-		n.next.Store(nil)
+		if n.next.Load() != nil { // a chunk given back holds no link (see Peek): no fenced write to a line likely cold
+			n.next.Store(nil)
+		}
 		if c == nil {
 			q.head = n // published to the consumer by Publish's add
 			q.Chunks.held(1)
@@ -183,6 +185,7 @@ func (q *SPSC[T]) Peek() (v *T, ok bool) {
 		old := q.head
 		clear(old.items[q.cleared:]) // let the collector reclaim what it held
 		q.head, q.headPos, q.cleared = old.next.Load(), 0, 0
+		old.next.Store(nil) // here, where the line is hot, rather than in the producer's Next
 		if !q.spare.CompareAndSwap(nil, old) {
 			q.Chunks.put(old)
 		}
