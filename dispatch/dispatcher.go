@@ -209,7 +209,7 @@ func newEngine[T any](name string, named aggregate.NamedAggregate, handler Handl
 	e.labels = Labels{Dispatcher: name, Aggregate: e.named}
 	e.timed = e.obs != nil || e.hooks.handled()
 	if cfg.perKey {
-		e.keys = map[string]*lane[T]{}
+		e.keys = newKeyTable[T]()
 	}
 	e.ctx, e.cancel = context.WithCancelCause(context.Background())
 	return e

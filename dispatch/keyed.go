@@ -14,8 +14,9 @@ import (
 type keyed[T any] struct {
 	// keys is the lane of each id that has one. The producer reads it
 	// without the lock and writes it under keyMu; others (the stops, the
-	// description of what runs) read it under keyMu.
-	keys  map[string]*lane[T]
+	// description of what runs) read it under keyMu. Nil unless
+	// WithKeyOrdering.
+	keys  *keyTable[T]
 	keyMu sync.Mutex
 	ring  laneRing[T]       // the lanes of keys, oldest first: where reuse looks; producer only
 	ctxs  []context.Context // each group's handlers' context, made on first use; producer only
@@ -33,7 +34,8 @@ const reuseLooks = 2
 // again): taken over, it is ready and the caller schedules it. Producer
 // only.
 func (e *engine[T]) keyLane(g int, id string) (l, late *lane[T]) {
-	if l = e.keys[id]; l != nil {
+	h := e.keys.hash(id)
+	if l = e.keys.get(id, h); l != nil {
 		return l, nil
 	}
 	for range min(reuseLooks, e.ring.n) {
@@ -48,21 +50,22 @@ func (e *engine[T]) keyLane(g int, id string) (l, late *lane[T]) {
 			late = c
 			break
 		}
-		e.rekey(c, g, id)
+		e.rekey(c, g, id, h)
 		c.state.Store(idle) // the consumer role ends: enqueue kicks it as any idle lane
 		return c, nil
 	}
-	l = &lane[T]{e: e}
+	l = &lane[T]{e: e, slot: -1}
 	l.q.Chunks = &e.chunks
 	l.task = l.run
-	e.rekey(l, g, id)
+	e.rekey(l, g, id, h)
 	e.ring.push(l)
 	return l, late
 }
 
-// rekey makes l id's lane, in group g. The caller holds l's consumer role
-// (or made l), so that no consumer reads the fields meanwhile.
-func (e *engine[T]) rekey(l *lane[T], g int, id string) {
+// rekey makes l id's lane (h id's hash), in group g. The caller holds l's
+// consumer role (or made l), so that no consumer reads the fields
+// meanwhile.
+func (e *engine[T]) rekey(l *lane[T], g int, id string, h uint64) {
 	if e.ctxs == nil {
 		e.ctxs = make([]context.Context, len(e.lanes))
 	}
@@ -71,11 +74,11 @@ func (e *engine[T]) rekey(l *lane[T], g int, id string) {
 		e.ctxs[g] = context.WithValue(e.ctx, groupKeyCtx{}, &group)
 	}
 	e.keyMu.Lock()
-	if e.keys[l.key] == l { // a new lane has none yet ("" may be another lane's)
-		delete(e.keys, l.key)
+	if l.slot >= 0 { // a new lane is not indexed yet
+		e.keys.remove(l)
 	}
 	l.key, l.group, l.ctx = id, g, e.ctxs[g]
-	e.keys[id] = l
+	e.keys.put(l, h)
 	e.keyMu.Unlock()
 }
 
@@ -83,8 +86,8 @@ func (e *engine[T]) rekey(l *lane[T], g int, id string) {
 func (e *engine[T]) keyLanesNow() []*lane[T] {
 	e.keyMu.Lock()
 	defer e.keyMu.Unlock()
-	ls := make([]*lane[T], 0, len(e.keys))
-	for _, l := range e.keys {
+	ls := make([]*lane[T], 0, e.keys.n)
+	for l := range e.keys.lanes() {
 		ls = append(ls, l)
 	}
 	return ls
@@ -94,7 +97,7 @@ func (e *engine[T]) keyLanesNow() []*lane[T] {
 func (e *engine[T]) keyLanes() int {
 	e.keyMu.Lock()
 	defer e.keyMu.Unlock()
-	return len(e.keys)
+	return e.keys.n
 }
 
 // laneRing is a FIFO of lanes in a ring that doubles when full.

@@ -50,6 +50,7 @@ type lane[T any] struct {
 	// exchange.
 	cur   atomic.Pointer[item[T]]
 	state atomic.Int32
+	slot  int32 // WithKeyOrdering: its slot in the engine's keys, -1 until indexed
 	group int
 	e     *engine[T]
 	task  schedulers.Task
@@ -643,7 +644,7 @@ func (e *engine[T]) queued() int64 {
 	var n uint64
 	if e.keys != nil {
 		e.keyMu.Lock()
-		for _, l := range e.keys {
+		for l := range e.keys.lanes() {
 			n += l.q.Pushed()
 		}
 		e.keyMu.Unlock()
@@ -662,7 +663,7 @@ func (e *engine[T]) runningLanes() []*lane[T] {
 	var ls []*lane[T]
 	if e.keys != nil {
 		e.keyMu.Lock()
-		for _, l := range e.keys {
+		for l := range e.keys.lanes() {
 			if l.state.Load() == running {
 				ls = append(ls, l)
 			}

@@ -1,0 +1,103 @@
+package dispatch
+
+import (
+	"hash/maphash"
+	"iter"
+)
+
+// keyTable is WithKeyOrdering's index of lanes by aggregate id: open
+// addressing with linear probing, each slot holding a lane and its id's
+// hash. A lane knows its slot, so taking it out (when its lane goes to a
+// new id) hashes nothing and reads no old id: with 100k ids an old id's
+// bytes are cold, and a map's delete would miss on them. A lookup reads an
+// id's bytes only when the hashes agree. Not safe for concurrent use: the
+// engine's producer writes it under keyMu and reads it without.
+type keyTable[T any] struct {
+	slots []keySlot[T] // a power of two long, at most 3/4 full
+	n     int
+	seed  maphash.Seed
+}
+
+type keySlot[T any] struct {
+	hash uint64
+	l    *lane[T] // nil: empty
+}
+
+func newKeyTable[T any]() *keyTable[T] {
+	return &keyTable[T]{slots: make([]keySlot[T], 64), seed: maphash.MakeSeed()}
+}
+
+func (t *keyTable[T]) hash(id string) uint64 { return maphash.String(t.seed, id) }
+
+// get returns the lane of id, whose hash is h, or nil.
+func (t *keyTable[T]) get(id string, h uint64) *lane[T] {
+	mask := uint64(len(t.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		if s.l == nil {
+			return nil
+		}
+		if s.hash == h && s.l.key == id {
+			return s.l
+		}
+	}
+}
+
+// put indexes l under its key, whose hash is h; l is not indexed and no
+// lane is under that key.
+func (t *keyTable[T]) put(l *lane[T], h uint64) {
+	if 4*(t.n+1) > 3*len(t.slots) {
+		t.grow()
+	}
+	t.place(l, h)
+	t.n++
+}
+
+func (t *keyTable[T]) place(l *lane[T], h uint64) {
+	mask := uint64(len(t.slots) - 1)
+	i := h & mask
+	for t.slots[i].l != nil {
+		i = (i + 1) & mask
+	}
+	t.slots[i] = keySlot[T]{hash: h, l: l}
+	l.slot = int32(i)
+}
+
+func (t *keyTable[T]) grow() {
+	old := t.slots
+	t.slots = make([]keySlot[T], 2*len(old))
+	for _, s := range old {
+		if s.l != nil {
+			t.place(s.l, s.hash)
+		}
+	}
+}
+
+// remove takes l, which is indexed, out: the entries after it in its run
+// move back into the gap (backward-shift deletion), so that a lookup never
+// stops at a hole before its entry.
+func (t *keyTable[T]) remove(l *lane[T]) {
+	mask := uint64(len(t.slots) - 1)
+	gap := uint64(l.slot)
+	for i := (gap + 1) & mask; t.slots[i].l != nil; i = (i + 1) & mask {
+		// The entry at i may fill the gap if its home is not in (gap, i].
+		if home := t.slots[i].hash & mask; (i-home)&mask >= (i-gap)&mask {
+			t.slots[gap] = t.slots[i]
+			t.slots[gap].l.slot = int32(gap)
+			gap = i
+		}
+	}
+	t.slots[gap] = keySlot[T]{}
+	t.n--
+}
+
+// lanes yields every indexed lane.
+func (t *keyTable[T]) lanes() iter.Seq[*lane[T]] {
+	return func(yield func(*lane[T]) bool) {
+		for _, s := range t.slots {
+			if s.l != nil && !yield(s.l) {
+				return
+			}
+		}
+	}
+}
