@@ -23,12 +23,16 @@ import (
 
 // A decoder that ends the poll loop's goroutine with runtime.Goexit (what
 // t.FailNow does) stops the consumer with an error, as a poll error would:
-// the partitions are released, the client closed, and Done closes.
+// the partitions are released, the client closed, and Done closes. The
+// records of the fetch decoded before it are delivered and handled (the
+// run they make goes in as the goroutine unwinds), none after, and the
+// commit does not pass the record whose decoder did not return.
 func TestADecoderGoexitStopsTheConsumer(t *testing.T) {
 	c := startCluster(t, "exit", 1)
 	require.NoError(t, c.Produce(context.Background(), "exit", &kgo.Record{Key: []byte("a"), Value: []byte("1")},
-		&kgo.Record{Key: []byte("a"), Value: []byte("exit")}))
-	j := newJournal(1)
+		&kgo.Record{Key: []byte("b"), Value: []byte("1")}, &kgo.Record{Key: []byte("a"), Value: []byte("2")},
+		&kgo.Record{Key: []byte("a"), Value: []byte("exit")}, &kgo.Record{Key: []byte("b"), Value: []byte("2")}))
+	j := newJournal(3)
 	exiting := kafka.Codec[event]{Decode: func(key, value []byte) (event, error) {
 		if string(value) == "exit" {
 			runtime.Goexit()
@@ -47,7 +51,120 @@ func TestADecoderGoexitStopsTheConsumer(t *testing.T) {
 	require.ErrorIs(t, k.Err(), schedulers.ErrGoexit)
 	var pe *kafka.PanicError
 	require.ErrorAs(t, k.Err(), &pe)
-	j.wait(t, time.Second) // the record before was handled
+	j.wait(t, time.Second)
+	assert.Equal(t, map[string][]int{"a": {1, 2}, "b": {1}}, j.seen, "the records before were handled, none after")
+	assert.Equal(t, int64(3), k.Stats().Delivered)
+	committed, err := c.Committed(context.Background(), "g", "exit")
+	if err == nil { // no commit at all is within the bound too
+		assert.LessOrEqual(t, committed[0], int64(3), "the commit does not pass offset 3, whose decoder did not return")
+	}
+}
+
+// A fetch's records go to the partition's intake in one run: the decoder
+// reads every record of the fetch before the first is routed (Codec.ID,
+// called as the run is handed over), not record by record.
+func TestAFetchGoesToTheIntakeInOneRun(t *testing.T) {
+	const n = 10
+	c := startCluster(t, "runs", 1)
+	var rs []*kgo.Record
+	for seq := 1; seq <= n; seq++ {
+		rs = append(rs, &kgo.Record{Key: []byte("acct-" + strconv.Itoa(seq%3)), Value: []byte(strconv.Itoa(seq))})
+	}
+	require.NoError(t, c.Produce(context.Background(), "runs", rs...)) // one batch: one fetch
+	var mu sync.Mutex
+	var calls []string
+	call := func(what string, seq int) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, what+strconv.Itoa(seq))
+	}
+	cd := kafka.Codec[event]{Decode: func(key, value []byte) (event, error) {
+		e, err := codec.Decode(key, value)
+		call("decode ", e.Seq)
+		return e, err
+	}, ID: func(e event) string {
+		call("route ", e.Seq)
+		return e.ID
+	}}
+	j := newJournal(n)
+	k, err := kafka.NewConsumer("c", kafka.Subscription{Brokers: c.Addrs(), Group: "g", Topic: "runs"}, accounts,
+		newScheduler(t, 2), cd, j.handle, kafka.WithLogger(quiet))
+	require.NoError(t, err)
+	startConsumer(t, k)
+	j.wait(t, 20*time.Second)
+	stop(t, k)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, calls, 2*n)
+	for i := range n {
+		assert.Equal(t, "decode "+strconv.Itoa(i+1), calls[i], "call %d", i)
+		assert.Equal(t, "route "+strconv.Itoa(i+1), calls[n+i], "call %d", n+i)
+	}
+}
+
+// commitFinished commits offset at of topic's partition 0 for group, with
+// metadata recording the offsets finished above it: what a previous owner
+// that crashed left.
+func commitFinished(t *testing.T, c *kafkatest.Cluster, group, topic string, at int64, finished ...partition.Span) {
+	t.Helper()
+	meta, _, err := partition.FinishedMap{Base: at, Spans: finished}.Encode(0)
+	require.NoError(t, err)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	require.NoError(t, err)
+	defer cl.Close()
+	var os kadm.Offsets
+	os.Add(kadm.Offset{Topic: topic, Partition: 0, At: at, LeaderEpoch: -1, Metadata: meta})
+	resp, err := kadm.NewClient(cl).CommitOffsets(ctxTimeout(t, 10*time.Second), group, os)
+	require.NoError(t, err)
+	require.NoError(t, resp.Error())
+}
+
+// A record the commit's finished map skips and bad records in the middle
+// of a fetch cut its run: what came before each is delivered before it is
+// tracked (the bad-record hook sees it delivered), so the tracker sees the
+// offsets in order; every record is handled, skipped or discarded once,
+// each aggregate's in order, and the commit passes them all.
+func TestSkippedAndBadRecordsCutARun(t *testing.T) {
+	c := startCluster(t, "cut", 1)
+	ctx := context.Background()
+	require.NoError(t, c.Produce(ctx, "cut",
+		&kgo.Record{Key: []byte("a"), Value: []byte("1")},   // 0
+		&kgo.Record{Key: []byte("b"), Value: []byte("1")},   // 1
+		&kgo.Record{Key: []byte("c"), Value: []byte("1")},   // 2: finished by a previous owner
+		&kgo.Record{Value: []byte("1")},                     // 3: no key
+		&kgo.Record{Key: []byte("a"), Value: []byte("2")},   // 4
+		&kgo.Record{Key: []byte("a"), Value: []byte("two")}, // 5: not decodable
+		&kgo.Record{Key: []byte("b"), Value: []byte("2")},   // 6
+		&kgo.Record{Key: []byte("c"), Value: []byte("2")},   // 7
+		&kgo.Record{Key: []byte("a"), Value: []byte("3")},   // 8
+	))
+	commitFinished(t, c, "g", "cut", 0, partition.Span{First: 2, Last: 2})
+	var k *kafka.Consumer[event]
+	var mu sync.Mutex
+	deliveredAt := map[int64]int64{} // bad record's offset: records delivered when the hook saw it
+	hook := func(_ context.Context, r *kgo.Record, _ error) error {
+		mu.Lock()
+		defer mu.Unlock()
+		deliveredAt[r.Offset] = k.Stats().Delivered
+		return nil
+	}
+	j := newJournal(6)
+	k = newConsumer(t, c, "g", "cut", newScheduler(t, 2), j.handle, kafka.WithBadRecordHook(hook))
+	startConsumer(t, k)
+	j.wait(t, 20*time.Second)
+	stop(t, k)
+
+	assert.Equal(t, map[string][]int{"a": {1, 2, 3}, "b": {1, 2}, "c": {2}}, j.seen)
+	mu.Lock()
+	assert.Equal(t, map[int64]int64{3: 2, 5: 3}, deliveredAt, "the run before a bad record is delivered before the hook sees it")
+	mu.Unlock()
+	s := k.Stats()
+	assert.Equal(t, int64(6), s.Delivered)
+	assert.Equal(t, int64(1), s.Skipped)
+	assert.Equal(t, int64(2), s.Discarded)
+	committed, err := c.Committed(ctx, "g", "cut")
+	require.NoError(t, err)
+	assert.Equal(t, map[int32]int64{0: 9}, committed, "the commit passes every record")
 }
 
 // The poll loop runs user code other than the decoder too: the codec's ID
