@@ -150,7 +150,8 @@ type Intake[T any] struct {
 	advanced chan struct{}
 	logger   *slog.Logger
 	f        *failures[T]
-	forced   atomic.Bool // a Revoke or Lose forces the dispatcher
+	forced   atomic.Bool   // a Revoke or Lose forces the dispatcher
+	batch    []Delivery[T] // DeliverBatch's, reused: the delivering goroutine's only
 }
 
 // Assign starts owning partition p, whose next delivery is at position from
@@ -275,10 +276,13 @@ type Record[T any] struct {
 // position not above the last stops the tracking there with an error
 // wrapping ErrOutOfOrder (the records before it are delivered). It waits
 // while the partition's pending budget is used up, or until ctx ends. Call
-// it from the partition's one delivering goroutine, as Deliver. Costs one
-// allocation (the deliveries) per call.
+// it from the partition's one delivering goroutine, as Deliver. Allocates
+// only when recs is longer than every batch before it (its deliveries'
+// slice is kept for the next call).
 func (in *Intake[T]) DeliverBatch(ctx context.Context, recs []Record[T]) (n int, err error) {
-	ds, terr := trackBatch(&in.t, in.p, recs)
+	ds, terr := trackBatch(&in.t, in.p, recs, in.batch[:0])
+	in.batch = ds[:0]
+	defer clear(ds) // the exchanges are not kept past the call; the slice is, for the next
 	if len(ds) > 0 {
 		n, err = in.d.EmitBatch(ctx, ds)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/aggflow/aggflow/dispatch"
 	"github.com/aggflow/aggflow/partition"
 	"github.com/aggflow/aggflow/schedulers"
+	"github.com/aggflow/aggflow/testkit"
 )
 
 var accounts = aggregate.MaterializedNamedAggregate{Context: "bank", Aggregate: "Account"}
@@ -486,4 +487,37 @@ func TestDeliverBatchLeavesWhatDeliverLeaves(t *testing.T) {
 			require.Equal(t, single.Room(), batch.Room(), "room")
 		})
 	})
+}
+
+// TestDeliverBatchKeepsItsDeliveriesSlice: once a batch of a size was
+// delivered, delivering another of that size allocates nothing (the
+// deliveries' slice is kept; nothing else on the path allocates).
+func TestDeliverBatchKeepsItsDeliveriesSlice(t *testing.T) {
+	if testkit.RaceEnabled {
+		t.Skip("allocation counts differ under the race detector")
+	}
+	d, err := partition.NewDispatcher("accounts", accounts, newParallel(t, 2), func(x op) string { return x.id },
+		func(context.Context, partition.Delivery[op]) error { return nil }, partition.WithGroups(16))
+	require.NoError(t, err)
+	in, err := d.Assign(t.Context(), 0, 1)
+	require.NoError(t, err)
+	recs := make([]partition.Record[op], 64)
+	ids := []string{"a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7"}
+	pos := int64(1)
+	deliver := func() {
+		for i := range recs {
+			recs[i] = partition.Record[op]{Exchange: op{ids[i%8], i}, Position: pos}
+			pos++
+		}
+		n, err := in.DeliverBatch(t.Context(), recs)
+		require.NoError(t, err)
+		require.Equal(t, len(recs), n)
+	}
+	for range 64 { // the tracker's ring and the lanes' chunks grow to their working size
+		deliver()
+	}
+	require.Zero(t, testing.AllocsPerRun(200, deliver))
+	settled, err := d.Revoke(t.Context(), 0)
+	require.NoError(t, err)
+	require.Equal(t, pos-1, settled.Prefix)
 }

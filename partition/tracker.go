@@ -113,10 +113,9 @@ func (t *Tracker) trackDirect(pos int64, size int) (uint64, error) {
 }
 
 // trackBatch is trackDirect for each of recs in turn, under one hold of the
-// lock: it returns their deliveries to partition p, up to the first that
-// could not be tracked, and that one's error.
-func trackBatch[T any](t *Tracker, p int32, recs []Record[T]) ([]Delivery[T], error) {
-	ds := make([]Delivery[T], 0, len(recs))
+// lock: it appends their deliveries to partition p to ds, up to the first
+// that could not be tracked, and returns them with that one's error.
+func trackBatch[T any](t *Tracker, p int32, recs []Record[T], ds []Delivery[T]) ([]Delivery[T], error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, r := range recs {
