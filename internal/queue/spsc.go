@@ -129,9 +129,10 @@ func (q *SPSC[T]) Next() *T {
 		if n == nil {
 			n = q.Chunks.get()
 		}
-		if n.next.Load() != nil { // a chunk given back holds no link (see Peek): no fenced write to a line likely cold
-			n.next.Store(nil)
-		}
+		// n.next is nil: a chunk is given back unlinked (see Peek), so the
+		// producer touches no line of a chunk, likely cold, but the slot it
+		// writes. (A link left would not be followed: the consumer reads
+		// next only after the producer linked the chunk after it.)
 		if c == nil {
 			q.head = n // published to the consumer by Publish's add
 			q.Chunks.held(1)
