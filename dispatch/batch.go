@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/aggflow/aggflow/component"
+	"github.com/aggflow/aggflow/schedulers"
 )
 
 // staging is a batch's exchanges written into their lanes and not yet
@@ -14,9 +15,10 @@ import (
 // lanes to schedule. Its user holds the producer role of the lanes it
 // writes (the source's goroutine, or Emit's lock).
 type staging[T any] struct {
-	lanes []*lane[T] // holding staged exchanges
-	ready []*lane[T] // made ready: the late ones, then those publish claimed
-	next  int        // how many of ready kick scheduled
+	lanes []*lane[T]        // holding staged exchanges
+	ready []*lane[T]        // made ready: the late ones, then those publish claimed
+	next  int               // how many of ready kick scheduled
+	tasks []schedulers.Task // kick's, for a Batcher: reused
 }
 
 // stage writes x into its lane (e's group g, or id's) without publishing
@@ -48,15 +50,40 @@ func (s *staging[T]) publish() {
 	s.lanes = s.lanes[:0]
 }
 
-// kick schedules the lanes made ready, then forgets them. A drain that runs
-// inline in Schedule (schedulers.Immediate) may end the goroutine: the
-// deferred call schedules the rest first.
+// kick schedules the lanes made ready, then forgets them: a run of lanes
+// of one engine under one hold of its scheduler's lock when it is a
+// schedulers.Batcher (a batch that touched many groups, or many ids under
+// WithKeyOrdering), else one by one. A drain that runs inline in Schedule
+// (schedulers.Immediate) may end the goroutine: the deferred call
+// schedules the rest first.
 func (s *staging[T]) kick() {
 	defer s.kicked()
 	for s.next < len(s.ready) {
 		l := s.ready[s.next]
-		s.next++
-		l.e.schedule(l)
+		end := s.next + 1
+		for end < len(s.ready) && s.ready[end].e == l.e {
+			end++
+		}
+		b, ok := l.e.sched.(schedulers.Batcher)
+		if end-s.next == 1 || !ok || l.e.halt.Load() {
+			s.next++
+			l.e.schedule(l)
+			continue
+		}
+		run := s.ready[s.next:end]
+		s.next = end
+		for _, r := range run {
+			s.tasks = append(s.tasks, r.task)
+		}
+		err := b.ScheduleAll(s.tasks)
+		clear(s.tasks)
+		s.tasks = s.tasks[:0]
+		if err != nil { // none was queued: as schedule does for each
+			l.e.rejected(err)
+			for _, r := range run {
+				l.e.steal(r, ready)
+			}
+		}
 	}
 }
 

@@ -459,3 +459,35 @@ func TestEmitBatchBudgetIsZeroOnceDone(t *testing.T) {
 		require.Zero(t, pending, "run %d: units pending once Done is closed (%+v)", iter, d.Stats())
 	}
 }
+
+// refusingBatcher is a pool whose ScheduleAll refuses, as a scheduler
+// disposed between a batch's publication and its kick does.
+type refusingBatcher struct{ *schedulers.Parallel }
+
+func (refusingBatcher) ScheduleAll([]schedulers.Task) error {
+	return errors.New("schedulers: refused for the test: " + schedulers.ErrRejected.Error())
+}
+
+// A run of lanes whose kick the scheduler's ScheduleAll refuses is handled
+// as a refused Schedule is, for each lane of the run: the named aggregate
+// retires with the refusal as the dispatcher's error, and every exchange
+// of the batch is accounted for, discarded, none handled.
+func TestEmitBatchKickRefusedByABatcherDiscardsTheRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pool, err := schedulers.NewParallel("refusing", 2)
+		require.NoError(t, err)
+		defer func() { assert.NoError(t, pool.DisposeGracefully(context.Background())) }()
+		var handled atomic.Int64
+		d := started(t, nil, func(context.Context, testkit.Exchange) error { handled.Add(1); return nil },
+			dispatch.WithScheduler(refusingBatcher{pool}), dispatch.WithParallelism(16))
+		xs := exchanges(64, 16) // 16 ids over 16 groups: a run of many lanes
+		n, err := d.EmitBatch(t.Context(), xs)
+		require.NoError(t, err)
+		require.Equal(t, len(xs), n)
+		<-d.Done()
+		require.ErrorContains(t, d.Err(), "scheduler refused work")
+		require.ErrorContains(t, d.Err(), "refused for the test")
+		assert.Zero(t, handled.Load())
+		assert.Equal(t, dispatch.Stats{Received: 64, Discarded: 64}, d.Stats())
+	})
+}

@@ -171,6 +171,8 @@ var (
 	_ Scheduler = (*Parallel)(nil)
 	_ Yielder   = (*Parallel)(nil)
 	_ Yielder   = (*BoundedElastic)(nil)
+	_ Batcher   = (*Parallel)(nil)
+	_ Batcher   = (*BoundedElastic)(nil)
 )
 
 // Name returns the name given at construction, also the pprof label
@@ -218,6 +220,37 @@ func (s *engine) submit(task Task, yield bool) error {
 	}
 	s.mu.Unlock()
 	woken.unpark()
+	return nil
+}
+
+// ScheduleAll is Schedule for each of tasks under one hold of the lock
+// (see Batcher): what wake does for one entry it does for each, and the
+// goroutines it takes off the parked list are unparked after the lock is
+// released.
+func (s *engine) ScheduleAll(tasks []Task) error {
+	for _, t := range tasks {
+		if t == nil {
+			return ErrNilTask
+		}
+	}
+	s.mu.Lock()
+	if s.state != running {
+		s.mu.Unlock()
+		return s.rejected
+	}
+	var woken *runner // a chain through next: none allocated
+	for _, t := range tasks {
+		s.enqueue(entry{task: t})
+		if r := s.wake(); r != nil {
+			r.nextWoken, woken = woken, r
+		}
+	}
+	s.mu.Unlock()
+	for woken != nil {
+		r := woken
+		woken, r.nextWoken = r.nextWoken, nil
+		r.unpark()
+	}
 	return nil
 }
 
@@ -381,14 +414,15 @@ func (s *engine) discard(tasks []Task) {
 // locals lets the goroutine's deferred cleanup put them back should a task
 // end the goroutine with runtime.Goexit.
 type runner struct {
-	s       *engine
-	w       *worker // owner of the batch; nil for a direct task
-	batch   [batchSize]Task
-	next, n int
-	inTask  bool          // a task runs: the only way the goroutine can end abruptly
-	wakeup  chan struct{} // capacity 1: the one wake-up of a park
-	woken   bool          // wake took r off the parked list and counts it in waking; guarded by s.mu
-	idle    *time.Timer   // the TTL of a park; nil until the first park with a TTL
+	s         *engine
+	w         *worker // owner of the batch; nil for a direct task
+	batch     [batchSize]Task
+	next, n   int
+	inTask    bool          // a task runs: the only way the goroutine can end abruptly
+	wakeup    chan struct{} // capacity 1: the one wake-up of a park
+	woken     bool          // wake took r off the parked list and counts it in waking; guarded by s.mu
+	nextWoken *runner       // ScheduleAll's chain of runners to unpark once it released s.mu
+	idle      *time.Timer   // the TTL of a park; nil until the first park with a TTL
 }
 
 // loop is the body of every goroutine of the scheduler.

@@ -113,6 +113,64 @@ func TestAtMostParallelismTasksRunAtOnce(t *testing.T) {
 	}
 }
 
+// TestScheduleAllWakesWhatTheTasksNeed: tasks queued at once by
+// ScheduleAll run as many at once as Schedule's would, each once, on no
+// more goroutines than tasks; the goroutines parked by earlier work are
+// woken for them.
+func TestScheduleAllWakesWhatTheTasksNeed(t *testing.T) {
+	for _, tc := range []struct {
+		n, tasks int
+		build    func(n int) (schedulers.Batcher, error)
+	}{
+		{3, 10, func(n int) (schedulers.Batcher, error) { return schedulers.NewParallel("three", n) }},
+		{4, 2, func(n int) (schedulers.Batcher, error) { return schedulers.NewParallel("four", n) }},
+		{3, 10, func(n int) (schedulers.Batcher, error) { return schedulers.NewBoundedElastic("elastic", n) }},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			b, err := tc.build(tc.n)
+			require.NoError(t, err)
+			s := b.(schedulers.Scheduler)
+			for round := range 2 { // the second round finds the goroutines parked
+				var g gauge
+				release := make(chan struct{})
+				tasks := make([]schedulers.Task, tc.tasks)
+				for i := range tasks {
+					tasks[i] = blocking(&g, release)
+				}
+				require.NoError(t, b.ScheduleAll(tasks))
+				synctest.Wait()
+				running := min(tc.n, tc.tasks)
+				assert.EqualValues(t, running, g.now.Load(), "round %d: blocking tasks running at once", round)
+				assert.Equal(t, running, s.(interface{ Goroutines() int }).Goroutines(), "round %d: goroutines", round)
+				close(release)
+				synctest.Wait()
+				assert.EqualValues(t, tc.tasks, g.started.Load(), "round %d: every task ran once", round)
+				assert.EqualValues(t, running, g.peak.Load())
+			}
+			drain(t, s)
+		})
+	}
+}
+
+// TestScheduleAllIsAllOrNothing: a nil task, or a scheduler whose disposal
+// began, queues none of the tasks.
+func TestScheduleAllIsAllOrNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newParallel(t, "all", 2)
+		var ran atomic.Int32
+		task := func(context.Context) { ran.Add(1) }
+		assert.ErrorIs(t, s.ScheduleAll([]schedulers.Task{task, nil, task}), schedulers.ErrNilTask)
+		require.NoError(t, s.ScheduleAll(nil))
+		synctest.Wait()
+		assert.Zero(t, ran.Load(), "nothing queued by the refused call")
+		require.NoError(t, s.DisposeGracefully(t.Context()))
+		err := s.ScheduleAll([]schedulers.Task{task})
+		assert.ErrorIs(t, err, schedulers.ErrRejected)
+		assert.ErrorContains(t, err, `"all"`)
+		assert.Zero(t, ran.Load())
+	})
+}
+
 func TestWorkerRunsTasksSeriallyInOrder(t *testing.T) {
 	const tasks = 10_000
 	s := newParallel(t, "fifo", 4)

@@ -75,6 +75,19 @@ type Yielder interface {
 	Yield(task Task) error
 }
 
+// Batcher is a Scheduler that queues several direct tasks at once, for a
+// producer that made many of them ready together (a dispatcher's batch that
+// touched many groups): ScheduleAll is Schedule for each of tasks, in
+// order, under one hold of the scheduler's lock, and wakes as many idle
+// goroutines as the tasks need at once. It is all or nothing: once
+// disposal began it queues none and returns the error Schedule returns; a
+// nil task returns ErrNilTask and queues none. NewParallel's, NewSingle's
+// and NewBoundedElastic's schedulers are Batchers. The caller may reuse
+// tasks once it returns.
+type Batcher interface {
+	ScheduleAll(tasks []Task) error
+}
+
 // Worker is a serial task queue on a Scheduler. A Worker is not pinned to
 // one goroutine: any free goroutine of its scheduler may run its next batch,
 // so a blocked task holds one goroutine and never another worker.
