@@ -83,10 +83,6 @@ type Consumer[T any] struct {
 	mgr       sync.WaitGroup // the committing goroutine and the forwarders
 	stats     counters
 	kept      keptRecords // with a dead-letter policy: the records not committed past
-	// batch is the run of a partition's records the poll loop decoded and
-	// has not delivered yet (deliver), reused from fetch to fetch: the poll
-	// loop's only.
-	batch []partition.Record[T]
 }
 
 // owned is one partition the consumer owns.

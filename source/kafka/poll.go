@@ -11,7 +11,6 @@ import (
 
 	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/dispatch"
-	"github.com/aggflow/aggflow/partition"
 )
 
 // poll delivers every polled record to its partition's intake, in offset
@@ -122,11 +121,16 @@ func (c *Consumer[T]) deliverAll(ctx context.Context, fs kgo.Fetches, to map[int
 						slog.String("consumer", c.name), slog.Int("partition", int(fp.Partition)), slog.Int("records", len(fp.Records)))
 					continue
 				}
-				if err := c.deliver(ctx, o, fp.Records); err != nil {
-					if o.gone.Load() && errors.Is(err, dispatch.ErrStopped) {
-						continue // revoked while delivering: not admitted
+				for _, r := range fp.Records {
+					if o.gone.Load() {
+						break // released: its next owner reads the rest
 					}
-					return err
+					if err := c.deliver(ctx, o, r); err != nil {
+						if o.gone.Load() && errors.Is(err, dispatch.ErrStopped) {
+							break // revoked while delivering: not admitted
+						}
+						return err
+					}
 				}
 			}
 		}
@@ -134,82 +138,30 @@ func (c *Consumer[T]) deliverAll(ctx context.Context, fs kgo.Fetches, to map[int
 	return nil
 }
 
-// deliver decodes rs, records of o in offset order, and hands them to o's
-// intake in runs (deliverRun), one hand-off per group per run rather than
-// per record. A record skipped (the commit's map) or bad (to the
-// bad-record hook) is tracked apart, so it cuts the run: the run before it
-// is delivered first, and the tracker sees the offsets in order. A partition
-// released stops delivery of the rest.
-func (c *Consumer[T]) deliver(ctx context.Context, o *owned[T], rs []*kgo.Record) error {
-	start := 0 // rs[start:start+len(c.batch)] are the run decoded so far
-	defer func() {
-		// A decoder that ended the goroutine (runtime.Goexit): the records
-		// it decoded before go in, as they would have one at a time.
-		if len(c.batch) > 0 {
-			_ = c.deliverRun(ctx, o, rs[start:start+len(c.batch)])
-		}
-	}()
-	for i, r := range rs {
-		if o.gone.Load() {
-			break // released: its next owner reads the rest
-		}
-		var reason error
-		switch {
-		case o.skip.Contains(r.Offset):
-		case len(r.Key) == 0:
-			reason = fmt.Errorf("%w: partition %d offset %d", ErrNoKey, r.Partition, r.Offset)
-		default:
-			x, err := c.decode(r)
-			if err == nil {
-				c.batch = append(c.batch, partition.Record[T]{Exchange: x, Position: r.Offset, Size: len(r.Key) + len(r.Value)})
-				continue
-			}
-			reason = fmt.Errorf("%w: partition %d offset %d: %w", ErrDecode, r.Partition, r.Offset, err)
-		}
-		if err := c.deliverRun(ctx, o, rs[start:i]); err != nil || o.gone.Load() {
-			return err
-		}
-		start = i + 1
-		var err error
-		if reason != nil {
-			err = c.bad(ctx, o, r, reason)
-		} else {
-			err = c.skip(o, r)
-		}
-		if err != nil {
-			return err
-		}
+// deliver decodes r and hands it to its partition's intake; a bad record
+// goes to the bad-record hook.
+func (c *Consumer[T]) deliver(ctx context.Context, o *owned[T], r *kgo.Record) error {
+	if o.skip.Contains(r.Offset) {
+		return c.skip(o, r)
 	}
-	return c.deliverRun(ctx, o, rs[start:start+len(c.batch)])
-}
-
-// deliverRun hands the run decoded in c.batch, records rs, to o's intake
-// at once and empties c.batch; a partition released takes none of it.
-func (c *Consumer[T]) deliverRun(ctx context.Context, o *owned[T], rs []*kgo.Record) error {
-	run := c.batch
-	defer func() { clear(run); c.batch = run[:0] }() // also when user code on the way (Codec.ID) ends the goroutine
-	if len(run) == 0 || o.gone.Load() {
-		return nil
+	if len(r.Key) == 0 {
+		return c.bad(ctx, o, r, fmt.Errorf("%w: partition %d offset %d", ErrNoKey, r.Partition, r.Offset))
 	}
-	before := o.high.Load()
-	high := before
-	for i, r := range rs {
-		run[i].Attempt = 1
-		if r.Offset <= high {
-			run[i].Attempt = 2 // read again after a rebalance gave the partition back
-		} else {
-			high = r.Offset
-		}
-		c.keep(o, r)
-	}
-	o.high.Store(high) // before the intake sees them: see settle
-	n, err := o.in.DeliverBatch(ctx, run)
-	c.stats.delivered.Add(int64(n))
+	x, err := c.decode(r)
 	if err != nil {
-		// Those after the first refused were not tried, as one at a time.
-		o.high.Store(max(before, rs[n].Offset))
+		return c.bad(ctx, o, r, fmt.Errorf("%w: partition %d offset %d: %w", ErrDecode, r.Partition, r.Offset, err))
+	}
+	attempt := 1
+	if r.Offset <= o.high.Load() {
+		attempt = 2 // read again after a rebalance gave the partition back
+	} else {
+		o.high.Store(r.Offset)
+	}
+	c.keep(o, r)
+	if err := o.in.DeliverSize(ctx, x, r.Offset, attempt, len(r.Key)+len(r.Value)); err != nil {
 		return fmt.Errorf("kafka: consumer %q: %w", c.name, err)
 	}
+	c.stats.delivered.Add(1)
 	return nil
 }
 

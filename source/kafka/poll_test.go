@@ -24,8 +24,8 @@ import (
 // A decoder that ends the poll loop's goroutine with runtime.Goexit (what
 // t.FailNow does) stops the consumer with an error, as a poll error would:
 // the partitions are released, the client closed, and Done closes. The
-// records of the fetch decoded before it are delivered and handled (the
-// run they make goes in as the goroutine unwinds), none after, and the
+// records of the fetch decoded before it are delivered and handled, none
+// after, and the
 // commit does not pass the record whose decoder did not return.
 func TestADecoderGoexitStopsTheConsumer(t *testing.T) {
 	c := startCluster(t, "exit", 1)
@@ -60,48 +60,6 @@ func TestADecoderGoexitStopsTheConsumer(t *testing.T) {
 	}
 }
 
-// A fetch's records go to the partition's intake in one run: the decoder
-// reads every record of the fetch before the first is routed (Codec.ID,
-// called as the run is handed over), not record by record.
-func TestAFetchGoesToTheIntakeInOneRun(t *testing.T) {
-	const n = 10
-	c := startCluster(t, "runs", 1)
-	var rs []*kgo.Record
-	for seq := 1; seq <= n; seq++ {
-		rs = append(rs, &kgo.Record{Key: []byte("acct-" + strconv.Itoa(seq%3)), Value: []byte(strconv.Itoa(seq))})
-	}
-	require.NoError(t, c.Produce(context.Background(), "runs", rs...)) // one batch: one fetch
-	var mu sync.Mutex
-	var calls []string
-	call := func(what string, seq int) {
-		mu.Lock()
-		defer mu.Unlock()
-		calls = append(calls, what+strconv.Itoa(seq))
-	}
-	cd := kafka.Codec[event]{Decode: func(key, value []byte) (event, error) {
-		e, err := codec.Decode(key, value)
-		call("decode ", e.Seq)
-		return e, err
-	}, ID: func(e event) string {
-		call("route ", e.Seq)
-		return e.ID
-	}}
-	j := newJournal(n)
-	k, err := kafka.NewConsumer("c", kafka.Subscription{Brokers: c.Addrs(), Group: "g", Topic: "runs"}, accounts,
-		newScheduler(t, 2), cd, j.handle, kafka.WithLogger(quiet))
-	require.NoError(t, err)
-	startConsumer(t, k)
-	j.wait(t, 20*time.Second)
-	stop(t, k)
-	mu.Lock()
-	defer mu.Unlock()
-	require.Len(t, calls, 2*n)
-	for i := range n {
-		assert.Equal(t, "decode "+strconv.Itoa(i+1), calls[i], "call %d", i)
-		assert.Equal(t, "route "+strconv.Itoa(i+1), calls[n+i], "call %d", n+i)
-	}
-}
-
 // commitFinished commits offset at of topic's partition 0 for group, with
 // metadata recording the offsets finished above it: what a previous owner
 // that crashed left.
@@ -120,11 +78,11 @@ func commitFinished(t *testing.T, c *kafkatest.Cluster, group, topic string, at 
 }
 
 // A record the commit's finished map skips and bad records in the middle
-// of a fetch cut its run: what came before each is delivered before it is
-// tracked (the bad-record hook sees it delivered), so the tracker sees the
-// offsets in order; every record is handled, skipped or discarded once,
-// each aggregate's in order, and the commit passes them all.
-func TestSkippedAndBadRecordsCutARun(t *testing.T) {
+// of a fetch: what came before each is delivered before it is tracked (the
+// bad-record hook sees it delivered), so the tracker sees the offsets in
+// order; every record is handled, skipped or discarded once, each
+// aggregate's in order, and the commit passes them all.
+func TestSkippedAndBadRecordsAmidAFetchKeepItsOrder(t *testing.T) {
 	c := startCluster(t, "cut", 1)
 	ctx := context.Background()
 	require.NoError(t, c.Produce(ctx, "cut",
