@@ -244,3 +244,46 @@ func TestKeyOrderingReuseFindsAnExchangeLeftInALeavingLane(t *testing.T) {
 	assert.Equal(t, dispatch.Stats{Received: 3, Succeeded: 3}, d.Stats())
 	assert.Equal(t, 2, dispatch.KeyLanes(d), "a kept its lane, b got one")
 }
+
+// Many ids churning through few lanes (each id's exchanges far apart, the
+// lanes reused for new ids over and over, the key index growing and
+// shifting): no id's handler ever runs twice at once, which a lookup that
+// missed an id's lane would allow, each id keeps its order, and nothing is
+// lost, at budgets small and large.
+func TestKeyOrderingManyChurningIDsStaySerial(t *testing.T) {
+	const ids, n = 60_000, 150_000
+	r := rand.New(rand.NewPCG(3, 9))
+	xs := make([]testkit.Exchange, n)
+	next := make([]int, ids)
+	for i := range xs {
+		k := r.IntN(ids)
+		xs[i] = testkit.Exchange{ID: aggregate.NewID(orders, "o-"+strconv.Itoa(k)), Seq: next[k]}
+		next[k]++
+	}
+	for _, pending := range []int{1, 7, 4096} {
+		t.Run("maxPending="+strconv.Itoa(pending), func(t *testing.T) {
+			var running sync.Map // id -> *atomic.Int32
+			last := make([]atomic.Int64, ids)
+			var twice, outOfOrder, handled atomic.Int64
+			d := started(t, flux.FromSlice(xs), func(_ context.Context, x testkit.Exchange) error {
+				c, _ := running.LoadOrStore(x.ID.ID, new(atomic.Int32))
+				if c.(*atomic.Int32).Add(1) != 1 {
+					twice.Add(1)
+				}
+				k, _ := strconv.Atoi(x.ID.ID[2:])
+				if last[k].Swap(int64(x.Seq)+1) != int64(x.Seq) {
+					outOfOrder.Add(1)
+				}
+				handled.Add(1)
+				c.(*atomic.Int32).Add(-1)
+				return nil
+			}, dispatch.WithKeyOrdering(), dispatch.WithParallelism(64), dispatch.WithMaxPending(pending))
+			<-d.Done()
+			require.NoError(t, d.Err())
+			assert.Zero(t, twice.Load(), "an id's handler ran twice at once")
+			assert.Zero(t, outOfOrder.Load(), "an id's exchanges out of order")
+			assert.Equal(t, int64(n), handled.Load())
+			assert.Equal(t, dispatch.Stats{Received: n, Succeeded: n}, d.Stats())
+		})
+	}
+}
