@@ -129,7 +129,10 @@ func (f *flow) gate() {
 // After the shut, once no budget unit is taken (an admitted exchange holds
 // one until it ended), it sums the lanes' counters: a load per lane, taken
 // about once per drain rather than once per settle (WithKeyOrdering keeps
-// thousands of lanes).
+// thousands of lanes). Reading the budget before the counters is safe only
+// because every admission takes its unit inside emitting or before the
+// source returned (waitSource), both read first: a new admission path must
+// stay inside one of them.
 func (f *flow) check() {
 	if !f.shut.Load() || f.waitSource.Load() || f.emitting.Load() != 0 || f.budget.pending.Load() != 0 ||
 		f.drainedOnce.Load() || f.stats().InFlight != 0 {
