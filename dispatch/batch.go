@@ -64,8 +64,11 @@ func (s *staging[T]) kick() {
 		for end < len(s.ready) && s.ready[end].e == l.e {
 			end++
 		}
-		b, ok := l.e.sched.(schedulers.Batcher)
-		if end-s.next == 1 || !ok || l.e.halt.Load() {
+		var b schedulers.Batcher
+		if end-s.next > 1 && !l.e.halt.Load() {
+			b, _ = l.e.sched.(schedulers.Batcher) // asked for a run of lanes only
+		}
+		if b == nil {
 			s.next++
 			l.e.schedule(l)
 			continue

@@ -238,7 +238,7 @@ func (s *engine) ScheduleAll(tasks []Task) error {
 		s.mu.Unlock()
 		return s.rejected
 	}
-	var woken *runner // a chain through next: none allocated
+	var woken *runner // a chain through nextWoken: none allocated
 	for _, t := range tasks {
 		s.enqueue(entry{task: t})
 		if r := s.wake(); r != nil {
