@@ -400,9 +400,9 @@ func (e *engine[T]) settle(l *lane[T], b *batch) {
 // such a push, drained it already: the lane is empty then, and scheduling
 // it would be a task with nothing to do, which may come after the last
 // exchange ended and reach a scheduler its owner is disposing. So a lane
-// won back is scheduled only if it holds something (Len is exact: the CAS
-// made this goroutine its consumer again), else it goes idle and looks
-// once more.
+// won back is scheduled only if it holds something, else it goes idle and
+// looks once more. It is won back as running, not ready: Len is exact only
+// to its consumer, and a stop's sweep takes ready lanes and pops them.
 func (e *engine[T]) leave(l *lane[T]) {
 	if l.q.Len() > 0 {
 		l.state.Store(ready)
@@ -419,10 +419,11 @@ func (e *engine[T]) leave(l *lane[T]) {
 		if testHookIdle != nil {
 			testHookIdle()
 		}
-		if !l.q.Since(mark) || !l.state.CompareAndSwap(idle, ready) {
+		if !l.q.Since(mark) || !l.state.CompareAndSwap(idle, running) {
 			return
 		}
 		if l.q.Len() > 0 {
+			l.state.Store(ready)
 			e.submit(l, true) // this goroutine, ending its turn, takes the ready queue next
 			return
 		}

@@ -766,3 +766,51 @@ func TestLookAgainAfterAnotherConsumerDrainedSchedulesNothing(t *testing.T) {
 	assert.Equal(t, dispatch.Stats{Received: 2, Succeeded: 2}, d.Stats())
 	assert.Equal(t, int64(2), sched.scheduled.Load(), "one task per kick, none for the empty lane")
 }
+
+// gatedScheduler holds back the first task scheduled once armed until
+// released: the lane stays ready meanwhile.
+type gatedScheduler struct {
+	schedulers.Scheduler
+	armed   atomic.Bool
+	release chan struct{}
+}
+
+func (s *gatedScheduler) Schedule(task schedulers.Task) error {
+	if s.armed.CompareAndSwap(true, false) {
+		<-s.release
+	}
+	return s.Scheduler.Schedule(task)
+}
+
+// A consumer whose look-again finds an exchange pushed as it left takes the
+// lane back and reschedules it. A force stop's sweep, unsynchronised with
+// the consumer, steals the lane while it is ready: the consumer must have
+// read the queue before, as its consumer, or the two read and pop it at
+// once (-race fails).
+func TestLookAgainRaceFreeWithAForceStopsSweep(t *testing.T) {
+	for range 20 {
+		pool, err := schedulers.NewParallel("leave", 2)
+		require.NoError(t, err)
+		t.Cleanup(func() { pool.Dispose(); <-pool.Done() })
+		sched := &gatedScheduler{Scheduler: pool, release: make(chan struct{})}
+		var d *dispatch.Dispatcher[int]
+		var marks atomic.Int32
+		secondErr := make(chan error, 1)
+		restore := dispatch.SetTestHookMark(func() {
+			if marks.Add(1) == 1 { // the consumer, leaving after exchange 1: exchange 2 sees it running
+				sched.armed.Store(true)
+				secondErr <- d.Emit(context.Background(), 2)
+			}
+		})
+		d = startedKeyed(t, nil, func(int) int { return 0 }, func(context.Context, int) error { return nil },
+			dispatch.WithScheduler(sched))
+		require.NoError(t, d.Emit(t.Context(), 1))
+		require.NoError(t, <-secondErr)
+		d.ForceStop() // no signal from the consumer: nothing orders its look-again before this sweep
+		close(sched.release)
+		<-d.Done()
+		require.NoError(t, pool.DisposeGracefully(t.Context())) // the consumer's task returned
+		restore()
+		assert.Equal(t, dispatch.Stats{Received: 2, Succeeded: 1, Discarded: 1}, d.Stats(), "exchange 2 is discarded")
+	}
+}
