@@ -655,9 +655,9 @@ func (in *intake[T]) stillRunning(err error) error {
 func (in *intake[T]) describe() string {
 	var running, ids []string
 	for _, e := range in.engines {
-		for _, l := range e.runningLanes() {
-			running = append(running, fmt.Sprintf("%s/%d", e.named.Aggregate, l.group))
-			if id, ok := e.runningID(l); ok { // user code: no lock held
+		for _, r := range e.runningLanes() {
+			running = append(running, fmt.Sprintf("%s/%d", e.named.Aggregate, r.group))
+			if id, ok := e.runningID(r.l); ok { // user code: no lock held
 				ids = append(ids, strconv.Quote(id))
 			}
 		}

@@ -287,3 +287,69 @@ func TestKeyOrderingManyChurningIDsStaySerial(t *testing.T) {
 		})
 	}
 }
+
+// slowID is an exchange whose AggregateID, once describing is set, waits
+// (in virtual time) before it answers: the user code a graceful stop's
+// description of what runs calls with no lock held.
+type slowID struct {
+	id         string
+	describing *atomic.Bool
+}
+
+func (x slowID) AggregateID() aggregate.ID {
+	if x.id == "x" && x.describing.CompareAndSwap(true, false) {
+		time.Sleep(300 * time.Millisecond)
+	}
+	return aggregate.NewID(orders, x.id)
+}
+
+// emitFunc is a Source of a function.
+type emitFunc[T any] func(ctx context.Context, emit func(T) error) error
+
+func (f emitFunc[T]) Subscribe(ctx context.Context, emit func(T) error) error { return f(ctx, emit) }
+
+// A graceful stop that times out names the groups of the running lanes.
+// Meanwhile one of those lanes goes idle and is given to a new id in
+// another group: the description reads each lane's group where it found the
+// lane running, under the lock the producer moves it under, not after
+// (-race fails). Virtual time only orders the steps, with no edge between
+// the goroutines: x runs 500 ms, y 100 ms; the stop gives up at 30 ms, its
+// description then waits in x's AggregateID until 330 ms; at 200 ms the
+// source hands on z, which takes y's lane.
+func TestKeyOrderingDescriptionRaceFreeWithALaneGivenToANewID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var describing atomic.Bool
+		handle := func(_ context.Context, x slowID) error {
+			switch x.id {
+			case "x":
+				time.Sleep(500 * time.Millisecond)
+			case "y":
+				time.Sleep(100 * time.Millisecond)
+			}
+			return nil
+		}
+		src := emitFunc[slowID](func(ctx context.Context, emit func(slowID) error) error {
+			for _, id := range []string{"x", "y"} {
+				if err := emit(slowID{id, &describing}); err != nil {
+					return err
+				}
+			}
+			<-ctx.Done() // the stop began
+			time.Sleep(200 * time.Millisecond)
+			return emit(slowID{"z", &describing}) // handed on: the lanes of x and y were made first, y's is idle
+		})
+		d := started(t, dispatch.Source[slowID](src), handle,
+			dispatch.WithKeyOrdering(), dispatch.WithScheduler(newParallel(t, 2)))
+		synctest.Wait() // x and y run, the source waits for the stop
+		describing.Store(true)
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
+		defer cancel()
+		err := d.StopGracefully(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Contains(t, err.Error(), "handlers running in groups", "the description names the running groups")
+		<-d.Done()
+		require.NoError(t, d.Err())
+		assert.Equal(t, dispatch.Stats{Received: 3, Succeeded: 3}, d.Stats())
+		assert.Equal(t, 2, dispatch.KeyLanes(d), "z took y's lane")
+	})
+}

@@ -659,23 +659,31 @@ func (e *engine[T]) queued() int64 {
 	return int64(n)
 }
 
+// runningLane is a lane a consumer runs now, with its group as it was
+// when found: WithKeyOrdering moves a lane to another id's group, under
+// keyMu.
+type runningLane[T any] struct {
+	l     *lane[T]
+	group int
+}
+
 // runningLanes returns the lanes a consumer runs now, by group.
-func (e *engine[T]) runningLanes() []*lane[T] {
-	var ls []*lane[T]
+func (e *engine[T]) runningLanes() []runningLane[T] {
+	var ls []runningLane[T]
 	if e.keys != nil {
 		e.keyMu.Lock()
 		for l := range e.keys.lanes() {
 			if l.state.Load() == running {
-				ls = append(ls, l)
+				ls = append(ls, runningLane[T]{l, l.group})
 			}
 		}
 		e.keyMu.Unlock()
-		slices.SortFunc(ls, func(a, b *lane[T]) int { return a.group - b.group })
+		slices.SortFunc(ls, func(a, b runningLane[T]) int { return a.group - b.group })
 		return ls
 	}
 	for i := range e.lanes {
 		if l := e.lanes[i].Load(); l != nil && l.state.Load() == running {
-			ls = append(ls, l)
+			ls = append(ls, runningLane[T]{l, l.group})
 		}
 	}
 	return ls
