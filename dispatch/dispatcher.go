@@ -9,6 +9,7 @@ import (
 
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/component"
+	"github.com/aggflow/aggflow/internal/fastmod"
 	"github.com/aggflow/aggflow/schedulers"
 )
 
@@ -126,9 +127,8 @@ func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, sou
 	}
 	e := d.engines[0]
 	e.idOf = func(x T) aggregate.ID { return x.AggregateID() }
-	groups := len(e.lanes)
 	d.route = func(x T) (*engine[T], int, string, error) { // Emit's
-		g, id, err := routeByID(name, x, groups)
+		g, id, err := routeByID(name, x, e.groups)
 		return e, g, id, err
 	}
 	d.emitFn = func(x T) error { return emitByID(&d.intake, e, x) } // the source's: the route inline
@@ -136,15 +136,15 @@ func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, sou
 	return d, nil
 }
 
-// routeByID returns x's group among groups and its aggregate id, or
-// ErrInvalidGroupKey for an empty id. AggregateID is user code: its panic
-// is the caller's.
-func routeByID[T aggregate.IDCapable](name string, x T, groups int) (int, string, error) {
+// routeByID returns x's group among groups (aggregate.GroupKey's) and its
+// aggregate id, or ErrInvalidGroupKey for an empty id. AggregateID is user
+// code: its panic is the caller's.
+func routeByID[T aggregate.IDCapable](name string, x T, groups fastmod.Divisor) (int, string, error) {
 	id := x.AggregateID().ID
 	if id == "" {
 		return 0, "", errEmptyID(name)
 	}
-	return aggregate.GroupKey(id, groups), id, nil
+	return groups.FloorMod(aggregate.HashCode(id)), id, nil
 }
 
 // NewKeyed is New for exchanges routed by key, which gives each its group
@@ -218,6 +218,7 @@ func newEngine[T any](name string, named aggregate.NamedAggregate, handler Handl
 // withLanes gives e its lanes.
 func (e *engine[T]) withLanes(groups int) *engine[T] {
 	e.lanes = make([]atomic.Pointer[lane[T]], groups)
+	e.groups = fastmod.New(groups)
 	e.chunks.Keep = idleKeep
 	return e
 }

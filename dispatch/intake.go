@@ -281,7 +281,7 @@ func emitByID[T aggregate.IDCapable](in *intake[T], e *engine[T], x T) (err erro
 	var p *PanicError
 	defer in.unwound(&stage, &x, &err, &p)
 	defer component.RecoverAt(&stage, keying, &p) // AggregateID
-	g, id, rerr := routeByID(in.Name(), x, len(e.lanes))
+	g, id, rerr := routeByID(in.Name(), x, e.groups)
 	if rerr != nil {
 		stage = settled
 		in.unrouted(x, rerr)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/component"
+	"github.com/aggflow/aggflow/internal/fastmod"
 	"github.com/aggflow/aggflow/internal/queue"
 	"github.com/aggflow/aggflow/schedulers"
 )
@@ -120,6 +121,7 @@ type engine[T any] struct {
 	named  aggregate.MaterializedNamedAggregate
 	f      *flow
 	lanes  []atomic.Pointer[lane[T]]
+	groups fastmod.Divisor // len(lanes), for the route by aggregate id
 	chunks queue.Chunks[item[T]]
 	sched  schedulers.Scheduler
 

@@ -84,7 +84,6 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 	}
 	report := newEngine(name, aggregate.MaterializedNamedAggregate{}, handler, &m.cfg)
 	m.init("main dispatcher", name, source, &m.cfg, engines, report)
-	groups := m.cfg.groups
 	m.keyFn = "AggregateID"
 	m.route = func(x T) (*engine[T], int, string, error) {
 		id := x.AggregateID()
@@ -95,7 +94,7 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 		if !ok {
 			return nil, 0, "", fmt.Errorf("%w: %v", ErrUnknownAggregate, aggregate.Materialize(id))
 		}
-		return e, id.Mod(groups), id.ID, nil
+		return e, e.groups.FloorMod(aggregate.HashCode(id.ID)), id.ID, nil // id.Mod(groups), without its division
 	}
 	return m, nil
 }
