@@ -1,8 +1,7 @@
 // Package fastmod takes an aggregate id's hash floor-modulo a group count
-// fixed in advance with two multiplications instead of a division (Lemire,
-// Kaser and Kurz, "Faster Remainder by Direct Computation", 2019): the
-// route of every exchange takes one, and a 64-bit division costs 40 to 90
-// cycles on some x86 cores.
+// fixed in advance with two multiplications instead of a division (the
+// remainder by direct computation): the route of every exchange takes one,
+// and a 64-bit division costs 40 to 90 cycles on some x86 cores.
 package fastmod
 
 import (
@@ -31,9 +30,6 @@ func New(n int) Divisor {
 	d := uint64(n)
 	return Divisor{n: d, m: math.MaxUint64/d + 1, wrap: (1 << 32) % d}
 }
-
-// N returns the group count.
-func (d Divisor) N() int { return int(d.n) }
 
 // FloorMod returns h floor-modulo the group count: in [0, n), what
 // aggregate.GroupKey computes from the same hash. No branch depends on h.
