@@ -40,7 +40,22 @@ type item[T any] struct {
 // its task. An idle lane holds no slot (the queue is released as it goes
 // idle): what a group once used costs its lane struct and its task, about
 // 224 bytes, whatever the exchange's size.
+//
+// The fields are ordered for the cache: those read per exchange and written
+// per turn or less (state among them, which the producer reads at each
+// publication) come first, beside the queue's producer fields, and at least
+// a cache line from its consumer fields and cur, which the consumer writes
+// per exchange. With state next to cur, each publication read the line the
+// consumer was writing: 296 -> 254 ns per exchange at one id.
 type lane[T any] struct {
+	e     *engine[T]
+	ctx   context.Context // the handlers' context with the group index: the lane itself (groupContext), or keyed's
+	task  schedulers.Task
+	key   string // WithKeyOrdering: the id whose lane it is
+	group int
+	slot  int32 // WithKeyOrdering: its slot in the engine's keys, -1 until indexed
+	state atomic.Int32
+
 	q queue.SPSC[item[T]] // its producer and consumer fields a cache line apart
 
 	// cur is the exchange whose handler runs, for stop errors to name its
@@ -49,14 +64,7 @@ type lane[T any] struct {
 	// it copies the exchange, and the consumer waits for the unpin before it
 	// pops. Next to the queue's consumer fields: the consumer writes it per
 	// exchange.
-	cur   atomic.Pointer[item[T]]
-	state atomic.Int32
-	slot  int32 // WithKeyOrdering: its slot in the engine's keys, -1 until indexed
-	group int
-	e     *engine[T]
-	task  schedulers.Task
-	ctx   context.Context // the handlers' context with the group index: the lane itself (groupContext), or keyed's
-	key   string          // WithKeyOrdering: the id whose lane it is
+	cur atomic.Pointer[item[T]]
 }
 
 // groupContext is a group lane seen as its handlers' context: the engine's
