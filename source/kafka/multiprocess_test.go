@@ -465,23 +465,36 @@ const failoverSession = 6 * time.Second
 // reordered.
 func TestMultiProcessKillFailover(t *testing.T) {
 	r := newRun(t)
-	for b := range mpBatches {
+	next := 3 // the batches produced so far; the rest follow as the members catch up
+	for b := range next {
 		r.produce(b)
 	}
 	env := sessionEnv + "=" + failoverSession.String()
 	a, b := r.start(env), r.start(env)
 	r.await("both members to handle records, a above its commits, with 20,000 handled", 60*time.Second, func() bool {
 		r.mu.Lock()
-		defer r.mu.Unlock()
 		procs := map[int]bool{}
 		for _, h := range r.lines {
 			procs[h.proc] = true
 		}
-		return len(r.distinct) >= 20_000 && len(procs) == 2
+		n := len(r.distinct)
+		r.mu.Unlock()
+		// Awaited, not asserted once: a member that has caught up has
+		// committed all it handled, so records keep coming until a holds
+		// some above its commits. (uncommitted takes the lock.)
+		if n >= 20_000 && len(procs) == 2 && r.uncommitted(0) > 0 {
+			return true
+		}
+		if next < mpBatches && n >= next*mpKeys*(mpPerKey/mpBatches)-5_000 {
+			r.produce(next)
+			next++
+		}
+		return false
 	})
-	require.Positive(t, r.uncommitted(0), "a holds records above its commits")
 	killed := time.Now().UnixNano()
 	r.kill(a)
+	// a's last commits are in: it is dead.
+	require.Positive(t, r.uncommitted(0), "a held records above its commits at the kill")
 	// a's partitions: those whose last record before the kill a handled.
 	r.mu.Lock()
 	lastBy := map[int32]int{}
@@ -498,6 +511,9 @@ func TestMultiProcessKillFailover(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, orphans, "a owned partitions at the kill")
+	for ; next < mpBatches; next++ {
+		r.produce(next)
+	}
 	r.waitFor(mpKeys*mpPerKey, 3*failoverSession+30*time.Second)
 	dups := r.verify(b)
 	r.mu.Lock()
