@@ -94,7 +94,7 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 		if !ok {
 			return nil, 0, "", fmt.Errorf("%w: %v", ErrUnknownAggregate, aggregate.Materialize(id))
 		}
-		return e, e.groups.FloorMod(aggregate.HashCode(id.ID)), id.ID, nil // id.Mod(groups)
+		return e, e.groups.FloorMod(aggregate.HashCode(id.ID)), id.ID, nil // aggregate.GroupKey's group
 	}
 	return m, nil
 }

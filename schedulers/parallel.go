@@ -25,9 +25,8 @@ const batchSize = 64
 // is then taken without a park and a wake-up. Few, because each yield puts
 // the goroutine in the runtime's global run queue, where it takes turns
 // with the goroutine feeding it, on one processor, while an idle one
-// sleeps: with 8, a dispatcher's source goroutine lost up to half its
-// processor to idle spinners (1 id: 224 ns per exchange against 87-102
-// with 2, 82 with none).
+// sleeps: more yields cost a dispatcher's source goroutine a share of its
+// processor (docs/benchmarks.md has the figures).
 const idleSpins = 2
 
 // Lifecycle states of an engine; they only move forward.
