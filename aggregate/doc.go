@@ -17,6 +17,10 @@
 // groups by that hash: GroupKey("order-1", 128) is 114, where a truncating %
 // would give -14.
 //
+// A Key is an id with its HashCode computed once, as a JVM String keeps its
+// hash; an exchange that holds one and implements KeyCapable is routed
+// without hashing its id again.
+//
 // # Two parallelism knobs
 //
 // They are different things and never mixed:

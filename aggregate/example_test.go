@@ -22,6 +22,15 @@ func ExampleGroupKey() {
 	// 114
 }
 
+// A Key is its id hashed once: its group is the one GroupKey and ID.Mod give.
+func ExampleNewKey() {
+	k := aggregate.NewKey("order-1")
+	sales := aggregate.MaterializedNamedAggregate{Context: "sales", Aggregate: "Order"}
+	fmt.Println(k.ID(), k.HashCode(), k.Mod(128), aggregate.NewID(sales, k.ID()).Mod(128))
+	// Output:
+	// order-1 -1207111310 114 114
+}
+
 func ExampleParseNamedAggregate() {
 	for _, s := range []string{"sales.Order", "Order", "a.b.c"} {
 		named, err := aggregate.ParseNamedAggregate(s, "crm")

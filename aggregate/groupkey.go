@@ -60,10 +60,15 @@ func HashCode(id string) int32 {
 // programming error like a division by zero, which every constructor that takes
 // a group count rules out by returning an error first.
 func GroupKey(id string, n int) int {
+	return floorMod(HashCode(id), n)
+}
+
+// floorMod is h floor-modulo n, panicking as GroupKey says when n < 1.
+func floorMod(h int32, n int) int {
 	if n < 1 {
 		panic(fmt.Sprintf("aggregate: group count must be at least 1, got %d", n))
 	}
-	k := int(HashCode(id)) % n
+	k := int(h) % n
 	if k < 0 {
 		k += n
 	}

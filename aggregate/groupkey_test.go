@@ -47,7 +47,11 @@ func TestGroupKeyGoldenVectors(t *testing.T) {
 				assert.Equal(t, want, aggregate.GroupKey(v.id, n), "GroupKey(%q, %d)", v.id, n)
 				id := aggregate.NewID(aggregate.MaterializedNamedAggregate{Context: "c", Aggregate: "A"}, v.id)
 				assert.Equal(t, want, id.Mod(n), "ID.Mod(%d)", n)
+				assert.Equal(t, want, aggregate.NewKey(v.id).Mod(n), "Key.Mod(%d)", n)
 			}
+			k := aggregate.NewKey(v.id)
+			assert.Equal(t, v.hash, k.HashCode(), "Key.HashCode")
+			assert.Equal(t, v.id, k.ID(), "Key.ID")
 		})
 	}
 }
@@ -56,7 +60,15 @@ func TestGroupKeyPanicsBelowOne(t *testing.T) {
 	for _, n := range []int{0, -1, -128} {
 		assert.PanicsWithValue(t, "aggregate: group count must be at least 1, got "+strconv.Itoa(n),
 			func() { aggregate.GroupKey("order-1", n) })
+		assert.PanicsWithValue(t, "aggregate: group count must be at least 1, got "+strconv.Itoa(n),
+			func() { aggregate.NewKey("order-1").Mod(n) })
 	}
+}
+
+func TestZeroKeyIsTheEmptyID(t *testing.T) {
+	assert.Equal(t, aggregate.NewKey(""), aggregate.Key{})
+	assert.Equal(t, "", aggregate.Key{}.ID())
+	assert.Equal(t, 0, aggregate.Key{}.Mod(128))
 }
 
 func TestHashCodeInvalidUTF8(t *testing.T) {
@@ -95,6 +107,9 @@ func FuzzGroupKey(f *testing.F) {
 		}
 		if got, want := aggregate.HashCode(id), referenceHash(id); got != want {
 			t.Fatalf("HashCode(%q) = %d, reference %d", id, got, want)
+		}
+		if k := aggregate.NewKey(id); k.Mod(n) != referenceGroupKey(id, n) || k.HashCode() != referenceHash(id) || k.ID() != id {
+			t.Fatalf("NewKey(%q) = %+v: Mod(%d) %d, reference %d", id, k, n, k.Mod(n), referenceGroupKey(id, n))
 		}
 	})
 }

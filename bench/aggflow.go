@@ -15,18 +15,38 @@ import (
 
 var benchAggregate = aggregate.MaterializedNamedAggregate{Context: "bench", Aggregate: "account"}
 
-// AggregateID makes Exchange an aggregate.IDCapable, so the dispatcher keys
-// it by aggregate.GroupKey(x.ID, P) as it keys any exchange.
+// AggregateID makes Exchange an aggregate.IDCapable, as New needs.
 func (x Exchange) AggregateID() aggregate.ID {
-	return aggregate.ID{Named: benchAggregate, ID: x.ID, TenantID: aggregate.DefaultTenantID}
+	return aggregate.ID{Named: benchAggregate, ID: x.Key.ID(), TenantID: aggregate.DefaultTenantID}
 }
+
+// AggregateKey makes Exchange an aggregate.KeyCapable, so the dispatcher
+// routes it by x.Key.Mod(P), the key the other implementations use, rather
+// than copying the ID and hashing.
+func (x Exchange) AggregateKey() aggregate.Key { return x.Key }
+
+// idExchange is Exchange without AggregateKey: aggflow-id's, routed by
+// AggregateID (its id hashed at every exchange).
+type idExchange Exchange
+
+func (x idExchange) AggregateID() aggregate.ID { return Exchange(x).AggregateID() }
 
 var aggflowImpl = Impl{
 	Name: "aggflow",
 	What: "dispatch.New with defaults but WithParallelism(P): owned NewParallel(DefaultPoolSize) scheduler, default pending budget; the producer is the source (a dispatch.Source), so the intake runs on its goroutine",
 	Run: func(r *Run) (int64, error) {
-		return runAggflow(r, producer(func(_ context.Context, emit func(Exchange) error) error {
+		return runAggflow(r, producer[Exchange](func(_ context.Context, emit func(Exchange) error) error {
 			return r.Produce(func(x Exchange) bool { return emit(x) == nil })
+		}))
+	},
+}
+
+var aggflowIDImpl = Impl{
+	Name: "aggflow-id",
+	What: "aggflow with an exchange type that has AggregateID alone, not AggregateKey: routed by the ID's id, hashed at every exchange",
+	Run: func(r *Run) (int64, error) {
+		return runAggflow(r, producer[idExchange](func(_ context.Context, emit func(idExchange) error) error {
+			return r.Produce(func(x Exchange) bool { return emit(idExchange(x)) == nil })
 		}))
 	},
 }
@@ -56,10 +76,17 @@ var aggflowBatchImpl = Impl{
 	},
 }
 
+// benchExchange is an exchange type of the aggflow implementations.
+type benchExchange interface {
+	aggregate.IDCapable
+	Exchange | idExchange
+}
+
 // runAggflow runs the aggflow dispatcher of the benchmark on source.
-func runAggflow(r *Run, source dispatch.Source[Exchange]) (int64, error) {
-	handler := func(_ context.Context, x Exchange) error {
-		r.Handle(&x)
+func runAggflow[T benchExchange](r *Run, source dispatch.Source[T]) (int64, error) {
+	handler := func(_ context.Context, x T) error {
+		e := Exchange(x)
+		r.Handle(&e)
 		return nil
 	}
 	d, err := dispatch.New("bench", benchAggregate, source, handler, dispatch.WithParallelism(r.P))
@@ -130,8 +157,8 @@ var aggflowRxgoImpl = Impl{
 
 // producer is a dispatch.Source made of a function: the producer's loop
 // calls emit for each exchange, on its own goroutine.
-type producer func(ctx context.Context, emit func(Exchange) error) error
+type producer[T any] func(ctx context.Context, emit func(T) error) error
 
-func (p producer) Subscribe(ctx context.Context, emit func(Exchange) error) error {
+func (p producer[T]) Subscribe(ctx context.Context, emit func(T) error) error {
 	return p(ctx, emit)
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/bench"
 )
 
@@ -24,8 +25,8 @@ func TestWorkloadMatchesReactorBench(t *testing.T) {
 		if !slices.Equal(w.Seq, seq) {
 			t.Errorf("k=%d: draws %v, Java draws %v", k, w.Seq, seq)
 		}
-		if w.IDs[k-1] != "account-"+strconv.Itoa(k-1) {
-			t.Errorf("k=%d: last id %q", k, w.IDs[k-1])
+		if w.Keys[k-1] != aggregate.NewKey("account-"+strconv.Itoa(k-1)) {
+			t.Errorf("k=%d: last id %q", k, w.Keys[k-1].ID())
 		}
 	}
 }

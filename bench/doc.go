@@ -6,7 +6,8 @@
 // The workload is Reactor's (../shared/baselines/reactor/ReactorBench.java):
 // K ids "account-0".."account-(K-1)", a stream of N ids drawn uniformly with
 // Java's SplittableRandom seeded with K (ported here, so the Go and JVM runs
-// see the same sequence), group key = aggregate.GroupKey(id, P). A producer
+// see the same sequence), group key = aggregate.GroupKey(id, P), each id
+// hashed once (an aggregate.Key), as a JVM String keeps its hash. A producer
 // streams the N exchanges without pauses (or, for latency runs, at a paced
 // rate); every implementation handles them and returns when all are handled.
 //
@@ -14,8 +15,9 @@
 // of the work), spsc (one lock-free single-producer single-consumer ring per
 // consumer goroutine: the floor of a hand-off), sharded (P goroutines with a
 // buffered channel each), rxgo (rxgo v2.5.0 GroupBy), aggflow (the library's
-// dispatcher, in aggflow.go alone) and reactor (ReactorBench on the JVM, as a
-// subprocess).
+// dispatcher, in aggflow.go alone, routing by the exchange's key; aggflow-id
+// by its AggregateID, hashing it at every exchange) and reactor
+// (ReactorBench on the JVM, as a subprocess).
 //
 // The command in cmd/streaming runs every (implementation, cell, repetition)
 // in a process of its own, so that peak RSS is per run, and writes a Markdown

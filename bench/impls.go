@@ -3,7 +3,6 @@ package bench
 import (
 	"sync"
 
-	"github.com/aggflow/aggflow/aggregate"
 	"github.com/reactivex/rxgo/v2"
 )
 
@@ -46,7 +45,7 @@ var shardedImpl = Impl{
 			})
 		}
 		err := r.Produce(func(x Exchange) bool {
-			chans[aggregate.GroupKey(x.ID, p)] <- x
+			chans[x.Key.Mod(p)] <- x
 			return true
 		})
 		for _, c := range chans {
@@ -64,7 +63,7 @@ var rxgoImpl = Impl{
 		p := r.P
 		in := make(chan rxgo.Item, GroupBuffer)
 		groups := rxgo.FromChannel(in).GroupBy(p, func(it rxgo.Item) int {
-			return aggregate.GroupKey(it.V.(Exchange).ID, p)
+			return it.V.(Exchange).Key.Mod(p)
 		}, rxgo.WithBufferedChannel(GroupBuffer))
 		counts := make([]int64, p)
 		var wg sync.WaitGroup

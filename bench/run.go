@@ -21,7 +21,7 @@ type Impl struct {
 
 // Impls are the in-process implementations, in report order. Reactor runs
 // out of process (see Reactor).
-var Impls = []Impl{inlineImpl, spscImpl, shardedImpl, rxgoImpl, aggflowImpl, aggflowBatchImpl, aggflowRxgoImpl}
+var Impls = []Impl{inlineImpl, spscImpl, shardedImpl, rxgoImpl, aggflowImpl, aggflowIDImpl, aggflowBatchImpl, aggflowRxgoImpl}
 
 // LookupImpl returns the in-process implementation named name.
 func LookupImpl(name string) (Impl, bool) {
@@ -64,9 +64,9 @@ func NewRun(c Cell, w *Workload, n int, o RunOptions) *Run {
 	if n > len(w.Seq) {
 		panic(fmt.Sprintf("bench: run of %d exchanges on a workload of %d", n, len(w.Seq)))
 	}
-	r := &Run{Cell: c, N: n, w: w, produced: make([]int32, len(w.IDs)), base: time.Now()}
+	r := &Run{Cell: c, N: n, w: w, produced: make([]int32, len(w.Keys)), base: time.Now()}
 	if o.Verify {
-		r.check = make([]int32, len(w.IDs))
+		r.check = make([]int32, len(w.Keys))
 	}
 	if o.Rate > 0 {
 		r.interval = 1e9 / o.Rate
@@ -82,10 +82,10 @@ var errStopped = errors.New("bench: the implementation refused an exchange")
 // goroutine, as fast as emit takes them or at the paced rate. emit returns
 // false to refuse (the run then fails).
 func (r *Run) Produce(emit func(Exchange) bool) error {
-	ids := r.w.IDs
+	keys := r.w.Keys
 	for i, idx := range r.w.Seq[:r.N] {
 		r.produced[idx]++
-		x := Exchange{ID: ids[idx], Idx: idx, Seq: r.produced[idx], Num: int32(i)}
+		x := Exchange{Key: keys[idx], Idx: idx, Seq: r.produced[idx], Num: int32(i)}
 		if r.interval > 0 {
 			x.Sent = r.pace(i)
 		}
@@ -163,7 +163,7 @@ func (r *Run) Verify(handled int64) error {
 	}
 	for i, want := range r.produced {
 		if got := r.check[i]; got != want {
-			return fmt.Errorf("bench: id %q: last sequence number handled %d, produced %d", r.w.IDs[i], got, want)
+			return fmt.Errorf("bench: id %q: last sequence number handled %d, produced %d", r.w.Keys[i].ID(), got, want)
 		}
 	}
 	return nil

@@ -4,8 +4,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-
-	"github.com/aggflow/aggflow/aggregate"
 )
 
 // RingSize is the capacity of each consumer's ring in the spsc
@@ -26,7 +24,7 @@ var spscImpl = Impl{
 		}
 		p := r.P
 		err := r.Produce(func(x Exchange) bool {
-			rings[aggregate.GroupKey(x.ID, p)%c].push(x)
+			rings[x.Key.Mod(p)%c].push(x)
 			return true
 		})
 		for _, q := range rings {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/aggflow/aggflow/aggregate"
 )
 
 // Handler is the work done per exchange.
@@ -86,10 +88,10 @@ func ParseCell(s string) (Cell, error) {
 // that let a run check order and count without trusting the implementation.
 // It is passed by value.
 type Exchange struct {
-	ID  string // the aggregate id, one of the workload's K ids
-	Idx int32  // the id's index in the workload
-	Seq int32  // this id's sequence number: 1, 2, 3, ... in production order
-	Num int32  // position in the stream, 0-based
+	Key aggregate.Key // the aggregate id, one of the workload's K keys
+	Idx int32         // the id's index in the workload
+	Seq int32         // this id's sequence number: 1, 2, 3, ... in production order
+	Num int32         // position in the stream, 0-based
 	// Sent is the send time in nanoseconds since the run's start, set only
 	// in latency runs.
 	Sent int64
@@ -99,16 +101,18 @@ type Exchange struct {
 // which they are drawn. It is read-only once built and shared by the
 // repetitions of a process.
 type Workload struct {
-	IDs []string // "account-0" ... "account-(K-1)", as ReactorBench
-	Seq []int32  // N indexes into IDs
+	// Keys are the ids "account-0" ... "account-(K-1)", as ReactorBench's,
+	// each hashed once, as a JVM String keeps its hash.
+	Keys []aggregate.Key
+	Seq  []int32 // N indexes into Keys
 }
 
 // NewWorkload draws n ids from k exactly as ReactorBench does: ids
 // "account-i", indexes from SplittableRandom(k).nextInt(k).
 func NewWorkload(k, n int) *Workload {
-	w := &Workload{IDs: make([]string, k), Seq: make([]int32, n)}
-	for i := range w.IDs {
-		w.IDs[i] = "account-" + strconv.Itoa(i)
+	w := &Workload{Keys: make([]aggregate.Key, k), Seq: make([]int32, n)}
+	for i := range w.Keys {
+		w.Keys[i] = aggregate.NewKey("account-" + strconv.Itoa(i))
 	}
 	r := newSplittableRandom(int64(k))
 	for i := range w.Seq {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -110,6 +111,13 @@ type Dispatcher[T any] struct {
 // ErrInvalidParallelism; an invalid option, ErrInvalidOption. An exchange
 // whose aggregate id is empty fails alone with ErrInvalidGroupKey.
 //
+// When T is a concrete type that also implements aggregate.KeyCapable, the
+// route calls AggregateKey instead of AggregateID (which then serves only the
+// logs and the running exchanges' ids): an exchange that holds its key
+// (aggregate.NewKey, hashed once) is routed without copying a 64-byte ID or
+// hashing its id (docs/benchmarks.md measures both). AggregateKey().ID()
+// must be AggregateID().ID.
+//
 // Handlers that block need another scheduler. Without WithScheduler or
 // WithSchedulerSupplier, Prepare makes a schedulers.NewParallel of
 // schedulers.DefaultPoolSize goroutines (the CPU count): right for handlers
@@ -127,24 +135,54 @@ func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, sou
 	}
 	e := d.engines[0]
 	e.idOf = func(x T) aggregate.ID { return x.AggregateID() }
+	key := keyOf[T]()
 	d.route = func(x T) (*engine[T], int, string, error) { // Emit's
-		g, id, err := routeByID(name, x, e.groups)
+		g, id, err := routeByID(name, x, key, e.groups)
 		return e, g, id, err
 	}
-	d.emitFn = func(x T) error { return emitByID(&d.intake, e, x) } // the source's: the route inline
+	d.emitFn = func(x T) error { return emitByID(&d.intake, e, x, key) } // the source's: the route inline
 	d.keyFn = "AggregateID"
+	if key != nil {
+		d.keyFn = "AggregateKey"
+	}
 	return d, nil
 }
 
 // routeByID returns x's group among groups (aggregate.GroupKey's) and its
-// aggregate id, or ErrInvalidGroupKey for an empty id. AggregateID is user
-// code: its panic is the caller's.
-func routeByID[T aggregate.IDCapable](name string, x T, groups fastmod.Divisor) (int, string, error) {
-	id := x.AggregateID().ID
+// aggregate id, or ErrInvalidGroupKey for an empty id: by key(x) when key
+// is not nil (keyOf's), else by AggregateID. Both are user code: their
+// panic is the caller's.
+func routeByID[T aggregate.IDCapable](name string, x T, key func(T) aggregate.Key, groups fastmod.Divisor) (int, string, error) {
+	var id string
+	var h int32
+	if key != nil {
+		k := key(x)
+		id, h = k.ID(), k.HashCode()
+	} else {
+		id = x.AggregateID().ID
+		h = aggregate.HashCode(id)
+	}
 	if id == "" {
 		return 0, "", errEmptyID(name)
 	}
-	return groups.FloorMod(aggregate.HashCode(id)), id, nil
+	return groups.FloorMod(h), id, nil
+}
+
+var keyCapable = reflect.TypeFor[aggregate.KeyCapable]()
+
+// keyOf returns T's AggregateKey method as a function when T is a concrete
+// type that implements aggregate.KeyCapable, else nil. A type parameter
+// constrained by IDCapable cannot call it directly, and converting each
+// exchange to an interface would allocate; the method's function, taken
+// once here, is one indirect call, as AggregateID is.
+func keyOf[T any]() func(T) aggregate.Key {
+	t := reflect.TypeFor[T]()
+	if t.Kind() == reflect.Interface || !t.Implements(keyCapable) {
+		return nil
+	}
+	m, _ := t.MethodByName("AggregateKey")
+	f, _ := m.Func.Interface().(func(T) aggregate.Key)
+	return f
 }
 
 // NewKeyed is New for exchanges routed by key, which gives each its group

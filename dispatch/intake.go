@@ -27,7 +27,7 @@ type intake[T any] struct {
 	engines  []*engine[T]
 	report   *engine[T]                                              // reports what fails or is refused before a lane
 	route    func(T) (e *engine[T], group int, id string, err error) // runs user code: its panics are emit's and Emit's to recover
-	keyFn    string                                                  // what computes the key, for errors: "AggregateID" or "key function"
+	keyFn    string                                                  // what computes the key, for errors: "AggregateID", "AggregateKey" or "key function"
 	emitFn   func(T) error                                           // the source's emit when not the route's (New's: emitByID)
 	batching bool                                                    // emitBatch runs: admit stages, flush publishes
 	staging  staging[T]                                              // the source's batch, staged
@@ -270,9 +270,9 @@ func (in *intake[T]) emit(x T) (err error) {
 	return in.admit(e, g, id, &x, afterStop, &stage)
 }
 
-// emitByID is emit for New's exchanges, routed by AggregateID without the
+// emitByID is emit for New's exchanges, routed by routeByID without the
 // route's indirect call: the source's emit.
-func emitByID[T aggregate.IDCapable](in *intake[T], e *engine[T], x T) (err error) {
+func emitByID[T aggregate.IDCapable](in *intake[T], e *engine[T], x T, key func(T) aggregate.Key) (err error) {
 	afterStop, open := in.opened(x)
 	if !open {
 		return errIntakeClosed
@@ -280,8 +280,8 @@ func emitByID[T aggregate.IDCapable](in *intake[T], e *engine[T], x T) (err erro
 	stage := keying
 	var p *PanicError
 	defer in.unwound(&stage, &x, &err, &p)
-	defer component.RecoverAt(&stage, keying, &p) // AggregateID
-	g, id, rerr := routeByID(in.Name(), x, e.groups)
+	defer component.RecoverAt(&stage, keying, &p) // AggregateID or AggregateKey
+	g, id, rerr := routeByID(in.Name(), x, key, e.groups)
 	if rerr != nil {
 		stage = settled
 		in.unrouted(x, rerr)
