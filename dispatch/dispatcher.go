@@ -140,7 +140,7 @@ func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, sou
 		g, id, err := routeByID(name, x, key, e.groups)
 		return e, g, id, err
 	}
-	d.emitFn = func(x T) error { return emitByID(&d.intake, e, x, key) } // the source's: the route inline
+	d.emitFn = emitByID(&d.intake, e, key) // the source's: the route inline
 	d.keyFn = "AggregateID"
 	if key != nil {
 		d.keyFn = "AggregateKey"

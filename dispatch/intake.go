@@ -270,24 +270,28 @@ func (in *intake[T]) emit(x T) (err error) {
 	return in.admit(e, g, id, &x, afterStop, &stage)
 }
 
-// emitByID is emit for New's exchanges, routed by routeByID without the
-// route's indirect call: the source's emit.
-func emitByID[T aggregate.IDCapable](in *intake[T], e *engine[T], x T, key func(T) aggregate.Key) (err error) {
-	afterStop, open := in.opened(x)
-	if !open {
-		return errIntakeClosed
+// emitByID returns emit for New's exchanges, routed by routeByID without
+// the route's indirect call: the source's emit. It is the function the
+// source calls, so that the exchange, passed in registers, is not copied
+// on the way.
+func emitByID[T aggregate.IDCapable](in *intake[T], e *engine[T], key func(T) aggregate.Key) func(T) error {
+	return func(x T) (err error) {
+		afterStop, open := in.opened(x)
+		if !open {
+			return errIntakeClosed
+		}
+		stage := keying
+		var p *PanicError
+		defer in.unwound(&stage, &x, &err, &p)
+		defer component.RecoverAt(&stage, keying, &p) // AggregateID or AggregateKey
+		g, id, rerr := routeByID(in.Name(), x, key, e.groups)
+		if rerr != nil {
+			stage = settled
+			in.unrouted(x, rerr)
+			return nil
+		}
+		return in.admit(e, g, id, &x, afterStop, &stage)
 	}
-	stage := keying
-	var p *PanicError
-	defer in.unwound(&stage, &x, &err, &p)
-	defer component.RecoverAt(&stage, keying, &p) // AggregateID or AggregateKey
-	g, id, rerr := routeByID(in.Name(), x, key, e.groups)
-	if rerr != nil {
-		stage = settled
-		in.unrouted(x, rerr)
-		return nil
-	}
-	return in.admit(e, g, id, &x, afterStop, &stage)
 }
 
 // refuse counts and discards an exchange the intake does not admit, with
