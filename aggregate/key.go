@@ -27,9 +27,8 @@ func (k Key) Mod(n int) int { return floorMod(k.hash, n) }
 func (k Key) String() string { return k.id }
 
 // KeyCapable is implemented by exchanges that hold their aggregate id as a
-// Key. A dispatcher of New whose exchange type T (a concrete type, not an
-// interface) also implements it routes by AggregateKey rather than by
-// AggregateID: a 24-byte key instead of a 64-byte ID, hashed when the key
+// Key. A dispatcher of New whose exchange type T also implements it routes
+// by AggregateKey rather than by AggregateID: a 24-byte key instead of a 64-byte ID, hashed when the key
 // was made rather than at every exchange. AggregateKey().ID() must be
 // AggregateID().ID, or the exchange's group is not the one
 // AggregateID().Mod gives.

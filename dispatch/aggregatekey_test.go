@@ -39,6 +39,12 @@ func (x keyedExchange) AggregateKey() aggregate.Key {
 	return x.key
 }
 
+// keyedCommand is an interface exchange type with both id methods.
+type keyedCommand interface {
+	aggregate.IDCapable
+	aggregate.KeyCapable
+}
+
 func keyedExchanges(n, ids int, calls *keyCalls) []keyedExchange {
 	xs := make([]keyedExchange, n)
 	for i := range xs {
@@ -48,7 +54,7 @@ func keyedExchanges(n, ids int, calls *keyCalls) []keyedExchange {
 }
 
 // A concrete exchange type that also implements aggregate.KeyCapable is
-// routed by its key, by value or by pointer, from a source, Emit and
+// routed by its key, by value, by pointer or as an interface, from a source, Emit and
 // EmitBatch, in group and key order: every exchange is in the group
 // AggregateID().Mod gives, each id's exchanges run in order, AggregateKey
 // is called once per exchange and AggregateID never.
@@ -66,6 +72,10 @@ func TestNewRoutesByAggregateKey(t *testing.T) {
 			t.Run(name+"/pointer", func(t *testing.T) {
 				routesByKey(t, way, perKey, func(x keyedExchange) *keyedExchange { return &x },
 					func(x *keyedExchange) keyedExchange { return *x })
+			})
+			t.Run(name+"/interface", func(t *testing.T) {
+				routesByKey(t, way, perKey, func(x keyedExchange) keyedCommand { return x },
+					func(x keyedCommand) keyedExchange { return x.(keyedExchange) })
 			})
 		}
 	}

@@ -111,8 +111,8 @@ type Dispatcher[T any] struct {
 // ErrInvalidParallelism; an invalid option, ErrInvalidOption. An exchange
 // whose aggregate id is empty fails alone with ErrInvalidGroupKey.
 //
-// When T is a concrete type that also implements aggregate.KeyCapable, the
-// route calls AggregateKey instead of AggregateID (which then serves only the
+// When T also implements aggregate.KeyCapable, the route calls AggregateKey
+// instead of AggregateID (which then serves only the
 // logs and the running exchanges' ids): an exchange that holds its key
 // (aggregate.NewKey, hashed once) is routed without copying a 64-byte ID or
 // hashing its id (docs/benchmarks.md measures both). AggregateKey().ID()
@@ -170,15 +170,19 @@ func routeByID[T aggregate.IDCapable](name string, x T, key func(T) aggregate.Ke
 
 var keyCapable = reflect.TypeFor[aggregate.KeyCapable]()
 
-// keyOf returns T's AggregateKey method as a function when T is a concrete
-// type that implements aggregate.KeyCapable, else nil. A type parameter
-// constrained by IDCapable cannot call it directly, and converting each
-// exchange to an interface would allocate; the method's function, taken
-// once here, is one indirect call, as AggregateID is.
+// keyOf returns T's AggregateKey method as a function when T implements
+// aggregate.KeyCapable, else nil. A type parameter constrained by IDCapable
+// cannot call it directly, and converting each exchange of a concrete type
+// to an interface would allocate; the method's function, taken once here,
+// is one indirect call, as AggregateID is. An interface T's exchanges are
+// interface values already: asserting one is an itab look-up, no copy.
 func keyOf[T any]() func(T) aggregate.Key {
 	t := reflect.TypeFor[T]()
-	if t.Kind() == reflect.Interface || !t.Implements(keyCapable) {
+	switch {
+	case !t.Implements(keyCapable):
 		return nil
+	case t.Kind() == reflect.Interface:
+		return func(x T) aggregate.Key { return any(x).(aggregate.KeyCapable).AggregateKey() }
 	}
 	m, _ := t.MethodByName("AggregateKey")
 	f, _ := m.Func.Interface().(func(T) aggregate.Key)
