@@ -31,39 +31,67 @@ func keyStream(ids int) []benchExchange {
 	return xs
 }
 
+// keyedBenchExchange is benchExchange holding its id as an aggregate.Key
+// too: New routes it by AggregateKey.
+type keyedBenchExchange struct {
+	benchExchange
+	key aggregate.Key
+}
+
+func (x keyedBenchExchange) AggregateKey() aggregate.Key { return x.key }
+
+func keyedStream(xs []benchExchange) []keyedBenchExchange {
+	keys := map[string]aggregate.Key{}
+	ks := make([]keyedBenchExchange, len(xs))
+	for i, x := range xs {
+		k, ok := keys[x.id.ID]
+		if !ok {
+			k = aggregate.NewKey(x.id.ID)
+			keys[x.id.ID] = k
+		}
+		ks[i] = keyedBenchExchange{benchExchange: x, key: k}
+	}
+	return ks
+}
+
 // BenchmarkOrdering compares group ordering (the default) with
-// WithKeyOrdering on the same stream: a no-op handler, 128 groups, the
-// default scheduler and budget; an op is a whole run of keyRun exchanges
-// (the dispatcher's set-up and stop included).
+// WithKeyOrdering on the same stream, routed by AggregateID (route=id) or
+// by AggregateKey (route=key, each id hashed once): a no-op handler, 128
+// groups, the default scheduler and budget; an op is a whole run of keyRun
+// exchanges (the dispatcher's set-up and stop included).
 func BenchmarkOrdering(b *testing.B) {
 	for _, ids := range []int{1, 1024, 100_000} {
 		xs := keyStream(ids)
+		ks := keyedStream(xs)
 		for _, order := range []string{"group", "key"} {
-			b.Run("ids="+strconv.Itoa(ids)+"/order="+order, func(b *testing.B) {
-				var opts []dispatch.Option[benchExchange]
-				if order == "key" {
-					opts = append(opts, dispatch.WithKeyOrdering())
-				}
-				opts = append(opts, dispatch.WithParallelism(128))
-				var ms0, ms1 runtime.MemStats
-				runtime.ReadMemStats(&ms0)
-				for b.Loop() {
-					d, err := dispatch.New("bench", benchNamed, flux.FromSlice(xs),
-						func(context.Context, benchExchange) error { return nil }, opts...)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if err := d.Run(context.Background()); err != nil {
-						b.Fatal(err)
-					}
-				}
-				runtime.ReadMemStats(&ms1)
-				n := float64(b.N) * keyRun
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/exchange")
-				b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/n, "allocs/exchange")
-			})
+			b.Run("ids="+strconv.Itoa(ids)+"/order="+order, func(b *testing.B) { benchOrdering(b, xs, order) })
+			b.Run("ids="+strconv.Itoa(ids)+"/route=key/order="+order, func(b *testing.B) { benchOrdering(b, ks, order) })
 		}
 	}
+}
+
+func benchOrdering[T aggregate.IDCapable](b *testing.B, xs []T, order string) {
+	var opts []dispatch.Option[T]
+	if order == "key" {
+		opts = append(opts, dispatch.WithKeyOrdering())
+	}
+	opts = append(opts, dispatch.WithParallelism(128))
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	for b.Loop() {
+		d, err := dispatch.New("bench", benchNamed, flux.FromSlice(xs),
+			func(context.Context, T) error { return nil }, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := d.Run(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&ms1)
+	n := float64(b.N) * keyRun
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/exchange")
+	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/n, "allocs/exchange")
 }
 
 // BenchmarkOrderingBlockedID: WithKeyOrdering, 1,024 ids, a no-op handler,
