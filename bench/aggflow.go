@@ -85,8 +85,7 @@ type benchExchange interface {
 // runAggflow runs the aggflow dispatcher of the benchmark on source.
 func runAggflow[T benchExchange](r *Run, source dispatch.Source[T]) (int64, error) {
 	handler := func(_ context.Context, x T) error {
-		e := Exchange(x)
-		r.Handle(&e)
+		r.Handle(Exchange(x))
 		return nil
 	}
 	d, err := dispatch.New("bench", benchAggregate, source, handler, dispatch.WithParallelism(r.P))
@@ -116,7 +115,7 @@ var aggflowRxgoImpl = Impl{
 			return 0, err
 		}
 		handler := func(_ context.Context, x Exchange) error {
-			r.Handle(&x)
+			r.Handle(x)
 			return nil
 		}
 		d, err := dispatch.New("bench", benchAggregate, flux.FromObservable[Exchange](rxgo.FromChannel(in)), handler,

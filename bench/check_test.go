@@ -38,7 +38,7 @@ var brokenImpls = map[string]func(r *bench.Run) (int64, error){
 		var all []bench.Exchange
 		err := r.Produce(func(x bench.Exchange) bool { all = append(all, x); return true })
 		for i := len(all) - 1; i >= 0; i-- {
-			r.Handle(&all[i])
+			r.Handle(all[i])
 		}
 		return int64(len(all)), err
 	},
@@ -47,7 +47,7 @@ var brokenImpls = map[string]func(r *bench.Run) (int64, error){
 		var n int64
 		err := r.Produce(func(x bench.Exchange) bool {
 			if n++; n < int64(r.N) {
-				r.Handle(&x)
+				r.Handle(x)
 			}
 			return true
 		})
@@ -58,9 +58,9 @@ var brokenImpls = map[string]func(r *bench.Run) (int64, error){
 		var n int64
 		err := r.Produce(func(x bench.Exchange) bool {
 			if n == 0 {
-				r.Handle(&x)
+				r.Handle(x)
 			}
-			r.Handle(&x)
+			r.Handle(x)
 			n++
 			return true
 		})
@@ -69,7 +69,7 @@ var brokenImpls = map[string]func(r *bench.Run) (int64, error){
 	// short handles all it gets and says so, having been given one less.
 	"short": func(r *bench.Run) (int64, error) {
 		var n int64
-		err := r.Produce(func(x bench.Exchange) bool { r.Handle(&x); n++; return true })
+		err := r.Produce(func(x bench.Exchange) bool { r.Handle(x); n++; return true })
 		return n - 1, err
 	},
 }

@@ -17,7 +17,7 @@ var inlineImpl = Impl{
 	Run: func(r *Run) (int64, error) {
 		var n int64
 		err := r.Produce(func(x Exchange) bool {
-			r.Handle(&x)
+			r.Handle(x)
 			n++
 			return true
 		})
@@ -38,7 +38,7 @@ var shardedImpl = Impl{
 			wg.Go(func() {
 				var n int64
 				for x := range chans[i] {
-					r.Handle(&x)
+					r.Handle(x)
 					n++
 				}
 				counts[i] = n
@@ -75,7 +75,7 @@ var rxgoImpl = Impl{
 				var n int64
 				for it := range group.Observe() {
 					x := it.V.(Exchange)
-					r.Handle(&x)
+					r.Handle(x)
 					n++
 				}
 				counts[j] = n

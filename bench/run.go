@@ -122,8 +122,10 @@ func (r *Run) pace(i int) int64 {
 
 // Handle is the handler every implementation calls once per exchange: it
 // records the wait (paced runs), checks order (verifying runs), then does
-// the cell's work.
-func (r *Run) Handle(x *Exchange) {
+// the cell's work. It takes the exchange by value, as a dispatcher's
+// handler gets it, so that a handler passes it on in registers rather than
+// storing it to take its address.
+func (r *Run) Handle(x Exchange) {
 	if r.waits != nil {
 		r.waits[x.Num] = r.now() - x.Sent
 	}

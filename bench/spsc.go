@@ -127,7 +127,7 @@ func (q *ring) consume(r *Run) int64 {
 		for ; h != q.tailCache; h++ {
 			x := q.buf[h&q.mask]
 			q.head.Store(h + 1)
-			r.Handle(&x)
+			r.Handle(x)
 			n++
 		}
 	}
