@@ -18,8 +18,8 @@
 // would give -14.
 //
 // A Key is an id with its HashCode computed once, as a JVM String keeps its
-// hash; an exchange that holds one and implements KeyCapable is routed
-// without hashing its id again.
+// hash; a dispatcher of dispatch.New given dispatch.WithAggregateKey routes
+// an exchange that holds one (KeyCapable) without hashing its id again.
 //
 // # Two parallelism knobs
 //

@@ -1,6 +1,7 @@
 package aggregate_test
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"strconv"
@@ -158,4 +159,19 @@ func BenchmarkGroupKey(b *testing.B) {
 			})
 		}
 	}
+}
+
+// A Key encodes as its id and decodes hashed.
+func TestKeyTextRoundTrip(t *testing.T) {
+	type payment struct {
+		Account aggregate.Key `json:"account"`
+		Cents   int           `json:"cents"`
+	}
+	b, err := json.Marshal(payment{aggregate.NewKey("order-1"), 10})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"account":"order-1","cents":10}`, string(b))
+	var p payment
+	require.NoError(t, json.Unmarshal(b, &p))
+	assert.Equal(t, aggregate.NewKey("order-1"), p.Account)
+	assert.Equal(t, int32(-1207111310), p.Account.HashCode())
 }

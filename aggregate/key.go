@@ -27,11 +27,22 @@ func (k Key) Mod(n int) int { return floorMod(k.hash, n) }
 func (k Key) String() string { return k.id }
 
 // KeyCapable is implemented by exchanges that hold their aggregate id as a
-// Key. A dispatcher of New whose exchange type T also implements it routes
-// by AggregateKey rather than by AggregateID: a 24-byte key instead of a 64-byte ID, hashed when the key
-// was made rather than at every exchange. AggregateKey().ID() must be
-// AggregateID().ID, or the exchange's group is not the one
-// AggregateID().Mod gives.
+// Key. A dispatcher of New given dispatch.WithAggregateKey routes them by
+// AggregateKey rather than by AggregateID: a 24-byte key instead of a
+// 64-byte ID, hashed when the key was made rather than at every exchange.
+// AggregateKey().ID() must be AggregateID().ID, or the exchange's group and
+// order are not those its AggregateID gives.
 type KeyCapable interface {
 	AggregateKey() Key
+}
+
+// MarshalText returns the id, so that a Key encodes as its id (JSON: a
+// string).
+func (k Key) MarshalText() ([]byte, error) { return []byte(k.id), nil }
+
+// UnmarshalText sets k to NewKey(string(text)): a decoded Key is hashed once,
+// as it is decoded.
+func (k *Key) UnmarshalText(text []byte) error {
+	*k = NewKey(string(text))
+	return nil
 }

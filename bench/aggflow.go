@@ -20,35 +20,32 @@ func (x Exchange) AggregateID() aggregate.ID {
 	return aggregate.ID{Named: benchAggregate, ID: x.Key.ID(), TenantID: aggregate.DefaultTenantID}
 }
 
-// AggregateKey makes Exchange an aggregate.KeyCapable, so the dispatcher
-// routes it by x.Key.Mod(P), the key the other implementations use, rather
-// than copying the ID and hashing.
+// AggregateKey makes Exchange an aggregate.KeyCapable, so that with
+// dispatch.WithAggregateKey the dispatcher routes it by x.Key.Mod(P), the
+// key the other implementations use, rather than copying the ID and hashing.
 func (x Exchange) AggregateKey() aggregate.Key { return x.Key }
-
-// idExchange is Exchange without AggregateKey: aggflow-id's, routed by
-// AggregateID (its id hashed at every exchange).
-type idExchange Exchange
-
-func (x idExchange) AggregateID() aggregate.ID { return Exchange(x).AggregateID() }
 
 var aggflowImpl = Impl{
 	Name: "aggflow",
-	What: "dispatch.New with defaults but WithParallelism(P): owned NewParallel(DefaultPoolSize) scheduler, default pending budget; the producer is the source (a dispatch.Source), so the intake runs on its goroutine",
+	What: "dispatch.New with defaults but WithParallelism(P) and WithAggregateKey: owned NewParallel(DefaultPoolSize) scheduler, default pending budget; the producer is the source (a dispatch.Source), so the intake runs on its goroutine",
 	Run: func(r *Run) (int64, error) {
-		return runAggflow(r, producer[Exchange](func(_ context.Context, emit func(Exchange) error) error {
-			return r.Produce(func(x Exchange) bool { return emit(x) == nil })
-		}))
+		return runAggflow(r, produce(r), dispatch.WithAggregateKey())
 	},
 }
 
 var aggflowIDImpl = Impl{
 	Name: "aggflow-id",
-	What: "aggflow with an exchange type that has AggregateID alone, not AggregateKey: routed by the ID's id, hashed at every exchange",
+	What: "aggflow without WithAggregateKey: routed by AggregateID, its id hashed at every exchange",
 	Run: func(r *Run) (int64, error) {
-		return runAggflow(r, producer[idExchange](func(_ context.Context, emit func(idExchange) error) error {
-			return r.Produce(func(x Exchange) bool { return emit(idExchange(x)) == nil })
-		}))
+		return runAggflow(r, produce(r))
 	},
+}
+
+// produce is r's producer as a dispatch.Source.
+func produce(r *Run) producer {
+	return func(_ context.Context, emit func(Exchange) error) error {
+		return r.Produce(func(x Exchange) bool { return emit(x) == nil })
+	}
 }
 
 // batchLen is how many exchanges aggflow-batch's producer hands over at a
@@ -72,23 +69,17 @@ var aggflowBatchImpl = Impl{
 				perr = emit(batch)
 			}
 			return perr
-		}))
+		}), dispatch.WithAggregateKey())
 	},
 }
 
-// benchExchange is an exchange type of the aggflow implementations.
-type benchExchange interface {
-	aggregate.IDCapable
-	Exchange | idExchange
-}
-
 // runAggflow runs the aggflow dispatcher of the benchmark on source.
-func runAggflow[T benchExchange](r *Run, source dispatch.Source[T]) (int64, error) {
-	handler := func(_ context.Context, x T) error {
-		r.Handle(Exchange(x))
+func runAggflow(r *Run, source dispatch.Source[Exchange], opts ...dispatch.Option[Exchange]) (int64, error) {
+	handler := func(_ context.Context, x Exchange) error {
+		r.Handle(x)
 		return nil
 	}
-	d, err := dispatch.New("bench", benchAggregate, source, handler, dispatch.WithParallelism(r.P))
+	d, err := dispatch.New("bench", benchAggregate, source, handler, append(opts, dispatch.WithParallelism(r.P))...)
 	if err != nil {
 		return 0, err
 	}
@@ -156,8 +147,8 @@ var aggflowRxgoImpl = Impl{
 
 // producer is a dispatch.Source made of a function: the producer's loop
 // calls emit for each exchange, on its own goroutine.
-type producer[T any] func(ctx context.Context, emit func(T) error) error
+type producer func(ctx context.Context, emit func(Exchange) error) error
 
-func (p producer[T]) Subscribe(ctx context.Context, emit func(T) error) error {
+func (p producer) Subscribe(ctx context.Context, emit func(Exchange) error) error {
 	return p(ctx, emit)
 }

@@ -53,8 +53,8 @@ func keyedExchanges(n, ids int, calls *keyCalls) []keyedExchange {
 	return xs
 }
 
-// A concrete exchange type that also implements aggregate.KeyCapable is
-// routed by its key, by value, by pointer or as an interface, from a source, Emit and
+// With WithAggregateKey, an exchange type that also implements
+// aggregate.KeyCapable is routed by its key, by value, by pointer or as an interface, from a source, Emit and
 // EmitBatch, in group and key order: every exchange is in the group
 // AggregateID().Mod gives, each id's exchanges run in order, AggregateKey
 // is called once per exchange and AggregateID never.
@@ -109,7 +109,7 @@ func routesByKey[T aggregate.IDCapable](t *testing.T, way string, perKey bool,
 			mu.Unlock()
 		}
 	})
-	opts := []dispatch.Option[T]{dispatch.WithParallelism(groups), hook}
+	opts := []dispatch.Option[T]{dispatch.WithParallelism(groups), dispatch.WithAggregateKey(), hook}
 	if perKey {
 		opts = append(opts, dispatch.WithKeyOrdering())
 	}
@@ -157,7 +157,7 @@ func TestAggregateKeyFailuresFailAlone(t *testing.T) {
 		}
 	})
 	d, err := dispatch.New("orders", orders, flux.FromSlice(xs), func(context.Context, keyedExchange) error { return nil },
-		quietOf[keyedExchange](), hook)
+		quietOf[keyedExchange](), dispatch.WithAggregateKey(), hook)
 	require.NoError(t, err)
 	require.NoError(t, d.Run(t.Context()))
 	assert.Equal(t, dispatch.Stats{Received: 3, Succeeded: 1, Failed: 2}, d.Stats())
@@ -168,3 +168,36 @@ func TestAggregateKeyFailuresFailAlone(t *testing.T) {
 	assert.ErrorContains(t, failures[0], "empty aggregate id")
 	assert.ErrorContains(t, failures[1], "AggregateKey panicked")
 }
+
+// Without WithAggregateKey, a KeyCapable exchange is routed by AggregateID;
+// WithAggregateKey for an exchange type without the method, or given to
+// NewKeyed or NewMain, is an invalid option naming it.
+func TestWithAggregateKeyIsChosen(t *testing.T) {
+	var calls keyCalls
+	d, err := dispatch.New("orders", orders, flux.FromSlice(keyedExchanges(10, 3, &calls)),
+		func(context.Context, keyedExchange) error { return nil }, quietOf[keyedExchange]())
+	require.NoError(t, err)
+	require.NoError(t, d.Run(t.Context()))
+	assert.Equal(t, int64(10), calls.id.Load(), "AggregateID calls")
+	assert.Zero(t, calls.key.Load(), "AggregateKey calls")
+
+	noop := func(context.Context, pointerKeyed) error { return nil }
+	_, err = dispatch.New("orders", orders, nil, noop, dispatch.WithAggregateKey())
+	assert.ErrorIs(t, err, dispatch.ErrInvalidOption)
+	assert.ErrorContains(t, err, "WithAggregateKey: dispatch_test.pointerKeyed has no method AggregateKey() aggregate.Key")
+	_, err = dispatch.NewKeyed("orders", orders, nil, func(keyedExchange) int { return 0 },
+		func(context.Context, keyedExchange) error { return nil }, dispatch.WithAggregateKey())
+	assert.ErrorIs(t, err, dispatch.ErrInvalidOption)
+	assert.ErrorContains(t, err, "WithAggregateKey is New's")
+	_, err = dispatch.NewMain("events", []aggregate.NamedAggregate{orders}, nil,
+		func(context.Context, keyedExchange) error { return nil }, &fakeSupplier{log: &callLog{}}, dispatch.WithAggregateKey())
+	assert.ErrorIs(t, err, dispatch.ErrInvalidOption)
+	assert.ErrorContains(t, err, "WithAggregateKey is New's")
+}
+
+// pointerKeyed has AggregateKey on its pointer only: a pointerKeyed value
+// is not KeyCapable.
+type pointerKeyed struct{ key aggregate.Key }
+
+func (x pointerKeyed) AggregateID() aggregate.ID    { return aggregate.NewID(orders, x.key.ID()) }
+func (x *pointerKeyed) AggregateKey() aggregate.Key { return x.key }

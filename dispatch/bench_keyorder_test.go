@@ -32,7 +32,7 @@ func keyStream(ids int) []benchExchange {
 }
 
 // keyedBenchExchange is benchExchange holding its id as an aggregate.Key
-// too: New routes it by AggregateKey.
+// too: routed by AggregateKey with WithAggregateKey.
 type keyedBenchExchange struct {
 	benchExchange
 	key aggregate.Key
@@ -65,13 +65,14 @@ func BenchmarkOrdering(b *testing.B) {
 		ks := keyedStream(xs)
 		for _, order := range []string{"group", "key"} {
 			b.Run("ids="+strconv.Itoa(ids)+"/order="+order, func(b *testing.B) { benchOrdering(b, xs, order) })
-			b.Run("ids="+strconv.Itoa(ids)+"/route=key/order="+order, func(b *testing.B) { benchOrdering(b, ks, order) })
+			b.Run("ids="+strconv.Itoa(ids)+"/route=key/order="+order, func(b *testing.B) {
+				benchOrdering(b, ks, order, dispatch.WithAggregateKey())
+			})
 		}
 	}
 }
 
-func benchOrdering[T aggregate.IDCapable](b *testing.B, xs []T, order string) {
-	var opts []dispatch.Option[T]
+func benchOrdering[T aggregate.IDCapable](b *testing.B, xs []T, order string, opts ...dispatch.Option[T]) {
 	if order == "key" {
 		opts = append(opts, dispatch.WithKeyOrdering())
 	}

@@ -111,12 +111,10 @@ type Dispatcher[T any] struct {
 // ErrInvalidParallelism; an invalid option, ErrInvalidOption. An exchange
 // whose aggregate id is empty fails alone with ErrInvalidGroupKey.
 //
-// When T also implements aggregate.KeyCapable, the route calls AggregateKey
-// instead of AggregateID (which then serves only the
-// logs and the running exchanges' ids): an exchange that holds its key
-// (aggregate.NewKey, hashed once) is routed without copying a 64-byte ID or
-// hashing its id (docs/benchmarks.md measures both). AggregateKey().ID()
-// must be AggregateID().ID.
+// AggregateID runs on the source's goroutine, or on Emit's and EmitBatch's
+// caller's; its panic fails its exchange alone with ErrInvalidGroupKey. An
+// exchange that holds its id as an aggregate.Key (hashed once) is routed
+// faster by its AggregateKey: see WithAggregateKey.
 //
 // Handlers that block need another scheduler. Without WithScheduler or
 // WithSchedulerSupplier, Prepare makes a schedulers.NewParallel of
@@ -135,7 +133,13 @@ func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, sou
 	}
 	e := d.engines[0]
 	e.idOf = func(x T) aggregate.ID { return x.AggregateID() }
-	key := keyOf[T]()
+	var key func(T) aggregate.Key
+	if d.cfg.byKey {
+		if key = keyOf[T](); key == nil {
+			return nil, fmt.Errorf("%w: dispatcher %q: WithAggregateKey: %s has no method AggregateKey() aggregate.Key",
+				ErrInvalidOption, name, typeName[T]())
+		}
+	}
 	d.route = func(x T) (*engine[T], int, string, error) { // Emit's
 		g, id, err := routeByID(name, x, key, e.groups)
 		return e, g, id, err
@@ -171,7 +175,7 @@ func routeByID[T aggregate.IDCapable](name string, x T, key func(T) aggregate.Ke
 var keyCapable = reflect.TypeFor[aggregate.KeyCapable]()
 
 // keyOf returns T's AggregateKey method as a function when T implements
-// aggregate.KeyCapable, else nil. A type parameter constrained by IDCapable
+// aggregate.KeyCapable, else nil (WithAggregateKey's route). A type parameter constrained by IDCapable
 // cannot call it directly, and converting each exchange of a concrete type
 // to an interface would allocate; the method's function, taken once here,
 // is one indirect call, as AggregateID is. An interface T's exchanges are
@@ -218,7 +222,9 @@ func build[T any](name string, named aggregate.NamedAggregate, source Source[T],
 	case cfg.perKey && key != nil && cfg.keyOf == nil:
 		return nil, fmt.Errorf("%w: dispatcher %q: WithKeyOrdering orders by aggregate id (New, NewMain); NewKeyed takes WithKeyOrderingBy", ErrInvalidOption, name)
 	case cfg.keyOf != nil && key == nil:
-		return nil, fmt.Errorf("%w: dispatcher %q: WithKeyOrderingBy is NewKeyed's; New orders by AggregateID (WithKeyOrdering)", ErrInvalidOption, name)
+		return nil, fmt.Errorf("%w: dispatcher %q: WithKeyOrderingBy is NewKeyed's; New orders by aggregate id (WithKeyOrdering)", ErrInvalidOption, name)
+	case cfg.byKey && key != nil:
+		return nil, fmt.Errorf("%w: dispatcher %q: WithAggregateKey is New's; NewKeyed routes by its key function", ErrInvalidOption, name)
 	}
 	d := &Dispatcher[T]{cfg: cfg}
 	e := newEngine(name, named, handler, &d.cfg).withLanes(cfg.groups)

@@ -24,8 +24,9 @@ var (
 	// for every exchange dropped by ForceStop.
 	ErrForceStopped = component.ErrForceStopped
 	// ErrInvalidGroupKey fails one exchange whose NewKeyed key function returned
-	// a key outside [0, parallelism) or panicked, or (in a MainDispatcher)
-	// whose AggregateID panicked; the dispatcher goes on.
+	// a key outside [0, parallelism) or panicked, or whose aggregate id is
+	// empty, or whose AggregateID (AggregateKey under WithAggregateKey)
+	// panicked; the dispatcher goes on.
 	ErrInvalidGroupKey = errors.New("dispatch: invalid group key")
 	// ErrIllegalState is returned by a lifecycle method called in a state that
 	// does not allow it; the message names the component and its state.

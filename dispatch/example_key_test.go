@@ -19,9 +19,9 @@ type payment struct {
 func (p payment) AggregateID() aggregate.ID   { return aggregate.NewID(accounts, p.account.ID()) }
 func (p payment) AggregateKey() aggregate.Key { return p.account } // the same id
 
-// An exchange that implements aggregate.KeyCapable beside IDCapable is
-// routed by its key, hashed when the key was made: same groups, same order,
-// no ID copied and no hashing per exchange.
+// With WithAggregateKey, an exchange that implements aggregate.KeyCapable
+// beside IDCapable is routed by its key, hashed when the key was made: same
+// groups, same order, no ID copied and no hashing per exchange.
 func ExampleNew_aggregateKey() {
 	alice, bob := aggregate.NewKey("alice"), aggregate.NewKey("bob")
 	xs := []payment{{alice, 10}, {bob, 5}, {alice, -3}, {bob, 7}}
@@ -35,7 +35,7 @@ func ExampleNew_aggregateKey() {
 			seen[p.account.ID()] = append(seen[p.account.ID()], fmt.Sprintf("%d@%d", p.cents, g))
 			return nil
 		},
-		dispatch.WithParallelism(8))
+		dispatch.WithParallelism(8), dispatch.WithAggregateKey())
 	if err != nil {
 		panic(err)
 	}

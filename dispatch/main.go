@@ -69,6 +69,8 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 		return nil, naming("main dispatcher", name, errors.Join(m.cfg.invalid...))
 	case m.cfg.keyOf != nil:
 		return nil, fmt.Errorf("%w: main dispatcher %q: WithKeyOrderingBy is NewKeyed's; NewMain orders by AggregateID (WithKeyOrdering)", ErrInvalidOption, name)
+	case m.cfg.byKey:
+		return nil, fmt.Errorf("%w: main dispatcher %q: WithAggregateKey is New's; NewMain routes by AggregateID, which names the aggregate type", ErrInvalidOption, name)
 	}
 	routes := make(map[aggregate.MaterializedNamedAggregate]*engine[T], len(named))
 	engines := make([]*engine[T], 0, len(named))

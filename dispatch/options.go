@@ -49,6 +49,7 @@ type settings struct {
 	failLevel   slog.Level
 	stopTimeout time.Duration
 	perKey      bool
+	byKey       bool // WithAggregateKey
 	invalid     []error
 }
 
@@ -133,11 +134,29 @@ func WithKeyOrdering() Knob {
 	return knob(func(c *settings) { c.perKey = true })
 }
 
+// WithAggregateKey routes New's exchanges by their AggregateKey
+// (aggregate.KeyCapable) rather than their AggregateID: a 24-byte key
+// instead of a 64-byte ID, and no hashing, since aggregate.NewKey hashed
+// the id when the key was made (docs/tuning.md). AggregateKey().ID() must
+// be AggregateID().ID: the group, the order and WithKeyOrdering's id then
+// come from the key, while the logs and the running exchanges' ids still
+// come from AggregateID. A method promoted from an embedded field counts, as
+// for any interface. AggregateKey runs where AggregateID would, on the
+// source's goroutine or Emit's and EmitBatch's caller's; its panic fails its
+// exchange alone with ErrInvalidGroupKey. The route costs one indirect call
+// per exchange (an interface assertion when T is an interface type). New
+// returns ErrInvalidOption when T has no method AggregateKey() aggregate.Key
+// (a value type whose method has a pointer receiver, say), as do NewKeyed
+// and NewMain.
+func WithAggregateKey() Knob {
+	return knob(func(c *settings) { c.byKey = true })
+}
+
 // WithKeyOrderingBy is WithKeyOrdering for NewKeyed: exchanges are ordered
 // by id(x) (any string, the empty one included), while the key function
 // still gives their group. id runs on the intake's goroutine after the key
 // function; its panic fails the exchange alone with ErrInvalidGroupKey.
-// New and NewMain return ErrInvalidOption (they order by AggregateID:
+// New and NewMain return ErrInvalidOption (they order by aggregate id:
 // WithKeyOrdering); nil is invalid.
 func WithKeyOrderingBy[T any](id func(T) string) Option[T] {
 	return hook("WithKeyOrderingBy", func(c *config[T]) {
