@@ -16,7 +16,8 @@
 //	source (a Source[T]: flux.Flux, an rxgo Observable through flux, Emit)
 //	  -> intake, on the source's own goroutine (intake.go; no router
 //	     goroutine, no channel): the gate (shut by a stop), the route
-//	     (group = aggregate.GroupKey(id, groups), or NewKeyed's key), the
+//	     (group = aggregate.GroupKey(id, groups), from AggregateID or,
+//	     with WithAggregateKey, the key's hash; or NewKeyed's key), the
 //	     pending budget (flow.go: waits while WithMaxPending exchanges are
 //	     admitted and not finished), counted exactly once
 //	  -> the group's lane (lane.go): an unbounded lock-free
