@@ -68,6 +68,10 @@ type engine struct {
 	forced   atomic.Bool // Dispose began: running batches discard the rest
 
 	pushes atomic.Uint32 // entries put on the ready queue: what idle spinners watch
+	// returning counts goroutines back from a direct task that have not
+	// taken mu yet: each pops the ready queue next, as a spinner does, so
+	// that one preempted on its way back is not replaced by a new one.
+	returning atomic.Int32
 
 	mu         sync.Mutex
 	state      int
@@ -259,8 +263,9 @@ func (s *engine) ScheduleAll(tasks []Task) error {
 }
 
 // wake makes sure a goroutine will pop the entry just pushed: none is
-// needed while the goroutines spinning or being woken are at least as many
-// as the entries (each pops one before it parks); else it wakes the goroutine parked last (so that the
+// needed while the goroutines spinning, being woken or returning from a
+// direct task are at least as many as the entries (each pops one before it
+// parks); else it wakes the goroutine parked last (so that the
 // others stay idle and, with a TTL, retire), or starts one if fewer than n
 // exist; otherwise every goroutine is busy and looks at the ready queue
 // before it parks. So a user that never has more than k entries queued or
@@ -271,7 +276,7 @@ func (s *engine) ScheduleAll(tasks []Task) error {
 // not find mu held.
 func (s *engine) wake() (woken *runner) {
 	switch {
-	case s.ready.len() <= s.spinning+s.waking:
+	case s.ready.len() <= s.spinning+s.waking+int(s.returning.Load()):
 	case len(s.parked) > 0:
 		last := len(s.parked) - 1
 		woken = s.parked[last]
@@ -524,7 +529,13 @@ func (r *runner) serve(ctx context.Context) {
 		}
 		s.mu.Unlock()
 		r.runBatch(ctx)
-		s.mu.Lock()
+		if r.w == nil { // a worker's goroutine pops its worker's entry next: release puts it back without a wake
+			s.returning.Add(1)
+			s.mu.Lock()
+			s.returning.Add(-1)
+		} else {
+			s.mu.Lock()
+		}
 		if r.w != nil {
 			if dropped := s.release(r.w); dropped != nil {
 				s.mu.Unlock()
