@@ -175,11 +175,12 @@ func routeByID[T aggregate.IDCapable](name string, x T, key func(T) aggregate.Ke
 var keyCapable = reflect.TypeFor[aggregate.KeyCapable]()
 
 // keyOf returns T's AggregateKey method as a function when T implements
-// aggregate.KeyCapable, else nil (WithAggregateKey's route). A type parameter constrained by IDCapable
-// cannot call it directly, and converting each exchange of a concrete type
-// to an interface would allocate; the method's function, taken once here,
-// is one indirect call, as AggregateID is. An interface T's exchanges are
-// interface values already: asserting one is an itab look-up, no copy.
+// aggregate.KeyCapable, else nil (WithAggregateKey's route). A type
+// parameter constrained by IDCapable cannot call it directly, and converting
+// each exchange of a concrete type to an interface would allocate; the
+// method's function, taken once here, is one indirect call, as AggregateID
+// is. An interface T's exchanges are interface values already: asserting one
+// is an itab look-up, no copy.
 func keyOf[T any]() func(T) aggregate.Key {
 	t := reflect.TypeFor[T]()
 	switch {

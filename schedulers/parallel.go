@@ -529,12 +529,15 @@ func (r *runner) serve(ctx context.Context) {
 		}
 		s.mu.Unlock()
 		r.runBatch(ctx)
-		if r.w == nil { // a worker's goroutine pops its worker's entry next: release puts it back without a wake
+		// A worker's goroutine does not count: it pops its worker's entry
+		// next, which release puts back without a wake.
+		direct := r.w == nil
+		if direct {
 			s.returning.Add(1)
-			s.mu.Lock()
+		}
+		s.mu.Lock()
+		if direct {
 			s.returning.Add(-1)
-		} else {
-			s.mu.Lock()
 		}
 		if r.w != nil {
 			if dropped := s.release(r.w); dropped != nil {
