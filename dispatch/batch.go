@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/aggflow/aggflow/aggregate"
 	"github.com/aggflow/aggflow/component"
 	"github.com/aggflow/aggflow/schedulers"
 )
@@ -23,8 +24,8 @@ type staging[T any] struct {
 
 // stage writes x into its lane (e's group g, or id's) without publishing
 // it: it is counted at its publication.
-func (s *staging[T]) stage(e *engine[T], g int, id string, x *T) {
-	l, late := e.put(g, id, x)
+func (s *staging[T]) stage(e *engine[T], g int, k aggregate.Key, x *T) {
+	l, late := e.put(g, k, x)
 	if l.q.Staged() == 0 {
 		s.lanes = append(s.lanes, l)
 	}
@@ -186,10 +187,10 @@ type emitScratch[T any] struct {
 // emitRoute is where an exchange of a run goes: e's group g (id's lane),
 // i its index in the run.
 type emitRoute[T any] struct {
-	e  *engine[T]
-	g  int
-	id string
-	i  int
+	e *engine[T]
+	g int
+	k aggregate.Key
+	i int
 }
 
 // emitRun admits a prefix of run, as many exchanges as budget units are
@@ -214,10 +215,10 @@ func (in *intake[T]) emitRun(ctx context.Context, run []T, s *emitScratch[T]) (i
 	s.routes = s.routes[:0]
 	defer in.admitRun(run, s, &units) // also when user code on the way ends the goroutine
 	for i := range run {
-		e, g, id, ok := in.routeInRun(&run[i], &units)
+		e, g, k, ok := in.routeInRun(&run[i], &units)
 		if ok {
 			e.admitted()
-			s.routes = append(s.routes, emitRoute[T]{e: e, g: g, id: id, i: i})
+			s.routes = append(s.routes, emitRoute[T]{e: e, g: g, k: k, i: i})
 		}
 	}
 	return len(run), nil
@@ -232,7 +233,7 @@ func (in *intake[T]) admitRun(run []T, s *emitScratch[T], units *int64) {
 	f := in.f
 	in.emitMu.Lock() // held only for the queue writes: no user code under it
 	for _, r := range s.routes {
-		s.stage(r.e, r.g, r.id, &run[r.i])
+		s.stage(r.e, r.g, r.k, &run[r.i])
 	}
 	s.publish() // counts the run's exchanges: their publication
 	f.emitting.Add(-1)
@@ -250,10 +251,10 @@ func (in *intake[T]) admitRun(run []T, s *emitScratch[T], units *int64) {
 // routeInRun routes an exchange of an EmitBatch run. One it cannot route,
 // or whose route's user code panicked, is counted, gives its budget unit
 // back (one of *units) and is accounted for as Emit accounts for it.
-func (in *intake[T]) routeInRun(x *T, units *int64) (*engine[T], int, string, bool) {
-	e, g, id, err := in.routeCaught(*x)
+func (in *intake[T]) routeInRun(x *T, units *int64) (*engine[T], int, aggregate.Key, bool) {
+	e, g, k, err := in.routeCaught(*x)
 	if err == nil {
-		return e, g, id, true
+		return e, g, k, true
 	}
 	if p, ok := err.(*PanicError); ok {
 		err = in.keyPanicked(p)
@@ -261,11 +262,11 @@ func (in *intake[T]) routeInRun(x *T, units *int64) (*engine[T], int, string, bo
 	in.f.budget.release(1)
 	*units--
 	in.unrouted(*x, err)
-	return nil, 0, "", false
+	return nil, 0, aggregate.Key{}, false
 }
 
 // routeCaught is route with its user code's panic as the error.
-func (in *intake[T]) routeCaught(x T) (e *engine[T], g int, id string, err error) {
+func (in *intake[T]) routeCaught(x T) (e *engine[T], g int, k aggregate.Key, err error) {
 	defer component.Catch(&err)
 	return in.route(x)
 }

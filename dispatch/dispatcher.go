@@ -140,9 +140,9 @@ func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, sou
 				ErrInvalidOption, name, typeName[T]())
 		}
 	}
-	d.route = func(x T) (*engine[T], int, string, error) { // Emit's
-		g, id, err := routeByID(name, x, key, e.groups)
-		return e, g, id, err
+	d.route = func(x T) (*engine[T], int, aggregate.Key, error) { // Emit's
+		g, k, err := routeByID(name, x, key, e.groups)
+		return e, g, k, err
 	}
 	d.emitFn = emitByID(&d.intake, e, key) // the source's: the route inline
 	d.keyFn = "AggregateID"
@@ -152,24 +152,22 @@ func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, sou
 	return d, nil
 }
 
-// routeByID returns x's group among groups (aggregate.GroupKey's) and its
-// aggregate id, or ErrInvalidGroupKey for an empty id: by key(x) when key
-// is not nil (keyOf's), else by AggregateID. Both are user code: their
-// panic is the caller's.
-func routeByID[T aggregate.IDCapable](name string, x T, key func(T) aggregate.Key, groups fastmod.Divisor) (int, string, error) {
-	var id string
-	var h int32
+// routeByID returns x's group among groups (aggregate.GroupKey's) and the
+// key of its aggregate id, or ErrInvalidGroupKey for an empty id: by key(x)
+// when key is not nil (keyOf's), else by AggregateID, hashed once here for
+// the group and WithKeyOrdering's index. Both are user code: their panic is
+// the caller's.
+func routeByID[T aggregate.IDCapable](name string, x T, key func(T) aggregate.Key, groups fastmod.Divisor) (int, aggregate.Key, error) {
+	var k aggregate.Key
 	if key != nil {
-		k := key(x)
-		id, h = k.ID(), k.HashCode()
+		k = key(x)
 	} else {
-		id = x.AggregateID().ID
-		h = aggregate.HashCode(id)
+		k = aggregate.NewKey(x.AggregateID().ID)
 	}
-	if id == "" {
-		return 0, "", errEmptyID(name)
+	if k.ID() == "" {
+		return 0, aggregate.Key{}, errEmptyID(name)
 	}
-	return groups.FloorMod(h), id, nil
+	return groups.FloorMod(k.HashCode()), k, nil
 }
 
 var keyCapable = reflect.TypeFor[aggregate.KeyCapable]()
@@ -233,12 +231,12 @@ func build[T any](name string, named aggregate.NamedAggregate, source Source[T],
 	if key != nil {
 		d.keyFn = "key function"
 		keyOf := cfg.keyOf
-		d.route = func(x T) (*engine[T], int, string, error) {
+		d.route = func(x T) (*engine[T], int, aggregate.Key, error) {
 			g, err := groupKey(name, key, len(e.lanes), x)
 			if err != nil || keyOf == nil {
-				return e, g, "", err
+				return e, g, aggregate.Key{}, err
 			}
-			return e, g, keyOf(x), nil
+			return e, g, aggregate.NewKey(keyOf(x)), nil // hashed for WithKeyOrderingBy's index
 		}
 	}
 	return d, nil

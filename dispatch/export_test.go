@@ -25,3 +25,12 @@ func SetTestHookSchedulerEnded(f func()) (restore func()) {
 
 // KeyLanes returns the lanes a dispatcher built WithKeyOrdering keeps.
 func KeyLanes[T any](d *Dispatcher[T]) int { return d.engines[0].keyLanes() }
+
+// KeyTableHashesIDs reports whether a dispatcher built WithKeyOrdering
+// indexes its lanes by the ids' bytes rather than their HashCodes.
+func KeyTableHashesIDs[T any](d *Dispatcher[T]) bool {
+	e := d.engines[0]
+	e.keyMu.Lock()
+	defer e.keyMu.Unlock()
+	return e.keys.byID
+}

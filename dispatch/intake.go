@@ -25,14 +25,14 @@ type intake[T any] struct {
 	life     component.Lifecycle // a named field: its transitions are not the user's
 	f        *flow
 	engines  []*engine[T]
-	report   *engine[T]                                              // reports what fails or is refused before a lane
-	route    func(T) (e *engine[T], group int, id string, err error) // runs user code: its panics are emit's and Emit's to recover
-	keyFn    string                                                  // what computes the key, for errors: "AggregateID", "AggregateKey" or "key function"
-	emitFn   func(T) error                                           // the source's emit when not the route's (New's: emitByID)
-	batching bool                                                    // emitBatch runs: admit stages, flush publishes
-	staging  staging[T]                                              // the source's batch, staged
-	runs     sync.Pool                                               // *staging[T] for EmitBatch's runs
-	source   Source[T]                                               // nil: Emit feeds the intake
+	report   *engine[T]                                                      // reports what fails or is refused before a lane
+	route    func(T) (e *engine[T], group int, key aggregate.Key, err error) // runs user code: its panics are emit's and Emit's to recover
+	keyFn    string                                                          // what computes the key, for errors: "AggregateID", "AggregateKey" or "key function"
+	emitFn   func(T) error                                                   // the source's emit when not the route's (New's: emitByID)
+	batching bool                                                            // emitBatch runs: admit stages, flush publishes
+	staging  staging[T]                                                      // the source's batch, staged
+	runs     sync.Pool                                                       // *staging[T] for EmitBatch's runs
+	source   Source[T]                                                       // nil: Emit feeds the intake
 	emitMu   sync.Mutex
 	timeout  time.Duration
 	ends     []func() // WithResults' completions
@@ -261,13 +261,13 @@ func (in *intake[T]) emit(x T) (err error) {
 	var p *PanicError
 	defer in.unwound(&stage, &x, &err, &p)
 	defer component.RecoverAt(&stage, keying, &p) // the route's user code
-	e, g, id, rerr := in.route(x)
+	e, g, k, rerr := in.route(x)
 	if rerr != nil {
 		stage = settled
 		in.unrouted(x, rerr)
 		return nil
 	}
-	return in.admit(e, g, id, &x, afterStop, &stage)
+	return in.admit(e, g, k, &x, afterStop, &stage)
 }
 
 // emitByID returns emit for New's exchanges, routed by routeByID without
@@ -284,13 +284,13 @@ func emitByID[T aggregate.IDCapable](in *intake[T], e *engine[T], key func(T) ag
 		var p *PanicError
 		defer in.unwound(&stage, &x, &err, &p)
 		defer component.RecoverAt(&stage, keying, &p) // AggregateID or AggregateKey
-		g, id, rerr := routeByID(in.Name(), x, key, e.groups)
+		g, k, rerr := routeByID(in.Name(), x, key, e.groups)
 		if rerr != nil {
 			stage = settled
 			in.unrouted(x, rerr)
 			return nil
 		}
-		return in.admit(e, g, id, &x, afterStop, &stage)
+		return in.admit(e, g, k, &x, afterStop, &stage)
 	}
 }
 
@@ -305,7 +305,7 @@ func (in *intake[T]) refuse(x T) {
 // admit puts a routed exchange (to e's group g, id's lane under
 // WithKeyOrdering) into its lane, taking a budget unit from the credit.
 // Source's goroutine only; *stage is emit's.
-func (in *intake[T]) admit(e *engine[T], g int, id string, x *T, afterStop bool, stage *intakeStage) error {
+func (in *intake[T]) admit(e *engine[T], g int, k aggregate.Key, x *T, afterStop bool, stage *intakeStage) error {
 	*stage = admitting
 	if in.credit == 0 {
 		n, err := in.credits(afterStop)
@@ -318,12 +318,12 @@ func (in *intake[T]) admit(e *engine[T], g int, id string, x *T, afterStop bool,
 	}
 	e.admitted()
 	if in.batching {
-		in.staging.stage(e, g, id, x) // counted at its publication, by flush
+		in.staging.stage(e, g, k, x) // counted at its publication, by flush
 		*stage = settled
 		in.credit--
 		return nil
 	}
-	l, late, kick := e.enqueue(g, id, x) // counts x: its publication
+	l, late, kick := e.enqueue(g, k, x) // counts x: its publication
 	*stage = settled
 	in.credit--
 	if late != nil {
@@ -490,7 +490,7 @@ func (in *intake[T]) Emit(ctx context.Context, x T) (err error) {
 	var p *PanicError
 	defer in.emitUnwound(&stage, &x, &err, &p)
 	defer component.RecoverAt(&stage, keying, &p)
-	e, g, id, rerr := in.route(x) // user code (AggregateID): outside the lock
+	e, g, k, rerr := in.route(x) // user code (AggregateID): outside the lock
 	if rerr != nil {
 		stage = settled
 		in.emitUnrouted(x, rerr)
@@ -499,8 +499,8 @@ func (in *intake[T]) Emit(ctx context.Context, x T) (err error) {
 	stage = admitting
 	e.admitted()
 	stage = settled
-	in.emitMu.Lock()                      // held only for the queue write: no user code under it
-	l, late, kick := e.enqueue(g, id, &x) // counts x: its publication
+	in.emitMu.Lock()                     // held only for the queue write: no user code under it
+	l, late, kick := e.enqueue(g, k, &x) // counts x: its publication
 	f.emitting.Add(-1)
 	in.emitMu.Unlock()
 	if f.shut.Load() {

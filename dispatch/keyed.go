@@ -3,6 +3,8 @@ package dispatch
 import (
 	"context"
 	"sync"
+
+	"github.com/aggflow/aggflow/aggregate"
 )
 
 // keyed is an engine's lanes under WithKeyOrdering: one per aggregate id
@@ -28,15 +30,22 @@ type keyed[T any] struct {
 // lane looked at is reused unless active.
 const reuseLooks = 2
 
-// keyLane returns id's lane (g its group), reusing an idle id's or making
-// one when id has none. late, when not nil, is a lane the look for reuse
-// found idle with exchanges (a consumer between going idle and its look
-// again): taken over, it is ready and the caller schedules it. Producer
-// only.
-func (e *engine[T]) keyLane(g int, id string) (l, late *lane[T]) {
-	h := e.keys.hash(id)
-	if l = e.keys.get(id, h); l != nil {
+// keyLane returns the lane of k's id (g its group), reusing an idle id's
+// or making one when the id has none. late, when not nil, is a lane the
+// look for reuse found idle with exchanges (a consumer between going idle
+// and its look again): taken over, it is ready and the caller schedules it.
+// Producer only.
+func (e *engine[T]) keyLane(g int, k aggregate.Key) (l, late *lane[T]) {
+	id, h := k.ID(), e.keys.hash(k)
+	l, same := e.keys.get(id, h)
+	if l != nil {
 		return l, nil
+	}
+	if same >= keyFlood {
+		e.keyMu.Lock()
+		e.keys.hashIDs()
+		e.keyMu.Unlock()
+		h = e.keys.hash(k)
 	}
 	for range min(reuseLooks, e.ring.n) {
 		c := e.ring.pop()

@@ -38,6 +38,16 @@ func keySerial(calls []testkit.Call) error {
 	return testkit.GroupSerial(cs)
 }
 
+// requireKeyOrdered checks a finished key-ordered run of n exchanges: each
+// id's exchanges handled in order and one at a time, none lost.
+func requireKeyOrdered(t *testing.T, n int64, d *dispatch.Dispatcher[testkit.Exchange], rec *testkit.Recorder[testkit.Exchange]) {
+	t.Helper()
+	calls := rec.Calls()
+	require.NoError(t, testkit.PerKeyFIFO(calls))
+	require.NoError(t, keySerial(calls))
+	require.NoError(t, testkit.NoLoss(n, d.Stats(), calls))
+}
+
 // serial is the ordering check of a mode: one group's handlers one at a
 // time, or, WithKeyOrdering, one id's.
 func serial(perKey bool, calls []testkit.Call) error {
@@ -77,10 +87,41 @@ func TestKeyOrderingBlockedIDBlocksOnlyItself(t *testing.T) {
 		assert.Equal(t, int64(per), s.InFlight, "only the blocked id's exchanges wait")
 		close(release)
 		<-d.Done()
-		calls := rec.Calls()
-		require.NoError(t, testkit.PerKeyFIFO(calls))
-		require.NoError(t, keySerial(calls))
-		require.NoError(t, testkit.NoLoss(int64(len(xs)), d.Stats(), calls))
+		requireKeyOrdered(t, int64(len(xs)), d, rec)
+	})
+}
+
+// Ids of one HashCode share a group and, in the index of lanes by id, a
+// hash: with 64 of them active at once the index turns to hashing the ids
+// midway, and every id's exchanges still run in order, each once.
+func TestKeyOrderingIDsOfOneHashCode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ids, per = 64, 5
+		release := make(chan struct{})
+		var xs []testkit.Exchange
+		for i := range per {
+			for k := range ids {
+				id := ""
+				for bit := range 6 { // "Aa" and "BB" hash alike, so do strings of them
+					id += [2]string{"Aa", "BB"}[k>>bit&1]
+				}
+				xs = append(xs, testkit.Exchange{ID: aggregate.NewID(orders, id), Seq: i})
+			}
+		}
+		rec := testkit.NewRecorder(func(x testkit.Exchange) testkit.Tag { return x.Tag(1) },
+			func(ctx context.Context, x testkit.Exchange) error {
+				<-release
+				return nil
+			})
+		d := started(t, flux.FromSlice(xs), rec.Handle, dispatch.WithParallelism(16),
+			dispatch.WithScheduler(newParallel(t, 2)), dispatch.WithKeyOrdering())
+		synctest.Wait()
+		assert.Equal(t, int64(len(xs)), d.Stats().InFlight, "every exchange admitted")
+		assert.True(t, dispatch.KeyTableHashesIDs(d), "64 lanes of one HashCode")
+		close(release)
+		<-d.Done()
+		require.NoError(t, d.Err())
+		requireKeyOrdered(t, int64(len(xs)), d, rec)
 	})
 }
 
@@ -103,10 +144,7 @@ func TestKeyOrderingReclaimsIdleLanes(t *testing.T) {
 		dispatch.WithScheduler(newParallel(t, pool)), dispatch.WithKeyOrdering())
 	<-d.Done()
 	require.NoError(t, d.Err())
-	calls := rec.Calls()
-	require.NoError(t, testkit.PerKeyFIFO(calls))
-	require.NoError(t, keySerial(calls))
-	require.NoError(t, testkit.NoLoss(int64(len(xs)), d.Stats(), calls))
+	requireKeyOrdered(t, int64(len(xs)), d, rec)
 	lanes := dispatch.KeyLanes(d)
 	t.Logf("%d lanes kept for %d ids", lanes, ids)
 	assert.Positive(t, lanes, "lanes by id")
@@ -158,10 +196,7 @@ func TestKeyOrderingByOnNewKeyed(t *testing.T) {
 		assert.Equal(t, dispatch.Stats{Received: 30, Succeeded: 20, InFlight: 10}, d.Stats())
 		close(release)
 		<-d.Done()
-		calls := rec.Calls()
-		require.NoError(t, testkit.PerKeyFIFO(calls))
-		require.NoError(t, keySerial(calls))
-		require.NoError(t, testkit.NoLoss(30, d.Stats(), calls))
+		requireKeyOrdered(t, 30, d, rec)
 	})
 }
 

@@ -3,6 +3,8 @@ package dispatch
 import (
 	"hash/maphash"
 	"iter"
+
+	"github.com/aggflow/aggflow/aggregate"
 )
 
 // keyTable is WithKeyOrdering's index of lanes by aggregate id: open
@@ -12,11 +14,25 @@ import (
 // bytes are cold, and a map's delete would miss on them. A lookup reads an
 // id's bytes only when the hashes agree. Not safe for concurrent use: the
 // engine's producer writes it under keyMu and reads it without.
+//
+// The hash is the key's HashCode, computed by the route for the group,
+// mixed with the table's seed, so that finding an id's slot reads none of
+// its bytes. Ids whose HashCodes are equal, which are easy to make, share
+// a slot's run whatever the seed; once a lookup meets keyFlood of them the
+// table hashes the ids' bytes instead (hashIDs), as a seeded map does, for
+// good.
 type keyTable[T any] struct {
 	slots []keySlot[T] // a power of two long, at most 3/4 full
 	n     int
 	seed  maphash.Seed
+	byID  bool // hashIDs was called
 }
+
+// keyFlood is how many lanes of other ids with its hash a lookup meets
+// before the table hashes ids rather than HashCodes: eight ids of equal
+// HashCode active at once are an attack or a rare id scheme, and they cost
+// each lookup at most that many string comparisons meanwhile.
+const keyFlood = 8
 
 type keySlot[T any] struct {
 	hash uint64
@@ -27,18 +43,28 @@ func newKeyTable[T any]() *keyTable[T] {
 	return &keyTable[T]{slots: make([]keySlot[T], 64), seed: maphash.MakeSeed()}
 }
 
-func (t *keyTable[T]) hash(id string) uint64 { return maphash.String(t.seed, id) }
+// hash returns k's hash in t.
+func (t *keyTable[T]) hash(k aggregate.Key) uint64 {
+	if t.byID {
+		return maphash.String(t.seed, k.ID())
+	}
+	return maphash.Comparable(t.seed, k.HashCode())
+}
 
-// get returns the lane of id, whose hash is h, or nil.
-func (t *keyTable[T]) get(id string, h uint64) *lane[T] {
+// get returns the lane of id, whose hash is h, or nil, and how many lanes
+// of other ids with hash h it met.
+func (t *keyTable[T]) get(id string, h uint64) (l *lane[T], same int) {
 	mask := uint64(len(t.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
 		s := &t.slots[i]
 		if s.l == nil {
-			return nil
+			return nil, same
 		}
-		if s.hash == h && s.l.key == id {
-			return s.l
+		if s.hash == h {
+			if s.l.key == id {
+				return s.l, same
+			}
+			same++
 		}
 	}
 }
@@ -47,7 +73,7 @@ func (t *keyTable[T]) get(id string, h uint64) *lane[T] {
 // lane is under that key.
 func (t *keyTable[T]) put(l *lane[T], h uint64) {
 	if 4*(t.n+1) > 3*len(t.slots) {
-		t.grow()
+		t.rehash(2 * len(t.slots))
 	}
 	t.place(l, h)
 	t.n++
@@ -63,14 +89,26 @@ func (t *keyTable[T]) place(l *lane[T], h uint64) {
 	l.slot = int32(i)
 }
 
-func (t *keyTable[T]) grow() {
+// rehash places every lane again, by its slot's hash, in n slots.
+func (t *keyTable[T]) rehash(n int) {
 	old := t.slots
-	t.slots = make([]keySlot[T], 2*len(old))
+	t.slots = make([]keySlot[T], n)
 	for _, s := range old {
 		if s.l != nil {
 			t.place(s.l, s.hash)
 		}
 	}
+}
+
+// hashIDs makes t hash the ids' bytes from now on, every lane's included.
+func (t *keyTable[T]) hashIDs() {
+	t.byID = true
+	for i := range t.slots {
+		if l := t.slots[i].l; l != nil {
+			t.slots[i].hash = maphash.String(t.seed, l.key)
+		}
+	}
+	t.rehash(len(t.slots))
 }
 
 // remove takes l, which is indexed, out: the entries after it in its run

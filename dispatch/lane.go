@@ -191,17 +191,17 @@ func (e *engine[T]) admitted() {
 // and must schedule it, and a non-nil late is another lane to schedule (both
 // after releasing any lock: on Immediate the drain runs right there).
 // Producer only.
-func (e *engine[T]) enqueue(g int, id string, x *T) (l, late *lane[T], kick bool) {
-	l, late = e.put(g, id, x)
+func (e *engine[T]) enqueue(g int, k aggregate.Key, x *T) (l, late *lane[T], kick bool) {
+	l, late = e.put(g, k, x)
 	l.q.Publish()
 	return l, late, l.claim()
 }
 
 // put writes an admitted exchange into the next slot of its lane (as
 // enqueue's), which the caller publishes. Producer only.
-func (e *engine[T]) put(g int, id string, x *T) (l, late *lane[T]) {
+func (e *engine[T]) put(g int, k aggregate.Key, x *T) (l, late *lane[T]) {
 	if e.keys != nil {
-		l, late = e.keyLane(g, id)
+		l, late = e.keyLane(g, k)
 	} else {
 		l = e.lane(g)
 	}

@@ -87,16 +87,17 @@ func NewMain[T aggregate.IDCapable](name string, named []aggregate.NamedAggregat
 	report := newEngine(name, aggregate.MaterializedNamedAggregate{}, handler, &m.cfg)
 	m.init("main dispatcher", name, source, &m.cfg, engines, report)
 	m.keyFn = "AggregateID"
-	m.route = func(x T) (*engine[T], int, string, error) {
+	m.route = func(x T) (*engine[T], int, aggregate.Key, error) {
 		id := x.AggregateID()
 		if id.ID == "" {
-			return nil, 0, "", errEmptyID(name)
+			return nil, 0, aggregate.Key{}, errEmptyID(name)
 		}
 		e, ok := routes[aggregate.Materialize(id)]
 		if !ok {
-			return nil, 0, "", fmt.Errorf("%w: %v", ErrUnknownAggregate, aggregate.Materialize(id))
+			return nil, 0, aggregate.Key{}, fmt.Errorf("%w: %v", ErrUnknownAggregate, aggregate.Materialize(id))
 		}
-		return e, e.groups.FloorMod(aggregate.HashCode(id.ID)), id.ID, nil // aggregate.GroupKey's group
+		k := aggregate.NewKey(id.ID)
+		return e, e.groups.FloorMod(k.HashCode()), k, nil // aggregate.GroupKey's group
 	}
 	return m, nil
 }
