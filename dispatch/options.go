@@ -118,18 +118,18 @@ func WithParallelism(groups int) Knob {
 
 // WithKeyOrdering orders by aggregate id rather than by group: the
 // exchanges of one id are handled one at a time in admission order, and ids
-// never wait for each other, even in one group. Each id that holds or runs exchanges has a lane of its
-// own, under the same pending budget; an idle id's lane is reused for the
-// next new id, so the lanes kept stay within about twice the ids active at
-// once (at most the budget plus the running handlers). The group
-// (WithParallelism, GroupOf) is still computed for the Results and the
-// handlers' context. Cost: a map look-up per exchange, and a scheduled task
-// per exchange when ids rarely repeat within a batch (2-4x the group
-// order's time per exchange at 1,024 and 100k ids with a no-op handler:
-// docs/benchmarks.md); memory, a lane and a chunk of 32 slots per kept
-// lane, idle or not. For New and NewMain;
-// NewKeyed returns ErrInvalidOption (its key is a group: see
-// WithKeyOrderingBy).
+// never wait for each other, even in one group. Each id that holds or runs
+// exchanges has a lane of its own, under the same pending budget; an idle
+// id's lane is reused for the next new id, so the lanes kept stay within
+// about twice the ids active at once (at most the budget plus the running
+// handlers). The group (WithParallelism, GroupOf) is still computed for the
+// Results and the handlers' context. Cost: per exchange a look-up in an
+// index of lanes by the id's HashCode (by the id's bytes once 8 ids of one
+// HashCode meet in it), and a scheduled task when ids rarely repeat within
+// a batch (1.3-2.6x the group order's time per exchange at 1,024 and 100k
+// ids with a no-op handler: docs/benchmarks.md); memory, a lane and a chunk
+// of 32 slots per kept lane, idle or not. For New and NewMain; NewKeyed
+// returns ErrInvalidOption (its key is a group: see WithKeyOrderingBy).
 func WithKeyOrdering() Knob {
 	return knob(func(c *settings) { c.perKey = true })
 }
