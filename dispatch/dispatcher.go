@@ -154,9 +154,9 @@ func New[T aggregate.IDCapable](name string, named aggregate.NamedAggregate, sou
 
 // routeByID returns x's group among groups (aggregate.GroupKey's) and the
 // key of its aggregate id, or ErrInvalidGroupKey for an empty id: by key(x)
-// when key is not nil (keyOf's), else by AggregateID, hashed once here for
-// the group and WithKeyOrdering's index. Both are user code: their panic is
-// the caller's.
+// when key is not nil (keyOf's: hashed when it was made), else by
+// AggregateID, hashed here once for the group and WithKeyOrdering's index.
+// Both are user code: their panic is the caller's.
 func routeByID[T aggregate.IDCapable](name string, x T, key func(T) aggregate.Key, groups fastmod.Divisor) (int, aggregate.Key, error) {
 	var k aggregate.Key
 	if key != nil {

@@ -15,12 +15,12 @@ import (
 // id's bytes only when the hashes agree. Not safe for concurrent use: the
 // engine's producer writes it under keyMu and reads it without.
 //
-// The hash is the key's HashCode, computed by the route for the group,
-// mixed with the table's seed, so that finding an id's slot reads none of
-// its bytes. Ids whose HashCodes are equal, which are easy to make, share
-// a slot's run whatever the seed; once a lookup meets keyFlood of them the
-// table hashes the ids' bytes instead (hashIDs), as a seeded map does, for
-// good.
+// The hash is the key's HashCode (made with the key: by the route, for
+// the group, or when the exchange made its Key), mixed with the table's
+// seed, so that finding an id's slot reads none of its bytes. Ids whose
+// HashCodes are equal, which are easy to make, share a slot's run whatever
+// the seed; once a lookup meets keyFlood lanes of them the table hashes
+// the ids' bytes instead (hashIDs), as a seeded map does, for good.
 type keyTable[T any] struct {
 	slots []keySlot[T] // a power of two long, at most 3/4 full
 	n     int
@@ -29,10 +29,12 @@ type keyTable[T any] struct {
 }
 
 // keyFlood is how many lanes of other ids with its hash a lookup meets
-// before the table hashes ids rather than HashCodes: eight ids of equal
-// HashCode active at once are an attack or a rare id scheme, and they cost
-// each lookup at most that many string comparisons meanwhile.
-const keyFlood = 8
+// before the table hashes ids rather than HashCodes: three ids of one
+// HashCode indexed at once (the active ids' lanes and the idle ones kept
+// for reuse) are an attack or a rare id scheme. Below it, pairs of ids of
+// one HashCode lengthen the runs every lookup probes by about 1.4x
+// (docs/benchmarks.md); groups of 8 would make it about 7x.
+const keyFlood = 2
 
 type keySlot[T any] struct {
 	hash uint64

@@ -124,7 +124,7 @@ func WithParallelism(groups int) Knob {
 // about twice the ids active at once (at most the budget plus the running
 // handlers). The group (WithParallelism, GroupOf) is still computed for the
 // Results and the handlers' context. Cost: per exchange a look-up in an
-// index of lanes by the id's HashCode (by the id's bytes once 8 ids of one
+// index of lanes by the id's HashCode (by the id's bytes once 3 ids of one
 // HashCode meet in it), and a scheduled task when ids rarely repeat within
 // a batch (1.3-2.6x the group order's time per exchange at 1,024 and 100k
 // ids with a no-op handler: docs/benchmarks.md); memory, a lane and a chunk
